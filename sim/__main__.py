@@ -1,0 +1,6 @@
+"""``python -m sim`` is the ``collsim`` command."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

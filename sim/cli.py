@@ -1,0 +1,72 @@
+"""The ``collsim`` command line (also ``python -m sim``).
+
+Each subcommand lives in its own module that exposes ``register(subparsers)``; the module adds its
+parser and sets ``func=handler`` where ``handler(args) -> int`` returns the exit status. Modules of the
+real side (``real.commands``...) are listed here by name and imported when the CLI starts; they import
+torch only inside their handlers, so ``collsim simulate`` works without torch and ``sim`` itself never
+imports it.
+
+User errors (:class:`sim.errors.CollsimError`) print one line, ``collsim: error: ...``, and exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import CollsimError
+
+# Order here is the order in `collsim --help`.
+COMMAND_MODULES = (
+    "sim.commands.simulate",
+    "sim.commands.topo",
+    "sim.commands.verify",
+    "sim.commands.validate",
+    "sim.commands.demo",
+    "sim.commands.plan",
+    "sim.commands.grade",
+    "sim.flight.commands",
+    "real.commands",
+    "real.compare.commands",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's usage errors: one line, status 2
+        self.exit(2, f"collsim: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="collsim", description="Teach and predict GPU collective communication.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and (name == e.name or name.startswith(e.name + ".")):
+                continue  # that part is not built (yet); its commands are simply absent
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CollsimError as e:
+        print(f"collsim: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("collsim: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `collsim simulate ... | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Argument helpers shared by the subcommands (sizes, dtypes, output formats)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from ..errors import CollsimError
+from ..units import parse_size, size_sweep
+
+DTYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
+               "float": 4, "float32": 4, "int64": 8, "uint64": 8, "double": 8, "float64": 8}
+DEFAULT_TOPOLOGY = "ring:n=8"
+
+
+def add_size_args(p, default_min: str = "32M", default_max: str = "32M") -> None:
+    """nccl-tests' sweep flags: -b/-e with K/M/G suffixes, -f factor, -i step."""
+    p.add_argument("-b", "--minbytes", default=default_min, help=f"smallest size, e.g. 8, 64K, 1M (default {default_min})")
+    p.add_argument("-e", "--maxbytes", default=default_max, help=f"largest size (default {default_max})")
+    p.add_argument("-f", "--stepfactor", type=float, default=0.0, help="multiply the size by this each step")
+    p.add_argument("-i", "--stepbytes", default="1M", help="add this to the size each step when no -f is given (default 1M)")
+    p.add_argument("-d", "--datatype", default="float", help=f"element type ({', '.join(DTYPE_BYTES)}; default float)")
+
+
+def sizes_from_args(args) -> list[int]:
+    lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
+    dtype = args.datatype
+    if dtype not in DTYPE_BYTES:
+        raise CollsimError(f"unknown datatype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
+    sizes = size_sweep(lo, hi, args.stepfactor, parse_size(args.stepbytes))
+    elem = DTYPE_BYTES[dtype]
+    for s in sizes:
+        if s % elem:
+            raise CollsimError(f"size {s} B is not a multiple of the {dtype} element size ({elem} B): pick sizes like {s - s % elem or elem}")
+    return sizes
+
+
+def emit(fmt: str, table_text: str, payload: dict, rows: list[dict]) -> str:
+    """Render one of table|json|csv."""
+    if fmt == "json":
+        return json.dumps(payload, indent=1)
+    if fmt == "csv":
+        buf = io.StringIO()
+        if rows:
+            w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        return buf.getvalue().rstrip("\n")
+    return table_text

@@ -1,0 +1,97 @@
+"""``collsim simulate``: the nccl-tests table a topology would print, predicted."""
+from __future__ import annotations
+
+from .. import api
+from ..algorithms import candidates, why_not
+from ..collectives import get_collective
+from ..errors import CollsimError
+from ..presets import load_topology
+from .common import DEFAULT_TOPOLOGY, DTYPE_BYTES, add_size_args, emit, sizes_from_args
+
+
+def register(sub) -> None:
+    p = sub.add_parser("simulate", help="predict time, algbw and busbw of a collective on a topology",
+                       description="Predict an nccl-tests sweep: time, algbw, busbw, algorithm, protocol and steps per size.")
+    p.add_argument("--topology", "-t", default=DEFAULT_TOPOLOGY, help=f"preset spec NAME[:k=v,...] or .yaml/.json file (default {DEFAULT_TOPOLOGY})")
+    p.add_argument("--collective", "-c", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all")
+    p.add_argument("--algorithm", "-a", default="auto", help="auto (pick the fastest, like NCCL), all (compare every algorithm), or a name")
+    p.add_argument("--protocol", "-p", default="auto", help="auto, ideal, LL, LL128 or Simple")
+    p.add_argument("--model", default="engine", choices=api.MODELS, help="engine (discrete-event, default), tuner (NCCL's closed form), alpha-beta")
+    p.add_argument("--nchannels", type=int, default=None, help="channels (default 1, or the model's choice)")
+    p.add_argument("--pipeline", type=int, default=None, help="pieces per channel (default: chosen from the protocol)")
+    p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce")
+    p.add_argument("--format", default="table", choices=("table", "json", "csv"))
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the largest size to FILE")
+    p.add_argument("--explain", action="store_true", help="print the model's terms for each size")
+    add_size_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    topo = load_topology(args.topology)
+    coll = get_collective(args.collective)
+    sizes = sizes_from_args(args)
+    if args.algorithm == "all":
+        algos = candidates(coll, topo.nranks, topo)
+        if not algos:
+            raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
+    else:
+        if args.algorithm != "auto":
+            reason = why_not(args.algorithm, coll, topo.nranks, topo)
+            if reason:
+                raise CollsimError(f"cannot run --algorithm {args.algorithm} on {topo.name}: {reason}")
+        algos = [args.algorithm]
+    results = []
+    for nbytes in sizes:
+        group = []
+        for a in algos:
+            r = api.simulate(coll, nbytes, topo, a, args.protocol, model=args.model, nchannels=args.nchannels,
+                             pipeline=args.pipeline, root=args.root, trace=bool(args.trace) and nbytes == sizes[-1])
+            group.append(r)
+        best = min(group, key=lambda r: r.time_us)
+        results.append((nbytes, group, best))
+    if args.trace:
+        trace = results[-1][2].trace
+        if trace is None:
+            raise CollsimError(f"--trace needs the engine model (got --model {args.model})")
+        trace.save(args.trace)
+    elem = DTYPE_BYTES[args.datatype]
+    rows = []
+    for nbytes, group, best in results:
+        for r in group:
+            row = r.row()
+            if len(algos) > 1:
+                row["fastest"] = r is best
+            rows.append(row)
+    payload = {"topology": topo.name, "collective": coll.name, "nranks": topo.nranks, "model": args.model, "results": rows}
+    text = _table(topo, coll, results, elem, args, multi=len(algos) > 1)
+    print(emit(args.format, text, payload, rows))
+    return 0
+
+
+def _table(topo, coll, results, elem, args, multi: bool) -> str:
+    lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)), model {args.model}",
+             f"# {'size':>10s} {'count':>12s} {'type':>6s} {'algorithm':>14s} {'protocol':>8s} {'steps':>6s} {'time':>10s} {'algbw':>8s} {'busbw':>8s}",
+             f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"]
+    for nbytes, group, best in results:
+        for r in group:
+            mark = " *" if multi and r is best else ""
+            lines.append(f"  {nbytes:>10d} {nbytes // elem:>12d} {args.datatype:>6s} {r.algorithm:>14s} {r.protocol:>8s} "
+                         f"{r.steps:>6d} {r.time_us:>10.2f} {r.algbw_GBps:>8.2f} {r.busbw_GBps:>8.2f}{mark}")
+            if args.explain:
+                lines.extend(_explain(r))
+    if multi:
+        lines.append("# * fastest algorithm at that size")
+    avg = sum(b.busbw_GBps for _, _, b in results) / len(results)
+    lines.append(f"# Avg bus bandwidth    : {avg:.3f}")
+    return "\n".join(lines)
+
+
+def _explain(r) -> list[str]:
+    out = [f"#   {r.algorithm}/{r.protocol}: channels {r.nchannels}, pipeline {r.pipeline}"]
+    for k, v in r.explain.items():
+        out.append(f"#     {k}: {v:.4g}" if isinstance(v, float) else f"#     {k}: {v}")
+    b = r.bottleneck()
+    if b:
+        out.append(f"#     busiest link {b[0]}: busy {b[1]:.2f} us of {r.time_us:.2f} us ({b[1] / r.time_us:.0%})")
+    return out

@@ -1,0 +1,30 @@
+"""``collsim topo``: describe (and draw) a topology."""
+from __future__ import annotations
+
+import json
+
+from ..presets import load_topology, presets
+
+
+def register(sub) -> None:
+    p = sub.add_parser("topo", help="describe a topology (and draw it with --plot)",
+                       description="Summarise a topology: GPUs, hosts, link classes, reducing switches.")
+    p.add_argument("spec", nargs="?", help="preset spec NAME[:k=v,...] or .yaml/.json file; omit to list presets")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the topology to an image file")
+    p.add_argument("--format", default="text", choices=("text", "json"), help="json: the file format (loadable)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if not args.spec:
+        for name, pr in sorted(presets().items()):
+            params = ", ".join(f"{k}={d}" for k, (_, d) in pr.params.items())
+            print(f"{name:16s} {pr.summary}\n{'':16s} ({params})")
+        return 0
+    topo = load_topology(args.spec)
+    print(json.dumps(topo.to_dict(), indent=1) if args.format == "json" else topo.summary())
+    if args.plot:
+        from ..viz.topology_plot import plot_topology
+        plot_topology(topo, args.plot)
+        print(f"wrote {args.plot}")
+    return 0

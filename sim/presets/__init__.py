@@ -1,0 +1,115 @@
+"""Preset topologies by name, and the spec syntax ``NAME[:key=value,...]``.
+
+A preset is a function that takes keyword parameters and returns a :class:`~sim.topology.Topology`.
+:func:`register` declares it with its parameters and their types, so a spec is checked before the
+builder runs: an unknown name or key, or a value of the wrong type, is a clear error.
+
+>>> from sim.presets import load_topology
+>>> load_topology("ring:n=4,bandwidth_GBps=50").nranks
+4
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import CollsimError
+from ..topology import Topology
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    builder: Callable[..., Topology]
+    params: dict  # name -> (type, default)
+    summary: str
+
+
+_PRESETS: dict[str, Preset] = {}
+
+
+def register(name: str, summary: str):
+    """Decorator: declare ``builder(**params)`` as preset ``name``; the signature's defaults and
+    annotations (int/float/bool/str) are the parameters."""
+    def deco(fn):
+        sig = inspect.signature(fn)
+        params = {}
+        for p in sig.parameters.values():
+            typ = p.annotation if isinstance(p.annotation, type) else {"int": int, "float": float, "bool": bool, "str": str}.get(str(p.annotation).split(" ")[0], str)
+            params[p.name] = (typ, p.default)
+        _PRESETS[name] = Preset(name, fn, params, summary)
+        return fn
+    return deco
+
+
+def presets() -> dict[str, Preset]:
+    _load_builtin()
+    return dict(_PRESETS)
+
+
+def _load_builtin() -> None:
+    from . import simple  # noqa: F401  (registers ring, fully-connected, switch)
+    import importlib.util
+    if importlib.util.find_spec(f"{__name__}.hardware") is not None:
+        from . import hardware  # noqa: F401  (dgx-*, gb200-nvl72, hgx-a100-4, pcie)
+
+
+def _convert(preset: Preset, key: str, raw: str):
+    typ, _ = preset.params[key]
+    try:
+        if typ is bool:
+            low = raw.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if typ is int:
+            f = float(raw)
+            if f != int(f):
+                raise ValueError
+            return int(f)
+        if typ is float:
+            return float(raw)
+        return raw
+    except ValueError:
+        raise CollsimError(f"preset {preset.name!r}: {key}={raw!r} is not a valid {typ.__name__}") from None
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """``"ring:n=8,latency_us=1"`` -> ``("ring", {"n": "8", "latency_us": "1"})``."""
+    name, _, rest = spec.strip().partition(":")
+    params: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise CollsimError(f"cannot read {item!r} in topology spec {spec!r}: write key=value pairs separated by commas, e.g. ring:n=8,bandwidth_GBps=100")
+        if key.strip() in params:
+            raise CollsimError(f"topology spec {spec!r} sets {key.strip()!r} twice: give each key once")
+        params[key.strip()] = value.strip()
+    return name.strip(), params
+
+
+def load_topology(spec: "str | Topology") -> Topology:
+    """A topology from a preset spec, a ``.yaml``/``.yml``/``.json`` path, or a Topology (returned as is)."""
+    if isinstance(spec, Topology):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise CollsimError("no topology given: pass a preset spec such as ring:n=8 or a .yaml/.json file")
+    if spec.lower().endswith((".yaml", ".yml", ".json")) or os.sep in spec:
+        from ..topology_file import load_topology_file
+        return load_topology_file(spec)
+    name, raw = parse_spec(spec)
+    table = presets()
+    if name not in table:
+        raise CollsimError(f"unknown topology preset {name!r}: choose one of {', '.join(sorted(table))}, or give a .yaml/.json file")
+    preset = table[name]
+    kwargs = {}
+    for key, value in raw.items():
+        if key not in preset.params:
+            raise CollsimError(f"preset {name!r} has no parameter {key!r}: its parameters are {', '.join(preset.params)}")
+        kwargs[key] = _convert(preset, key, value)
+    topo = preset.builder(**kwargs)
+    return topo

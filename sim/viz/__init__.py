@@ -1,0 +1,1 @@
+"""Pictures: topology drawings, chunk diagrams, link timelines and bandwidth plots (matplotlib)."""
