@@ -1,0 +1,349 @@
+"""Find the rank(s) at fault from every rank's flight-recorder dump (real or simulated).
+
+Records are matched across ranks by process group and ``collective_seq_id``. At each sequence id the
+members' entries are compared; the first thing that differs is a *finding*:
+
+============================  =========================================================================
+``collective_type_mismatch``  members called different collectives; culprits: the minority
+``size_mismatch``             same collective, different tensor shapes; culprits: the minority
+``dtype_mismatch``            same collective and shapes, different dtypes; culprits: the minority
+``missing_rank``              some members never reached this sequence id (their last enqueued id is
+                              lower), or sent no dump while the others wait here; culprits: those ranks
+``extra_collective``          the few members that did reach it, when most never did
+``stuck_collective``          every member joined, it matches, none completed: no desync, so the
+                              transport (a link, a NIC) among them is suspect; culprits: the members
+                              (none when the group is the whole job: the records cannot narrow it)
+``straggler``                 nothing wrong, but a rank enqueued a collective much later (default
+                              10 ms) than the median member: the others waited for it
+``slow_link``                 nothing wrong, but a group takes ``slow_factor`` times longer than other
+                              groups running the same collective: a link among its members is slow
+============================  =========================================================================
+
+*Minority rule*: with ranks 0 and 1 calling ``all_reduce`` at seq 3 and rank 2 calling ``barrier``,
+rank 2 is the one out of line. When rank 2 skipped a collective, its later calls line up with the
+others' one sequence id late: identical calls match until the end, where ranks 0 and 1 wait at a
+sequence id rank 2 never reaches, so rank 2 (behind, the minority) is named ``missing_rank``; if its
+calls differ, a mismatch names it, and a shifted comparison (its calls from seq ``s`` equal the
+others' from ``s+k``) turns that into ``missing_rank`` at ``s``. A tie (2-rank group) names both sides
+and says so. A rank absent from one group because it is blocked in another group's collective is not
+the cause: that finding is *secondary* and the analyzer follows it to the group where it is blocked.
+
+>>> dumps = {r: {"pg_config": {"0": {"ranks": [0, 1, 2], "desc": "default_pg"}},
+...              "pg_status": {"0": {"last_enqueued_collective": 2 if r < 2 else 1}},
+...              "entries": [{"pg": "0", "pg_desc": "default_pg", "seq": s, "op": "all_reduce",
+...                           "input_sizes": [[4]], "output_sizes": [[4]], "input_dtypes": ["Float"],
+...                           "output_dtypes": ["Float"], "completed": s == 1, "created_ns": None,
+...                           "started_ns": None, "completed_ns": None, "is_p2p": False}
+...                          for s in (1, 2) if s == 1 or r < 2]} for r in range(3)}
+>>> d = analyze(dumps)
+>>> d["error_type"], d["culprits"], d["collective_seq_id"]
+('missing_rank', [2], 2)
+"""
+from __future__ import annotations
+
+import json
+import statistics
+
+from .loader import DumpSet
+
+_NO_SIZE_CHECK = {"all_to_all", "gather", "scatter", "send", "recv", "recv_anysource"}
+_ERRORS = ("collective_type_mismatch", "size_mismatch", "dtype_mismatch", "missing_rank", "extra_collective")
+
+
+def _members(dumps: dict, refused: tuple) -> dict[str, tuple]:
+    """pg name -> member ranks. gloo leaves pg_config names empty, so the default group falls back to
+    every rank that left a file, and other groups to the ranks whose records mention them."""
+    everyone = set(dumps) | set(refused)
+    names, mentioned, listed, default = set(), {}, {}, set()
+    for r, d in dumps.items():
+        for name, cfg in d["pg_config"].items():
+            if cfg["ranks"]:
+                listed.setdefault(name, set(cfg["ranks"]))
+                everyone |= set(cfg["ranks"]) if name == "" else set()
+        for name in d["pg_status"]:
+            mentioned.setdefault(name, set()).add(r)
+            names.add(name)
+        for e in d["entries"]:
+            names.add(e["pg"])
+            mentioned.setdefault(e["pg"], set()).add(r)
+            if e["pg_desc"] == "default_pg":
+                default.add(e["pg"])
+    out = {}
+    for name in names:
+        if name in listed and name != "":
+            out[name] = tuple(sorted(listed[name]))
+        elif name in default or name == "0":
+            out[name] = tuple(sorted(everyone))
+        else:
+            out[name] = tuple(sorted(mentioned[name]))
+    return out
+
+
+def _minority(groups: dict) -> tuple[list[int], object, bool]:
+    """(culprits, majority key, tie?) for {key: [ranks]}: everyone outside the one largest group."""
+    sizes = sorted((len(v) for v in groups.values()), reverse=True)
+    if len(sizes) > 1 and sizes[0] == sizes[1]:
+        return sorted(r for v in groups.values() for r in v), None, True
+    major = max(groups, key=lambda k: len(groups[k]))
+    return sorted(r for k, v in groups.items() if k != major for r in v), major, False
+
+
+def _sig(e: dict, what: str):
+    if what == "op":
+        return e["op"]
+    if what == "size":
+        return json.dumps([e["input_sizes"], e["output_sizes"]])
+    return json.dumps([e["input_dtypes"], e["output_dtypes"]])
+
+
+class _Pg:
+    """One process group's records, by rank and sequence id."""
+
+    def __init__(self, name: str, members: tuple, dumps: dict, refused: tuple):
+        self.name, self.members = name, members
+        self.by_rank = {r: {e["seq"]: e for e in dumps[r]["entries"] if e["pg"] == name and not e["is_p2p"]}
+                        for r in members if r in dumps}
+        self.no_dump = [r for r in members if r not in dumps and r not in refused]
+        self.desc = next((e["pg_desc"] for es in self.by_rank.values() for e in es.values()), "")
+        self.last = {}
+        for r, es in self.by_rank.items():
+            st = dumps[r]["pg_status"].get(name, {}).get("last_enqueued_collective", -1)
+            self.last[r] = max([st, *es])  # pg_status survives when the ring buffer dropped entries
+        self.seqs = sorted({s for es in self.by_rank.values() for s in es})
+
+
+def _finding(kind, pg, seq, culprits, details, evidence, tie=False):
+    return {"error_type": kind, "culprits": sorted(culprits), "collective_seq_id": seq,
+            "process_group": pg.name, "pg_desc": pg.desc, "details": details + (
+                " (a tie: the records cannot say which side is wrong)" if tie else ""), "evidence": evidence}
+
+
+def _calls(pg: _Pg, r: int, start: int, n: int = 8) -> list:
+    es = pg.by_rank.get(r, {})
+    return [(_sig(es[s], "op"), _sig(es[s], "size")) if s in es else None for s in range(start, start + n)]
+
+
+def _aligned(a: list, b: list, need: int = 1) -> bool | None:
+    """True/False when at least ``need`` positions hold calls on both sides, else None (no evidence)."""
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    return None if len(pairs) < need else all(x == y for x, y in pairs)
+
+
+def _shift(pg: _Pg, culprits, ref_rank: int, seq: int) -> int:
+    """k > 0 if the culprits' calls from ``seq`` equal the majority's from ``seq + k`` (they skipped
+    k), k < 0 if the majority's from ``seq`` equal theirs from ``seq - k`` (they made extra calls).
+
+    A shift must beat the plain reading (one call replaced by another): it needs two aligned calls,
+    and the calls after ``seq`` must not already line up without it."""
+    for r in culprits:
+        if _aligned(_calls(pg, r, seq + 1), _calls(pg, ref_rank, seq + 1)):
+            return 0
+    for k in (1, 2, 3, -1, -2, -3):
+        ref = _calls(pg, ref_rank, seq + max(k, 0))
+        if all(_aligned(_calls(pg, r, seq + max(-k, 0)), ref, need=2) for r in culprits):
+            return k
+    return 0
+
+
+def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
+    present = {r: es[s] for r, es in pg.by_rank.items() if s in es}
+    absent = [r for r in pg.by_rank if s not in pg.by_rank[r] and pg.last[r] < s]
+    ev = {str(r): {"op": e["op"], "input_sizes": e["input_sizes"], "dtypes": e["input_dtypes"],
+                   "completed": e["completed"]} for r, e in present.items()}
+    ev.update({str(r): {"last_enqueued_collective": pg.last[r]} for r in absent})
+    ev.update({str(r): "no dump" for r in pg.no_dump})
+    for what, kind in (("op", "collective_type_mismatch"), ("size", "size_mismatch"), ("dtype", "dtype_mismatch")):
+        if what == "size" and any(e["op"] in _NO_SIZE_CHECK for e in present.values()):
+            continue
+        groups = {}
+        for r, e in present.items():
+            groups.setdefault(_sig(e, what), []).append(r)
+        if len(groups) > 1:
+            culprits, major, tie = _minority(groups)
+            said = "; ".join(f"rank(s) {v} {what} {k}" for k, v in groups.items())
+            if tie:  # e.g. a rank with no dump left two against one: ask the group's other records
+                seen = {k: sum(1 for es in pg.by_rank.values() for q, e in es.items() if q != s and _sig(e, what) == k)
+                        for k in groups}
+                rare = [k for k in groups if seen[k] == min(seen.values())]
+                if len(rare) == 1 and seen[rare[0]] < max(seen.values()):
+                    culprits, tie = sorted(groups[rare[0]]), False
+                    major = next(k for k in groups if k != rare[0])
+                    said += f" ({what} {rare[0]} appears in {seen[rare[0]]} other record(s) of this group, the other side's in more)"
+            if not tie:
+                k = _shift(pg, culprits, groups[major][0], s)
+                if k > 0:
+                    return _finding("missing_rank", pg, s, culprits, f"rank(s) {culprits} skipped {k} collective(s) "
+                                    f"at seq {s}: their calls from seq {s} match the others' from seq {s + k} ({said})", ev)
+                if k < 0:
+                    return _finding("extra_collective", pg, s, culprits, f"rank(s) {culprits} made {-k} extra call(s) "
+                                    f"at seq {s}: the others' calls from seq {s} match theirs from seq {s - k} ({said})", ev)
+            hint = ""
+            if what == "op" and not tie:  # a skipped call also shows up as one call of that kind fewer
+                count = lambda r: sum(1 for q, e in pg.by_rank[r].items() if q <= s and e["op"] == major)
+                ref = count(groups[major][0])
+                fewer = [r for r in culprits if count(r) < ref]
+                if fewer:
+                    mine = pg.by_rank[fewer[0]][s]["op"]
+                    hint = (f"; rank(s) {fewer} made fewer {major} calls up to seq {s} ({count(fewer[0])} vs {ref}):"
+                            f" called {mine} in place of one, or skipped one and went on to {mine}")
+            return _finding(kind, pg, s, culprits, f"at seq {s} {said}{hint}", ev, tie)
+    if absent:
+        here = sorted(present)
+        if len(absent) > len(here):
+            return _finding("extra_collective", pg, s, here, f"only rank(s) {here} called seq {s} "
+                            f"({next(iter(present.values()))['op']}); rank(s) {sorted(absent)} never did", ev)
+        return _finding("missing_rank", pg, s, absent, f"rank(s) {sorted(absent)} never reached seq {s} "
+                        f"(last enqueued {[pg.last[r] for r in sorted(absent)]}); rank(s) {here} wait in "
+                        f"{next(iter(present.values()))['op']}", ev, len(absent) == len(here))
+    if present and not all(e["completed"] for e in present.values()):
+        if pg.no_dump:
+            return _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no dump (crashed or "
+                            f"killed?) while rank(s) {sorted(present)} wait at seq {s}", ev)
+        if completed_lowest and len(present) == len(pg.members) and not any(e["completed"] for e in present.values()):
+            return _finding("stuck_collective", pg, s, list(pg.members), f"every member of group {pg.name} "
+                            f"joined seq {s} ({next(iter(present.values()))['op']}), the calls match and none "
+                            "completed: no desync; suspect the transport (link, NIC) among these ranks", ev)
+    return None
+
+
+def _status_only(pg: _Pg):
+    """Without entries (dumped with includeCollectives=False, or evicted) the last enqueued sequence id
+    per rank still shows who is behind: the minority rule on those numbers."""
+    groups = {}
+    for r, last in pg.last.items():
+        groups.setdefault(last, []).append(r)
+    if len(groups) < 2:
+        return None
+    culprits, major, tie = _minority(groups)
+    ev = {str(r): {"last_enqueued_collective": last} for r, last in pg.last.items()}
+    if tie:
+        major = max(groups)
+        culprits = sorted(r for k, v in groups.items() if k != major for r in v)
+    behind = all(pg.last[r] < major for r in culprits)
+    seq = min(pg.last[r] for r in culprits) + 1 if behind else major + 1
+    return _finding("missing_rank" if behind else "extra_collective", pg, seq, culprits,
+                    f"no entries recorded; pg_status says rank(s) {culprits} last enqueued "
+                    f"{sorted({pg.last[r] for r in culprits})} while the others reached {major}", ev, tie)
+
+
+def _blocked_elsewhere(r: int, pg_name: str, dumps: dict) -> tuple | None:
+    for e in dumps.get(r, {}).get("entries", []):
+        if e["pg"] != pg_name and not e["completed"] and not e["is_p2p"]:
+            return e["pg"], e["seq"]
+    return None
+
+
+def _lag_findings(pgs, threshold_ns):
+    best = None
+    for pg in pgs:
+        for s in pg.seqs:
+            t = {r: es[s]["created_ns"] for r, es in pg.by_rank.items() if s in es and es[s]["created_ns"]}
+            if len(t) < 3 or len(t) < len(pg.members):
+                continue
+            med = statistics.median(t.values())
+            late = {r: v - med for r, v in t.items() if v - med > threshold_ns}
+            if late and (best is None or max(late.values()) > best[0]):
+                best = (max(late.values()), pg, s, late)
+    if best is None:
+        return None
+    _, pg, s, late = best
+    return _finding("straggler", pg, s, list(late), "rank(s) " + ", ".join(
+        f"{r} enqueued seq {s} {v / 1e6:.3f} ms after the median member" for r, v in sorted(late.items()))
+        + "; the others waited for it", {str(r): {"late_ms": v / 1e6} for r, v in late.items()})
+
+
+def _slow_groups(pgs, slow_factor):
+    by_sig = {}
+    for pg in pgs:
+        durs = []
+        for s in pg.seqs:
+            es = [pg.by_rank[r].get(s) for r in pg.members if r in pg.by_rank]
+            if len(es) == len(pg.members) and all(e and e["started_ns"] and e["completed_ns"] for e in es):
+                durs.append((max(e["completed_ns"] for e in es) - max(e["started_ns"] for e in es), s, es[0]))
+        for d, s, e in durs:
+            key = (len(pg.members), e["op"], _sig(e, "size"), _sig(e, "dtype"))
+            by_sig.setdefault(key, {}).setdefault(pg.name, []).append((d, s))
+    found = []
+    members = {p.name: set(p.members) for p in pgs}
+    for key, per_pg in by_sig.items():
+        if len(per_pg) < 2:
+            continue
+        med = {name: statistics.median(d for d, _ in v) for name, v in per_pg.items()}
+        fastest = min(med.values())
+        slow = [n for n, m in med.items() if fastest > 0 and m > slow_factor * fastest]
+        if slow:
+            fast_ranks = set().union(*(members[n] for n in med if n not in slow))
+            suspects = set().union(*(members[n] for n in slow))
+            found.append((key, slow, med, fastest, suspects - fast_ranks or suspects))
+    if not found:
+        return None
+    # Each kind of collective narrows the suspects; a link shared by all slow groups is the best guess.
+    culprits = set.intersection(*(c for *_, c in found)) or found[0][4]
+    key, slow, med, fastest, _ = found[0]
+    pg = next(p for p in pgs if p.name == slow[0])
+    worst = max(by_sig[key][slow[0]])[1]  # the sequence id where the slow group took longest
+    return _finding("slow_link", pg, worst, culprits, f"group(s) {sorted(n for _, s, *_ in found for n in s)} "
+                    f"take up to {max(med.values()) / fastest:.1f}x as long as the fastest group running the same "
+                    f"{key[1]} ({med[slow[0]] / 1e6:.3f} ms vs {fastest / 1e6:.3f} ms): a link of rank(s) "
+                    f"{sorted(culprits)} is slow", {n: m / 1e6 for n, m in med.items()})
+
+
+def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict:
+    """Diagnose ``dumps`` ({rank: normalised dump} or a :class:`~sim.flight.loader.DumpSet`).
+
+    Returns ``{"error_type", "culprits", "collective_seq_id", "process_group", "details", "evidence",
+    "secondary", "other_findings", "ranks", "refused"}``; ``error_type`` is ``"none"`` when nothing is
+    wrong. ``straggler_ms``: lateness that counts as straggling; ``slow_factor``: how much slower a
+    group must be than its peers to blame a link."""
+    refused_files, refused = ({}, ())
+    if isinstance(dumps, DumpSet):
+        refused_files, refused, dumps = dumps.refused, dumps.refused_ranks, dumps.dumps
+    members = _members(dumps, refused)
+    pgs = [_Pg(n, m, dumps, refused) for n, m in sorted(members.items(), key=lambda x: (len(x[0]), x[0]))]
+    findings = []
+    for pg in pgs:
+        first_open = min((s for s in pg.seqs if not all(es[s]["completed"] for es in pg.by_rank.values()
+                                                         if s in es)), default=None)
+        if not pg.seqs and (f := _status_only(pg)):
+            f["_t"] = 0
+            findings.append(f)
+        for s in pg.seqs:
+            f = _check_seq(pg, s, s == first_open)
+            if f:
+                # when it happened: the earliest enqueue at that sequence id (to order groups)
+                f["_t"] = min((es[s]["created_ns"] or 0 for es in pg.by_rank.values() if s in es), default=0)
+                findings.append(f)
+                break  # later sequence ids of a desynchronised group say nothing new
+        else:
+            if pg.no_dump and pg.by_rank:
+                s = max(pg.last.values()) + 1
+                f = _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no dump; the others "
+                             f"completed all {s - 1} collective(s) they recorded (it failed after them, or its "
+                             "dump was lost)", {str(r): "no dump" for r in pg.no_dump})
+                f["_t"] = float("inf")  # weaker evidence than a record that disagrees
+                findings.append(f)
+    primary, secondary = [], []
+    for f in findings:
+        blocked = {r: _blocked_elsewhere(r, f["process_group"], dumps) for r in f["culprits"]}
+        if f["error_type"] == "missing_rank" and f["culprits"] and all(blocked.values()):
+            f["details"] += "; but " + ", ".join(f"rank {r} is blocked in group {b[0]} seq {b[1]}"
+                                                 for r, b in blocked.items())
+            secondary.append(f)
+        else:
+            primary.append(f)
+    order = lambda f: (_ERRORS + ("stuck_collective",)).index(f["error_type"])
+    primary.sort(key=lambda f: (order(f) > 4, f["_t"]))
+    if not primary and secondary:  # every rank waits on another: a cross-group deadlock
+        primary = [dict(secondary[0], details=secondary[0]["details"] + " (cross-group wait cycle)")]
+    main = primary[0] if primary else (_lag_findings(pgs, straggler_ms * 1e6) or _slow_groups(pgs, slow_factor))
+    if main is None:
+        main = {"error_type": "none", "culprits": [], "collective_seq_id": None, "process_group": None,
+                "pg_desc": "", "details": "every collective matches on every rank and none is stuck, late or slow",
+                "evidence": {}}
+    strip = lambda f: {k: v for k, v in f.items() if k != "_t"}
+    out = strip(main)
+    secondary, primary = [strip(f) for f in secondary], [strip(f) for f in primary]
+    out.update(secondary=[f for f in secondary if f != out], other_findings=primary[1:],
+               ranks=sorted(dumps), refused=refused_files,
+               process_groups={p.name: {"desc": p.desc, "ranks": list(p.members)} for p in pgs})
+    return out

@@ -1,0 +1,208 @@
+"""Read flight-recorder dumps, from PyTorch (pickle or JSON, NCCL or gloo) or from the simulator.
+
+Pickles are read by :class:`PlainUnpickler`, which builds only plain containers and refuses every
+``find_class`` (so no import, no call, nothing executed: a hostile pickle gets an error, not a shell),
+then every value is checked to be dict/list/tuple/str/int/float/bool/None/bytes.
+
+Dumps are normalised so the analyzer sees one shape whatever wrote them:
+
+- the rank comes from the file name (``rank_3``, ``rank_3.json``, ``nccl_trace_rank_3``);
+- ``pg_config`` ranks (a string ``"[0, 1]"`` in PyTorch) become lists; ``pg_status`` numbers (strings in
+  the JSON form) become ints; ``time_discovered_*`` of 0 (the JSON form's "none") become ``None``;
+- each entry gets ``pg`` (process-group name), ``seq``, ``op`` (``"gloo:allreduce"`` and
+  ``"nccl:all_reduce"`` both become ``"all_reduce"``) and ``completed`` (state ``completed``, or
+  ``retired``, or a sequence id at or below ``last_completed_collective``: gloo leaves every entry
+  ``scheduled``).
+
+>>> d = normalise({"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
+...                "pg_status": {"0": {"last_completed_collective": "1"}},
+...                "entries": [{"process_group": ["0", "default_pg"], "collective_seq_id": 1,
+...                             "profiling_name": "gloo:all_reduce", "state": "scheduled"}]})
+>>> d["entries"][0]["op"], d["entries"][0]["completed"], d["pg_config"][""]["ranks"]
+('all_reduce', True, [0, 1])
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import re
+from dataclasses import dataclass, field
+
+from ..errors import CollsimError
+
+MAX_DUMP_BYTES = 1 << 30  # a dump larger than 1 GiB is not a flight-recorder dump; don't read it
+_PLAIN = (dict, list, tuple, str, int, float, bool, type(None), bytes)
+_OPS = {  # profiling names PyTorch uses (nccl and gloo, old and new) -> one vocabulary
+    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "all_reduce_coalesced": "all_reduce",
+    "allgather": "all_gather", "_allgather_base": "all_gather", "all_gather_into_tensor": "all_gather",
+    "allgather_into_tensor_coalesced": "all_gather", "all_gather_into_tensor_coalesced": "all_gather",
+    "allgather_coalesced": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "reducescatter": "reduce_scatter", "alltoall": "all_to_all", "alltoall_base": "all_to_all",
+    "all_to_allv": "all_to_all", "all_to_all_single": "all_to_all", "all_reduce_barrier": "barrier",
+}
+
+
+class RefusedDump(CollsimError):
+    """A file that is not a dump we will read (hostile or foreign pickle, bad JSON, not a dump)."""
+
+
+class PlainUnpickler(pickle.Unpickler):
+    """Builds dict/list/tuple/str/int/float/bool/None/bytes only; any class or callable is refused."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"it asks to load {module}.{name}; only plain data is allowed")
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("it uses a persistent id; only plain data is allowed")
+
+
+def _check_plain(x, depth=0):
+    if depth > 64:
+        raise RefusedDump("nesting deeper than 64 levels: not a flight-recorder dump")
+    if not isinstance(x, _PLAIN):
+        raise RefusedDump(f"it contains a {type(x).__name__}; only plain data is allowed")
+    if isinstance(x, dict):
+        for k, v in x.items():
+            _check_plain(k, depth + 1)
+            _check_plain(v, depth + 1)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _check_plain(v, depth + 1)
+
+
+def read_raw(path: str) -> dict:
+    """The raw dump in ``path`` (JSON if it starts with ``{``, else a plain-data pickle)."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_DUMP_BYTES:
+            raise RefusedDump(f"{path}: {size} bytes is larger than any flight-recorder dump; not read")
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as e:
+        raise RefusedDump(f"{path}: cannot read it ({e.strerror})") from None
+    if blob.lstrip()[:1] == b"{":
+        try:
+            data = json.loads(blob)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise RefusedDump(f"{path}: not valid JSON ({e})") from None
+    else:
+        try:
+            data = PlainUnpickler(io.BytesIO(blob)).load()
+        except RefusedDump:
+            raise
+        except Exception as e:  # any malformed pickle: report it, never let it run
+            raise RefusedDump(f"{path}: pickle refused: {e}") from None
+        try:
+            _check_plain(data)
+        except RefusedDump as e:
+            raise RefusedDump(f"{path}: pickle refused: {e}") from None
+    if not isinstance(data, dict) or not ({"entries", "pg_status"} & set(data)):
+        raise RefusedDump(f"{path}: not a flight-recorder dump (no 'entries' or 'pg_status')")
+    return data
+
+
+def _int(x, default=None):
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return default
+
+
+def _ranks(text) -> list[int]:
+    if isinstance(text, (list, tuple)):
+        return [int(r) for r in text]
+    try:
+        v = json.loads(text) if text else []
+        return [int(r) for r in v]
+    except (ValueError, TypeError):
+        return []
+
+
+def op_name(profiling_name: str) -> str:
+    """``"nccl:all_reduce"`` -> ``"all_reduce"``; ``"gloo:allreduce"`` -> ``"all_reduce"``."""
+    base = str(profiling_name or "").split(":", 1)[-1]
+    return _OPS.get(base, base)
+
+
+def normalise(raw: dict) -> dict:
+    """The canonical shape the analyzer reads (see the module docstring)."""
+    status = {str(k): {kk: _int(vv, -1) for kk, vv in (v or {}).items()}
+              for k, v in (raw.get("pg_status") or {}).items() if isinstance(v, dict)}
+    config = {str(k): {"name": str((v or {}).get("name", k)), "desc": str((v or {}).get("desc", "")),
+                       "ranks": _ranks((v or {}).get("ranks"))}
+              for k, v in (raw.get("pg_config") or {}).items() if isinstance(v, dict)}
+    entries = []
+    for e in raw.get("entries") or []:
+        if not isinstance(e, dict):
+            continue
+        pg = e.get("process_group")
+        name, desc = (str(pg[0]), str(pg[1]) if len(pg) > 1 else "") if isinstance(pg, (list, tuple)) and pg \
+            else (str(e.get("pg_id", "0")), "")
+        seq = _int(e.get("collective_seq_id"), 0)
+        state = str(e.get("state", ""))
+        last_done = status.get(name, {}).get("last_completed_collective", -1)
+        zero_none = lambda v: None if v in (0, None) else _int(v)
+        entries.append({
+            "pg": name, "pg_desc": desc, "seq": seq, "is_p2p": bool(e.get("is_p2p", False)),
+            "profiling_name": str(e.get("profiling_name", "")), "op": op_name(e.get("profiling_name")),
+            "input_sizes": e.get("input_sizes") or [], "output_sizes": e.get("output_sizes") or [],
+            "input_dtypes": e.get("input_dtypes") or [], "output_dtypes": e.get("output_dtypes") or [],
+            "state": state, "retired": bool(e.get("retired", False)),
+            "completed": state == "completed" or bool(e.get("retired")) or (0 < seq <= last_done and not e.get("is_p2p")),
+            "created_ns": zero_none(e.get("time_created_ns")),
+            "started_ns": zero_none(e.get("time_discovered_started_ns")),
+            "completed_ns": zero_none(e.get("time_discovered_completed_ns")),
+            "duration_ms": e.get("duration_ms"), "record_id": _int(e.get("record_id")),
+        })
+    backend = next((e["profiling_name"].split(":")[0] for e in entries if ":" in e["profiling_name"]), "")
+    return {"version": str(raw.get("version", "")), "backend": backend, "pg_config": config,
+            "pg_status": status, "entries": entries}
+
+
+@dataclass(frozen=True)
+class DumpSet:
+    """Normalised dumps by rank, plus files that were refused (path -> reason) or skipped."""
+    dumps: dict
+    refused: dict = field(default_factory=dict)
+    refused_ranks: tuple = ()
+    skipped: tuple = ()
+
+
+_RANK = re.compile(r"(\d+)$")
+
+
+def rank_of(filename: str) -> int | None:
+    """The rank a dump file is for: the number its name ends with, extensions aside."""
+    stem = os.path.basename(filename)
+    for ext in (".json", ".pkl", ".pickle", ".bin"):
+        if stem.lower().endswith(ext):
+            stem = stem[: -len(ext)]
+    m = _RANK.search(stem)
+    return int(m.group(1)) if m else None
+
+
+def load_dir(directory: str) -> DumpSet:
+    """Every rank's dump in ``directory`` (one file per rank, the rank at the end of its name)."""
+    if not os.path.isdir(directory):
+        raise CollsimError(f"{directory!r} is not a directory: give the directory holding rank_0, rank_1, ... dumps")
+    dumps, refused, refused_ranks, skipped = {}, {}, [], []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        rank = rank_of(name)
+        if name.startswith(".") or not os.path.isfile(path) or rank is None:
+            skipped.append(name)
+            continue
+        if rank in dumps:
+            raise CollsimError(f"two dumps for rank {rank} in {directory!r}: keep one file per rank")
+        try:
+            dumps[rank] = normalise(read_raw(path))
+        except RefusedDump as e:
+            refused[path] = str(e)
+            refused_ranks.append(rank)
+    if not dumps:
+        why = "; ".join(refused.values()) or "no file named like rank_0, rank_1, ..."
+        raise CollsimError(f"no readable flight-recorder dump in {directory!r} ({why})")
+    return DumpSet(dumps, refused, tuple(refused_ranks), tuple(skipped))

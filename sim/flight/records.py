@@ -1,0 +1,97 @@
+"""Flight-recorder entries and dumps in PyTorch's format (``torch.distributed`` flight recorder 2.x).
+
+Each rank keeps a list of entries, one per collective it enqueued; a dump is one dict per rank::
+
+    {"version": "2.10", "comm_lib_version": ..., "pg_config": {pg_name: {"name", "desc", "ranks"}},
+     "pg_status": {pg_name: {"last_enqueued_collective", "last_started_collective",
+                             "last_completed_collective"}},
+     "nccl_comm_state": {}, "entries": [entry, ...]}
+
+with entries carrying ``record_id`` (per process), ``pg_id``, ``process_group`` ([name, desc]),
+``collective_seq_id`` (per process group, from 1), ``profiling_name`` (``"nccl:all_reduce"``),
+``input_sizes``/``output_sizes`` (tensor shapes), ``input_dtypes``/``output_dtypes`` (``"Float"``...),
+``state`` (``scheduled`` -> ``started`` -> ``completed``), ``time_created_ns``,
+``time_discovered_started_ns``, ``time_discovered_completed_ns``, ``duration_ms``, ``timeout_ms``,
+``retired``. ``ranks`` in ``pg_config`` is a string (``"[0, 1, 2]"``) as PyTorch writes it. Times
+here are simulated nanoseconds from the start of the run.
+
+>>> e = new_entry(0, "0", "default_pg", 1, "all_reduce", 4096, "float32", 4, created_us=1.5, timeout_ms=1000)
+>>> e["profiling_name"], e["input_sizes"], e["state"], e["time_created_ns"]
+('nccl:all_reduce', [[1024]], 'scheduled', 1500)
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import CollsimError
+from .workload import DTYPES
+
+VERSION = "2.10"  # the flight-recorder format version torch 2.13 writes
+
+
+def shapes(op: str, count: int, group_size: int) -> tuple[list, list]:
+    """(input_sizes, output_sizes) for ``count`` elements in nccl-tests' convention."""
+    if op == "barrier":
+        return [[1]], [[1]]  # ProcessGroupNCCL's barrier is an all_reduce of one element
+    if op == "all_gather":
+        return [[count // group_size]], [[count]]
+    if op == "reduce_scatter":
+        return [[count]], [[count // group_size]]
+    return [[count]], [[count]]
+
+
+def ns(t_us: float | None) -> int | None:
+    return None if t_us is None else int(round(t_us * 1e3))
+
+
+def new_entry(record_id: int, pg_name: str, pg_desc: str, seq: int, op: str, nbytes: int, dtype: str,
+              group_size: int, created_us: float, timeout_ms: float) -> dict:
+    """A freshly enqueued (``scheduled``) entry."""
+    fr_dtype, esize = DTYPES[dtype]
+    ins, outs = shapes(op, nbytes // esize, group_size)
+    return {
+        "record_id": record_id, "pg_id": int(pg_name), "process_group": [pg_name, pg_desc],
+        "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq, "is_p2p": False,
+        "profiling_name": "nccl:" + ("all_reduce_barrier" if op == "barrier" else op),
+        "input_sizes": ins, "input_dtypes": [fr_dtype] * len(ins),
+        "output_sizes": outs, "output_dtypes": [fr_dtype] * len(outs),
+        "state": "scheduled", "retired": False, "timeout_ms": int(timeout_ms), "duration_ms": None,
+        "time_created_ns": ns(created_us), "time_discovered_started_ns": None,
+        "time_discovered_completed_ns": None, "thread_id": "0", "thread_name": "pt_main_thread",
+        "frames": [],
+    }
+
+
+def dump(entries: list[dict], groups: dict, rank: int) -> dict:
+    """A rank's dump: ``groups`` maps pg name -> ProcessGroup; only groups holding ``rank`` appear."""
+    mine = {name: g for name, g in groups.items() if rank in g.ranks}
+    status = {}
+    for name in mine:
+        seqs = [(e["collective_seq_id"], e["state"]) for e in entries if e["process_group"][0] == name]
+        status[name] = {
+            "last_enqueued_collective": max((s for s, _ in seqs), default=-1),
+            "last_started_collective": max((s for s, st in seqs if st in ("started", "completed")), default=-1),
+            "last_completed_collective": max((s for s, st in seqs if st == "completed"), default=-1),
+        }
+    return {
+        "version": VERSION, "comm_lib_version": "collsim-sim",
+        "pg_config": {name: {"name": name, "desc": g.desc, "ranks": json.dumps(list(g.ranks))}
+                      for name, g in mine.items()},
+        "pg_status": status, "nccl_comm_state": {}, "entries": [dict(e) for e in entries],
+    }
+
+
+def write_dumps(directory: str, dumps: dict[int, dict]) -> list[str]:
+    """Write ``rank_<r>.json`` for each rank's dump; returns the paths written."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise CollsimError(f"cannot create dump directory {directory!r} ({e.strerror}): pick a writable path") from None
+    paths = []
+    for rank, d in sorted(dumps.items()):
+        path = os.path.join(directory, f"rank_{rank}.json")
+        with open(path, "w") as f:
+            json.dump(d, f, indent=1)
+        paths.append(path)
+    return paths
