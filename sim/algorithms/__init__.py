@@ -58,7 +58,9 @@ def algorithms() -> dict[str, Algorithm]:
         except ModuleNotFoundError as e:
             if e.name != f"{__name__}.{mod}":
                 raise
-    return dict(_REGISTRY)
+    # registry order = ALGORITHM_MODULES order, whichever module a caller happened to import first
+    rank = {f"{__name__}.{m}": i for i, m in enumerate(ALGORITHM_MODULES)}
+    return dict(sorted(_REGISTRY.items(), key=lambda kv: rank.get(kv[1].builder.__module__, len(rank))))
 
 
 def get_algorithm(name: str) -> Algorithm:

@@ -23,6 +23,8 @@ def register(sub) -> None:
     p.add_argument("--ranks", default="2-16", help="world sizes: 8, 2-16, or 2,4,8 (default 2-16)")
     p.add_argument("--nchannels", type=int, default=1)
     p.add_argument("--pipeline", type=int, default=1)
+    p.add_argument("--topology", "-t", help="verify on this topology (its GPU count is the world size; needed by "
+                   "collnet/nvls, which reduce in its switches)")
     p.set_defaults(func=run)
 
 
@@ -58,6 +60,11 @@ def load_user_builder(path: str):
 
 def run(args) -> int:
     ranks = parse_ranks(args.ranks)
+    topo = None
+    if getattr(args, "topology", None):
+        from ..presets import load_topology
+        topo = load_topology(args.topology)
+        ranks = [topo.nranks]
     colls = list(COLLECTIVES) if args.collective == "all" else [get_collective(args.collective).name]
     jobs = []  # (label, collective, n, thunk)
     if args.algorithm.endswith(".py"):
@@ -71,9 +78,9 @@ def run(args) -> int:
         for name in names:
             for c in colls:
                 for n in ranks:
-                    if why_not(name, c, n, None) is None:
+                    if why_not(name, c, n, topo) is None:
                         jobs.append((name, c, n, lambda name=name, c=c, n=n: build_program(
-                            name, c, n, nchannels=args.nchannels, pipeline=args.pipeline, root=n // 2)))
+                            name, c, n, topology=topo, nchannels=args.nchannels, pipeline=args.pipeline, root=n // 2)))
     if not jobs:
         raise CollsimError(f"nothing to verify for {args.algorithm} / {args.collective}: check the names")
     failures, summary = 0, {}

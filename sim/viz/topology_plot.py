@@ -5,10 +5,10 @@
 """
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+# A plain Figure (not pyplot): no global figure registry, no backend switch, so it works the same in
+# scripts, the CLI and notebooks (where `%matplotlib inline` displays a returned Figure once).
+import numpy as np
+from matplotlib.figure import Figure
 
 _COLORS = {"gpu": "#76b900", "nic": "#1f77b4", "switch": "#9467bd", "cpu": "#7f7f7f"}
 _LINK_COLORS = {"nvlink": "#76b900", "pcie": "#ff7f0e", "net": "#1f77b4", "local": "#7f7f7f"}
@@ -30,7 +30,7 @@ def _layers(topo):
         elif n.kind == "nic":
             cache[i] = 2
         elif n.host is not None:
-            cache[i] = 1
+            cache[i] = 1.5 if n.kind == "cpu" else 1  # CPUs on a row of their own: their PCIe links stay visible
     # network switches: one level above the highest neighbour already placed
     pending = [i for i in range(len(nodes)) if i not in cache]
     for _ in range(len(pending) + 1):
@@ -62,13 +62,19 @@ def plot_topology(topo, path: str | None = None, max_nodes: int = 600):
         members.sort(key=lambda i: (topo.nodes[i].host if topo.nodes[i].host is not None else -1, i))
         for k, i in enumerate(members):
             pos[i] = ((k + 0.5) / len(members) * width, lay)
-    fig, ax = plt.subplots(figsize=(min(4 + width * 0.35, 18), 2 + 1.4 * len(by_layer)))
+    fig = Figure(figsize=(min(4 + width * 0.35, 18), 2 + 1.4 * len(by_layer)))
+    ax = fig.add_subplot()
     drawn = set()
     for l in topo.links:
         a, b = topo.node_index[l.src], topo.node_index[l.dst]
         if a in pos and b in pos and (b, a) not in drawn:
             drawn.add((a, b))
-            ax.plot([pos[a][0], pos[b][0]], [pos[a][1], pos[b][1]], color=_LINK_COLORS.get(l.kind, "k"),
+            (x0, y0), (x1, y1) = pos[a], pos[b]
+            xs, ys = [x0, x1], [y0, y1]
+            if y0 == y1:  # same row (a GPU mesh, a ring): an arc, so links between row neighbours don't hide the rest
+                t = np.linspace(0, 1, 24)
+                xs, ys = x0 + (x1 - x0) * t, y0 - 0.12 * min(abs(x1 - x0), 4) * np.sin(np.pi * t)
+            ax.plot(xs, ys, color=_LINK_COLORS.get(l.kind, "k"),
                     lw=0.6 + min(l.bandwidth_GBps, 1000) / 250, alpha=0.5, zorder=1)
     for i in shown:
         n = topo.nodes[i]
@@ -78,7 +84,7 @@ def plot_topology(topo, path: str | None = None, max_nodes: int = 600):
         if len(shown) <= 80:
             ax.annotate(n.label or n.name, pos[i], textcoords="offset points", xytext=(0, -12 if n.kind == "gpu" else 9),
                         ha="center", fontsize=6)
-    names = {0: "GPUs", 1: "NVSwitch / PCIe", 2: "NICs"}
+    names = {0: "GPUs", 1: "NVSwitch / PCIe", 1.5: "CPU", 2: "NICs"}
     ax.set_yticks(sorted(by_layer))
     ax.set_yticklabels([names.get(l, "leaf" if l == 3 else "spine" if l == 4 else f"tier {l}") for l in sorted(by_layer)])
     ax.set_xticks([])
@@ -88,10 +94,10 @@ def plot_topology(topo, path: str | None = None, max_nodes: int = 600):
     if any(n.reduce for n in topo.nodes):
         ax.scatter([], [], c="white", edgecolors="red", marker="s", label="reducing switch (SHARP/NVLS)")
     ax.legend(loc="upper right", fontsize=7, framealpha=0.9)
-    ax.set_title(f"{topo.name}: {topo.nranks} GPUs, {topo.nhosts} host(s)" + (f" (first {max_nodes} nodes)" if len(topo.nodes) > max_nodes else ""))
+    ax.set_title(f"{topo.name}\n{topo.nranks} GPUs, {topo.nhosts} host(s)" + (f" (first {max_nodes} nodes)" if len(topo.nodes) > max_nodes else ""),
+                 fontsize=10)
     ax.margins(0.08, 0.2)
     fig.tight_layout()
     if path:
         fig.savefig(path, dpi=130)
-        plt.close(fig)
     return fig

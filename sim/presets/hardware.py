@@ -1,0 +1,337 @@
+"""Hardware presets: DGX/HGX servers, the GB200 NVL72 rack, PCIe boxes, and rail-optimised clusters of them.
+
+Every number is a public hardware fact (NVLink generation and link count, PCIe generation, NIC speed)
+named with its source in the preset's docstring; nothing is fitted to a benchmark. The facts go into
+``topology.meta`` (keys below) for the NCCL-style model; the links carry the same numbers.
+
+Model of one node (a *host*: GPUs that share NVLink):
+
+* NVSwitch systems: one ``nvswitch`` node per host; every GPU has one link up to it and one down, each
+  at the GPU's full NVLink bandwidth per direction (links x per-link GB/s), latency 0.35 us per hop
+  (so 0.7 us GPU to GPU, close to the 0.6 us NVLink per-hop latency in NCCL's own tables; a modelling
+  choice, not a measurement). ``nvls=1`` makes it an NVLink SHARP switch (``reduce="nvls"``).
+* Multi-node (``nodes >= 2``): NIC k and the GPUs that use it (GPU i uses NIC ``i * nics // gpus``)
+  share PCIe switch k, and the switches hang off the host CPU (so every GPU reaches every NIC). One
+  switch per NIC makes each GPU's own NIC its unique nearest one, which is NCCL's GPU/NIC affinity;
+  the real DGX boards put two GPU/NIC pairs on one switch, which changes nothing while every GPU has
+  its own NIC. NIC k of every host plugs into leaf switch k (rail k) of its scalable unit
+  (``nodes_per_leaf`` hosts: 20 for DGX A100, 32 for H100-class SuperPODs), leaves into the spine. The
+  spine layer is drawn as one aggregated switch whose links carry the sum of the real spine cables
+  (``oversubscription`` divides them): what ideal ECMP/adaptive routing gives; a single flow is still
+  capped by its NIC.
+  ``sharp=1`` makes leaves and spine SHARP switches (``reduce="sharp"``).
+* Single node (``nodes=1``): only GPUs and NVLink (no NIC carries collective traffic inside a node),
+  so the topology is symmetric under GPU i -> i+1 and the engine can use its fast path.
+
+Latencies (modelling estimates, not measurements): PCIe hop 0.5 us (GPU <-> PCIe switch, switch <->
+CPU), PCIe switch <-> NIC 0.25 us, NIC <-> leaf ``nic_latency_us`` = 0.6 us (ConnectX product briefs
+quote "sub 0.6 usec" latency), leaf <-> spine 0.2 us (one more switch traversal and cable). PCIe
+bandwidth is the raw x16 rate per direction: gen3 16, gen4 32, gen5 64, gen6 128 GB/s (8/16/32/64 GT/s x 16 lanes / 8).
+
+``topology.meta`` keys (the NCCL model relies on them): ``gpu_arch`` (volta|ampere|hopper|blackwell),
+``gpu``, ``nvlink_GBps`` (per GPU per direction, raw), ``nvlink_links``, ``intra`` (nvlink|pcie),
+``nvswitch``, ``pcie_gen``, ``p2p``, ``nodes``, ``gpus_per_node``, ``nics_per_node``, ``nic_GBps`` (per NIC
+per direction = nic_gbps/8), ``nic_gbps``, ``sharp``, ``nvls``, ``cpu`` (intel|amd|arm), ``nic_latency_us``.
+
+>>> from sim.presets import load_topology
+>>> t = load_topology("dgx-h100:nodes=2")
+>>> t.nranks, t.nhosts, t.meta["nvlink_GBps"], t.meta["nic_GBps"]
+(16, 2, 450.0, 50.0)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import CollsimError
+from ..topology import Link, Node, Topology
+from . import register
+
+NVLINK_HOP_US = 0.35      # GPU <-> NVSwitch, per hop
+PCIE_HOP_US = 0.5         # GPU <-> PCIe switch, PCIe switch <-> CPU
+PCIE_NIC_US = 0.25        # PCIe switch <-> NIC
+NIC_LATENCY_US = 0.6      # NIC <-> leaf (ConnectX-6/7 product briefs: "sub 0.6 usec latency")
+SPINE_HOP_US = 0.2        # leaf <-> spine
+PCIE_GBPS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}  # raw x16 per direction: GT/s x 16 lanes / 8
+MAX_GPUS = 1 << 17
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Public facts about one server model (per node)."""
+
+    preset: str
+    gpu: str
+    gpu_arch: str
+    gpus: int
+    nvlink_links: int
+    nvlink_link_GBps: float   # per link per direction
+    nvswitch: bool
+    nvls_capable: bool
+    pcie_gen: int
+    nics: int
+    nic_gbps: float
+    cpu: str
+    nodes_per_leaf: int       # scalable unit: hosts on one rail leaf
+
+    @property
+    def nvlink_GBps(self) -> float:
+        return self.nvlink_links * self.nvlink_link_GBps
+
+
+# NVLink3: 25 GB/s per link per direction (A100: 12 links = 300 GB/s/dir, "600 GB/s" bidirectional).
+# NVLink4: 25 GB/s per link per direction (H100/H200: 18 links = 450 GB/s/dir, "900 GB/s").
+# NVLink5: 50 GB/s per link per direction (B200: 18 links = 900 GB/s/dir, "1.8 TB/s").
+DGX_A100 = Platform("dgx-a100", "A100-SXM4", "ampere", 8, 12, 25.0, True, False, 4, 8, 200.0, "amd", 20)
+DGX_H100 = Platform("dgx-h100", "H100-SXM", "hopper", 8, 18, 25.0, True, True, 5, 8, 400.0, "intel", 32)
+DGX_H200 = Platform("dgx-h200", "H200-SXM", "hopper", 8, 18, 25.0, True, True, 5, 8, 400.0, "intel", 32)
+DGX_B200 = Platform("dgx-b200", "B200", "blackwell", 8, 18, 50.0, True, True, 5, 8, 400.0, "intel", 32)
+GB200_NVL72 = Platform("gb200-nvl72", "GB200", "blackwell", 72, 18, 50.0, True, True, 5, 72, 400.0, "arm", 32)
+HGX_A100_4 = Platform("hgx-a100-4", "A100-SXM4", "ampere", 4, 12, 25.0, False, False, 4, 2, 200.0, "amd", 32)
+
+
+def _positive_int(preset: str, key: str, value, lo: int = 1, hi: int = MAX_GPUS) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise CollsimError(f"preset {preset!r}: {key}={value!r} must be a whole number from {lo} to {hi}")
+    return value
+
+
+def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per_node: int | None,
+                   nic_gbps: float | None, sharp: bool, nvls: bool | None, oversubscription: float,
+                   nodes_per_leaf: int | None, mesh_GBps: float = 0.0) -> Topology:
+    """Build ``nodes`` hosts of platform ``pf`` (see the module docstring for the model)."""
+    name = pf.preset
+    nodes = _positive_int(name, "nodes", nodes)
+    gpn = _positive_int(name, "gpus_per_node", pf.gpus if gpus_per_node is None else gpus_per_node, 1, pf.gpus)
+    if nodes * gpn < 2:
+        raise CollsimError(f"preset {name!r}: {nodes} node(s) x {gpn} GPU(s) is one GPU: a collective needs at least 2")
+    if nodes * gpn > MAX_GPUS:
+        raise CollsimError(f"preset {name!r}: {nodes * gpn} GPUs is more than collsim builds (at most {MAX_GPUS})")
+    # Using part of a node keeps the GPU:NIC ratio (GPU i keeps its own NIC), at least one NIC.
+    nics = max(1, pf.nics * gpn // pf.gpus) if nics_per_node is None else nics_per_node
+    nics = _positive_int(name, "nics_per_node", nics, 1, gpn)
+    gbps = pf.nic_gbps if nic_gbps is None else nic_gbps
+    if not (isinstance(gbps, (int, float)) and math.isfinite(gbps) and gbps > 0):
+        raise CollsimError(f"preset {name!r}: nic_gbps={gbps} must be a positive NIC speed in Gb/s (e.g. 200, 400)")
+    if not (isinstance(oversubscription, (int, float)) and math.isfinite(oversubscription) and oversubscription >= 1):
+        raise CollsimError(f"preset {name!r}: oversubscription={oversubscription} must be 1 (non-blocking) or more (e.g. 2 for 2:1)")
+    per_leaf = _positive_int(name, "nodes_per_leaf", pf.nodes_per_leaf if nodes_per_leaf is None else nodes_per_leaf)
+    use_nvls = pf.nvls_capable if nvls is None else bool(nvls)
+    if use_nvls and not pf.nvls_capable:
+        why = "it has no NVSwitch" if not pf.nvswitch else f"{pf.gpu}'s NVSwitch generation has no NVLink SHARP"
+        raise CollsimError(f"preset {name!r}: nvls=1 but {why}: NVLS needs third-generation NVSwitch (Hopper or later, "
+                           f"e.g. dgx-h100); drop nvls=1")
+    if sharp and nodes < 2:
+        raise CollsimError(f"preset {name!r}: sharp=1 with nodes=1: SHARP reduces in the network switches between "
+                           f"nodes; use nodes=2 or more")
+    nic_GBps = gbps / 8
+    pcie_GBps = PCIE_GBPS[pf.pcie_gen]
+    nvl = pf.nvlink_GBps
+
+    node_list: list[Node] = []
+    links: list[Link] = []
+
+    def duplex(a: str, b: str, bw: float, lat: float, kind: str) -> None:
+        links.append(Link(a, b, bw, lat, kind))
+        links.append(Link(b, a, bw, lat, kind))
+
+    nsu = (nodes + per_leaf - 1) // per_leaf     # scalable units: one leaf per rail in each
+    for h in range(nodes):
+        gpus = [f"h{h}.gpu{i}" for i in range(gpn)]
+        node_list.extend(Node(g, "gpu", host=h) for g in gpus)
+        if nodes > 1:  # PCIe switches, the NVSwitch listed amid them (it is drawn in the middle of its host)
+            node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(nics // 2))
+        if pf.nvswitch:
+            sw = f"h{h}.nvswitch"
+            node_list.append(Node(sw, "switch", host=h, reduce="nvls" if use_nvls else None, label="NVSwitch"))
+            for g in gpus:
+                duplex(g, sw, nvl, NVLINK_HOP_US, "nvlink")
+        else:  # direct NVLink mesh (HGX A100 4-GPU): every pair gets mesh_GBps each way
+            for i in range(gpn):
+                for j in range(i + 1, gpn):
+                    duplex(gpus[i], gpus[j], mesh_GBps, 2 * NVLINK_HOP_US, "nvlink")
+        if nodes == 1:
+            continue
+        node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(nics // 2, nics))
+        cpu = f"h{h}.cpu"
+        node_list.append(Node(cpu, "cpu", host=h, label="CPU"))
+        for s in range(nics):
+            duplex(f"h{h}.pcie{s}", cpu, pcie_GBps, PCIE_HOP_US, "pcie")
+        for i, g in enumerate(gpus):
+            duplex(g, f"h{h}.pcie{i * nics // gpn}", pcie_GBps, PCIE_HOP_US, "pcie")
+        su = h // per_leaf
+        for k in range(nics):
+            nic = f"h{h}.nic{k}"
+            node_list.append(Node(nic, "nic", host=h, label=f"NIC{k}"))
+            duplex(nic, f"h{h}.pcie{k}", pcie_GBps, PCIE_NIC_US, "pcie")
+            duplex(nic, _leaf(su, k, nsu), nic_GBps, NIC_LATENCY_US, "net")
+    if nodes > 1:
+        reduce = "sharp" if sharp else None
+        for su in range(nsu):
+            hosts_here = min(per_leaf, nodes - su * per_leaf)
+            up = hosts_here * nic_GBps / oversubscription
+            for k in range(nics):
+                leaf = _leaf(su, k, nsu)
+                node_list.append(Node(leaf, "switch", reduce=reduce, label=f"leaf rail{k}" if nsu == 1 else f"leaf su{su} rail{k}"))
+                duplex(leaf, "spine", up, SPINE_HOP_US, "net")
+        node_list.append(Node("spine", "switch", reduce=reduce, label="spine (aggregated)"))
+
+    meta = {
+        "gpu_arch": pf.gpu_arch, "gpu": pf.gpu, "nvlink_GBps": nvl, "nvlink_links": pf.nvlink_links,
+        "intra": "nvlink", "nvswitch": pf.nvswitch, "pcie_gen": pf.pcie_gen, "p2p": True,
+        "nodes": nodes, "gpus_per_node": gpn, "nics_per_node": nics, "nic_GBps": nic_GBps, "nic_gbps": float(gbps),
+        "sharp": bool(sharp), "nvls": use_nvls, "cpu": pf.cpu, "nic_latency_us": NIC_LATENCY_US,
+        "pcie_GBps": pcie_GBps, "nvlink_latency_us": 2 * NVLINK_HOP_US, "oversubscription": float(oversubscription),
+        "nodes_per_leaf": per_leaf,
+    }
+    if not pf.nvswitch:
+        meta["nvlink_pair_GBps"] = mesh_GBps
+    if nodes == 1:
+        meta["symmetry"] = "rotation"  # only GPU<->NVSwitch links (or a full mesh): GPU i -> i+1 maps links onto links
+    params = [f"nodes={nodes}"] if nodes > 1 else []
+    if gpn != pf.gpus:
+        params.append(f"gpus_per_node={gpn}")
+    if nodes > 1:  # the network that the name's reader needs to compare clusters
+        params += [f"nics_per_node={nics}", f"nic_gbps={gbps:g}"]
+    params += ["sharp=1"] if sharp else []
+    params += [f"nvls={int(use_nvls)}"] if use_nvls != pf.nvls_capable else []
+    params += [f"oversubscription={oversubscription:g}"] if oversubscription != 1 else []
+    return Topology.build(name + (":" + ",".join(params) if params else ""), node_list, links, meta)
+
+
+def _leaf(su: int, rail: int, nsu: int) -> str:
+    return f"leaf{rail}" if nsu == 1 else f"su{su}.leaf{rail}"
+
+
+@register("dgx-a100", "NVIDIA DGX A100: 8 A100 on NVSwitch (NVLink3 300 GB/s/dir), 8x 200G ConnectX-6")
+def dgx_a100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
+             nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
+             oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+    """DGX A100 nodes. Source: NVIDIA DGX A100 datasheet and System Architecture whitepaper: 8x A100-SXM4,
+    6 second-generation NVSwitches, 12 NVLink3 links per GPU (600 GB/s bidirectional = 300 GB/s per
+    direction), 8x ConnectX-6 HDR 200 Gb/s compute NICs, PCIe Gen4 switches, 2x AMD
+    EPYC 7742. No NVLink SHARP (nvls=1 is refused). SuperPOD scalable unit: 20 nodes per rail leaf.
+
+    >>> from sim.presets import load_topology
+    >>> load_topology("dgx-a100:nodes=2,nics_per_node=4,nic_gbps=100").meta["nic_GBps"]
+    12.5
+    """
+    return _node_topology(DGX_A100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+
+
+@register("dgx-h100", "NVIDIA DGX H100: 8 H100 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7")
+def dgx_h100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
+             nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
+             oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+    """DGX H100 nodes. Source: NVIDIA DGX H100 datasheet / user guide: 8x H100-SXM5, 4 third-generation
+    NVSwitches (NVLink SHARP), 18 NVLink4 links per GPU (900 GB/s bidirectional = 450 GB/s per direction),
+    8x ConnectX-7 400 Gb/s NDR compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8480C. SuperPOD reference
+    architecture: 32 nodes per scalable unit (one QM9700 leaf per rail).
+    """
+    return _node_topology(DGX_H100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+
+
+@register("dgx-h200", "NVIDIA DGX H200: 8 H200 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7")
+def dgx_h200(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
+             nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
+             oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+    """DGX H200 nodes. Source: NVIDIA DGX H200 datasheet: 8x H200 (141 GB), 4 NVSwitches, NVLink4 900 GB/s
+    bidirectional per GPU (18 links, 450 GB/s per direction), 8x ConnectX-7 400 Gb/s, PCIe Gen5, 2x Intel
+    Xeon Platinum 8480C. The interconnect is the DGX H100's; only the GPU (memory) differs.
+    """
+    return _node_topology(DGX_H200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+
+
+@register("dgx-b200", "NVIDIA DGX B200: 8 B200 on NVSwitch (NVLink5 900 GB/s/dir, NVLS), 8x 400G ConnectX-7")
+def dgx_b200(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
+             nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
+             oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+    """DGX B200 nodes. Source: NVIDIA DGX B200 datasheet / user guide: 8x B200, 2 fifth-generation NVLink
+    switch chips, 18 NVLink5 links per GPU (1.8 TB/s bidirectional = 900 GB/s per direction), 8x ConnectX-7
+    400 Gb/s compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8570.
+    """
+    return _node_topology(DGX_B200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+
+
+@register("gb200-nvl72", "NVIDIA GB200 NVL72: a rack of 72 Blackwell GPUs on NVLink5 switches (900 GB/s/dir), a 400G NIC per GPU")
+def gb200_nvl72(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
+                nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
+                oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+    """GB200 NVL72 racks; a node is one NVLink domain (a rack). Source: NVIDIA GB200 NVL72 product page and
+    datasheet: 72 Blackwell GPUs and 36 Grace (Arm) CPUs, 18 NVLink5 switch chips in 9 trays, 1.8 TB/s
+    bidirectional NVLink per GPU (900 GB/s per direction, 18 links), one 400 Gb/s ConnectX-7 per GPU for the
+    scale-out network. ``gpus_per_node=8`` uses 8 GPUs of the rack (and their 8 NICs).
+
+    >>> from sim.presets import load_topology
+    >>> load_topology("gb200-nvl72:gpus_per_node=8").meta["nvlink_GBps"]
+    900.0
+    """
+    return _node_topology(GB200_NVL72, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+
+
+@register("hgx-a100-4", "4 A100 on a direct NVLink3 mesh (4 links = 100 GB/s/dir per pair), 2x 200G NICs (ALCF Polaris-like)")
+def hgx_a100_4(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
+               nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
+               oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+    """HGX A100 4-GPU nodes, as in ALCF Polaris. Sources: NVIDIA HGX A100 datasheet (4-GPU board: A100s
+    joined directly by NVLink3, no NVSwitch; each A100 has 12 links of 25 GB/s per direction, 4 to each
+    of its 3 peers = 100 GB/s per direction per pair); ALCF Polaris machine overview (per node 4x A100-SXM4,
+    1x AMD EPYC 7543P "Milan", PCIe Gen4, 2x HPE Slingshot 11 NICs at 200 Gb/s). Polaris' Slingshot is a
+    dragonfly; here, like every multi-node preset, the nodes sit on a rail-optimised fat tree.
+
+    >>> from sim.presets import load_topology
+    >>> load_topology("hgx-a100-4:nodes=2,nics_per_node=2,nic_gbps=200").nranks
+    8
+    """
+    return _node_topology(HGX_A100_4, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
+                          nodes_per_leaf, mesh_GBps=4 * HGX_A100_4.nvlink_link_GBps)
+
+
+_ARCHS = ("volta", "ampere", "hopper", "blackwell")
+_CPUS = ("intel", "amd", "arm")
+
+
+@register("pcie", "GPUs under one PCIe switch (gen=3|4|5); p2p=0 bounces every transfer through host memory")
+def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cpu: str = "intel") -> Topology:
+    """One host whose GPUs sit under a PCIe switch with an x16 uplink to the CPU (raw x16 per direction:
+    gen3 16, gen4 32, gen5 64 GB/s; PCI-SIG transfer rates 8/16/32 GT/s x 16 lanes / 8).
+
+    ``p2p=1``: GPUs talk through the switch (GPU -> switch -> GPU). ``p2p=0`` (no peer-to-peer, e.g.
+    consumer GPUs or ACS redirecting peer traffic upstream): every transfer is written to host memory
+    and read back, so it crosses the switch's single upstream port twice: drawn as a ``pcie.up`` (GPU to
+    host) and a ``pcie.down`` (host to GPU) half, both shared by all GPUs. Two GPUs sending at once then
+    each get half the uplink: the lower bandwidth of the host bounce. ``arch`` and ``cpu`` only fill
+    ``meta`` (the NCCL model's tables depend on them).
+
+    >>> from sim.presets import load_topology
+    >>> t = load_topology("pcie:gpus=2,gen=3,p2p=0")
+    >>> [t.links[i].dst for i in t.route(0, 1)]
+    ['pcie.up', 'cpu', 'pcie.down', 'gpu1']
+    """
+    if not isinstance(gpus, int) or not 2 <= gpus <= 64:
+        raise CollsimError(f"preset 'pcie': gpus={gpus} must be 2..64 GPUs")
+    if gen not in PCIE_GBPS:
+        raise CollsimError(f"preset 'pcie': gen={gen} is not a PCIe generation collsim knows: use 3, 4, 5 or 6")
+    if arch not in _ARCHS:
+        raise CollsimError(f"preset 'pcie': arch={arch!r}: use one of {', '.join(_ARCHS)}")
+    if cpu not in _CPUS:
+        raise CollsimError(f"preset 'pcie': cpu={cpu!r}: use one of {', '.join(_CPUS)}")
+    bw = PCIE_GBPS[gen]
+    gpu_nodes = [Node(f"gpu{i}", "gpu", host=0) for i in range(gpus)]
+    links: list[Link] = []
+    if p2p:
+        extra = [Node("pcie", "switch", host=0, label=f"PCIe gen{gen} switch"), Node("cpu", "cpu", host=0, label="CPU")]
+        for g in gpu_nodes:
+            links += [Link(g.name, "pcie", bw, PCIE_HOP_US, "pcie"), Link("pcie", g.name, bw, PCIE_HOP_US, "pcie")]
+        links += [Link("pcie", "cpu", bw, PCIE_HOP_US, "pcie"), Link("cpu", "pcie", bw, PCIE_HOP_US, "pcie")]
+    else:
+        extra = [Node("pcie.up", "switch", host=0, label="PCIe switch (to host)"),
+                 Node("pcie.down", "switch", host=0, label="PCIe switch (from host)"), Node("cpu", "cpu", host=0, label="CPU + memory")]
+        for g in gpu_nodes:
+            links += [Link(g.name, "pcie.up", bw, PCIE_HOP_US, "pcie"), Link("pcie.down", g.name, bw, PCIE_HOP_US, "pcie")]
+        links += [Link("pcie.up", "cpu", bw, PCIE_HOP_US, "pcie"), Link("cpu", "pcie.down", bw, PCIE_HOP_US, "pcie")]
+    meta = {"gpu_arch": arch, "gpu": f"PCIe GPU ({arch})", "nvlink_GBps": 0.0, "nvlink_links": 0, "intra": "pcie",
+            "nvswitch": False, "pcie_gen": gen, "p2p": bool(p2p), "nodes": 1, "gpus_per_node": gpus, "nics_per_node": 0,
+            "nic_GBps": 0.0, "nic_gbps": 0.0, "sharp": False, "nvls": False, "cpu": cpu, "nic_latency_us": NIC_LATENCY_US,
+            "pcie_GBps": bw}
+    return Topology.build(f"pcie:gpus={gpus},gen={gen},p2p={int(bool(p2p))}", gpu_nodes + extra, links, meta)
