@@ -1,0 +1,70 @@
+"""``collsim plan``: one training step of a workload on a cluster: collectives, overlap, exposed time.
+
+    collsim plan examples/workloads/ddp-1b.yaml --topology dgx-h100
+    collsim plan examples/workloads/fsdp-8b.yaml --topology dgx-h100:nodes=4 --vs dgx-a100:nodes=4 --steps 10000
+    collsim plan examples/workloads/ddp-1b.yaml --topology dgx-h100:nodes=2 --sweep nics_per_node=4,8 --plot t.png
+"""
+from __future__ import annotations
+
+import json
+
+from ..errors import CollsimError
+from ..plan import plan_step
+from ..plan.costs import CollectiveCosts
+from ..plan.report import compare_table, step_table
+from ..plan.whatif import variants
+from ..plan.workload import load_workload
+from ..presets import load_topology
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="simulate one training step (DDP, ZeRO/FSDP, TP, PP) on a topology",
+                       description="Simulate one training step of a workload: every collective with its group, size, "
+                                   "algorithm and time, its overlap with compute, the exposed communication, bytes per "
+                                   "link tier; compare clusters (--vs) or sweep a parameter (--sweep).")
+    p.add_argument("workload", help="workload .yaml file (see examples/workloads/)")
+    p.add_argument("--topology", "-t", default=None, help="preset spec or .yaml/.json file (default: the workload's topology)")
+    p.add_argument("--vs", action="append", default=[], metavar="SPEC", help="another topology to compare (repeatable)")
+    p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
+                   help="vary a topology parameter (nics_per_node, nvls, sharp, nodes...) or a workload parameter "
+                        "(bucket_mb, shard_group, tp, mfu...); repeatable (all combinations)")
+    p.add_argument("--steps", type=int, default=None, help="also report GPU-hours and communication's share for N steps")
+    p.add_argument("--algorithm", "-a", default="auto", help="collective algorithm (default auto: NCCL-style choice)")
+    p.add_argument("--protocol", "-p", default="auto", help="auto, LL, LL128, Simple or ideal")
+    p.add_argument("--format", default="table", choices=("table", "json"))
+    p.add_argument("--detail", action="store_true", help="list every collective with its start and end")
+    p.add_argument("--plot", metavar="FILE.png", help="write a timeline figure (compute and communication lanes)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.steps is not None and args.steps < 1:
+        raise CollsimError(f"--steps {args.steps} must be at least 1")
+    w = load_workload(args.workload)
+    topology = args.topology or w.topology
+    if not topology:
+        raise CollsimError(f"workload {w.name!r} names no topology: pass --topology SPEC (e.g. dgx-h100)")
+    configs = variants(w, topology, vs=args.vs, sweeps=args.sweep)
+    costs: dict = {}
+    labelled = []
+    for label, wl, spec in configs:
+        key = spec if isinstance(spec, str) else id(spec)
+        if key not in costs:
+            costs[key] = CollectiveCosts(load_topology(spec), args.algorithm, args.protocol)
+        labelled.append((label, plan_step(wl, costs=costs[key])))
+    single = len(labelled) == 1
+    if args.format == "json":
+        if single:
+            out = labelled[0][1].to_dict(args.steps)
+        else:
+            out = {"configurations": [{"label": label, "topology": p.topology, "summary": p.summary(),
+                                       **({"gpu_hours": p.gpu_hours(args.steps)} if args.steps else {})}
+                                      for label, p in labelled],
+                   "plans": [p.to_dict(args.steps) for _, p in labelled]}
+        print(json.dumps(out, indent=1))
+    else:
+        print(step_table(labelled[0][1], args.steps, args.detail) if single else compare_table(labelled, args.steps))
+    if args.plot:
+        from ..plan.plot import plot_plans
+        plot_plans(labelled, args.plot, title=f"collsim plan: {w.name}")
+    return 0
