@@ -1,0 +1,55 @@
+"""Host-side work a CPU collective does besides sending bytes: staging copies and reductions.
+
+On GPUs NCCL reduces inside its kernels while the data streams, so the simulator's links are the whole
+story. torch's gloo backend on CPUs is different in two ways, and both are counted here in **bytes of
+memory traffic per rank** (a copy of m bytes reads m and writes m: 2m):
+
+* ``all_reduce`` (gloo's ring, in place on the user's tensor): every rank adds the (n-1)/n of the
+  buffer it receives into its own: read both, write one, ``3 (n-1)/n * S``.
+* ``all_gather`` (torch's ``all_gather_single`` on gloo): torch allocates a fresh flat output of S
+  bytes for every call (the kernel zeroes its pages: S written), gloo copies the rank's own shard into
+  it (2 S/n), and torch copies the flat output into the user's tensor (2 S): ``(3 + 2/n) * S``.
+
+Other collectives are not modelled (``None``): their prediction is the links' time alone.
+
+On one host over loopback TCP the wire is memory traffic too: sending m bytes copies them from the
+user's buffer into the kernel and the receiver copies them out, so a rank that sends m and receives m
+moves ``4 m`` bytes (:data:`LOOPBACK_BYTES_PER_WIRE_BYTE`). One memory rate therefore prices both the
+links and the host work, and calibration fits that one rate (see :mod:`real.compare.calibrate`).
+
+>>> host_bytes("torch-gloo", "all_reduce", 1 << 20, 2)
+1572864.0
+>>> host_bytes("torch-gloo", "all_gather", 1 << 20, 2) / (1 << 20)
+4.0
+>>> host_bytes("none", "all_gather", 1 << 20, 2)
+0.0
+"""
+from __future__ import annotations
+
+from sim.collectives import get_collective
+from sim.errors import CollsimError
+
+HOST_MODELS = ("none", "torch-gloo")
+LOOPBACK_BYTES_PER_WIRE_BYTE = 4.0
+
+
+def host_bytes(model: str, collective: str, nbytes: float, nranks: int) -> float | None:
+    """Bytes of host memory traffic per rank beyond the wire for one call (None: not modelled)."""
+    if model not in HOST_MODELS:
+        raise CollsimError(f"unknown host model {model!r}: choose one of {', '.join(HOST_MODELS)}")
+    if model == "none":
+        return 0.0
+    coll = get_collective(collective).name
+    n, s = nranks, float(nbytes)
+    if coll == "all_reduce":
+        return 3.0 * (n - 1) / n * s
+    if coll == "all_gather":
+        return (3.0 + 2.0 / n) * s
+    return None
+
+
+def default_host_model(backend: str | None, label: str = "") -> str:
+    """``torch-gloo`` for measurements made with torch's gloo backend, ``none`` otherwise (NCCL)."""
+    if (backend or "").lower() == "gloo" or ":gloo:" in label:
+        return "torch-gloo"
+    return "none"

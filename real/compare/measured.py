@@ -1,0 +1,223 @@
+"""Measured results, read from ``collsim bench --format json`` or from raw nccl-tests text.
+
+Both become a :class:`Measurement`: which collective, how many ranks, and one :class:`MeasuredRow` per
+size with the out-of-place and in-place times (us). The text reader is
+:func:`sim.nccl_tests_format.parse_nccl_tests`, which reads the current column layout (``redop root
+... #wrong``) and the older ones (``error`` and no ``root``) from their header line.
+
+The collective of a text file comes from its banner (``# Collective test starting: all_reduce_perf``)
+or command line (``all_gather_perf -b 8 ...``), else from ``collective=``; the rank count from the
+``#  Rank  N ...`` device lines, else from the busbw/algbw ratio (the bus factor), else ``nranks=``.
+
+>>> m = read_measurement_text('''# Collective test starting: all_reduce_perf
+... #  Rank  0 Group  0 Pid 1 on a device  0 [0x07] NVIDIA A100-SXM4-80GB
+... #  Rank  1 Group  0 Pid 2 on a device  1 [0x0b] NVIDIA A100-SXM4-80GB
+... #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+...      1048576        262144     float     sum      -1    29.80   35.19   35.19      0    29.50   35.54   35.54      0
+... ''')
+>>> m.collective, m.nranks, m.rows[0].nbytes, m.rows[0].time("best")
+('all_reduce', 2, 1048576, 29.5)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+from sim.collectives import get_collective
+from sim.errors import CollsimError
+from sim.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+
+MAX_FILE_BYTES = 64 << 20
+TIME_CHOICES = ("best", "out-of-place", "in-place")
+
+
+@dataclass(frozen=True)
+class MeasuredRow:
+    """One measured size. Times in microseconds; ``None`` where the source has no such column."""
+
+    nbytes: int
+    time_us: float | None                 # out-of-place
+    inplace_time_us: float | None = None
+    count: int | None = None
+    dtype: str | None = None
+    redop: str | None = None
+    wrong: float | None = None            # #wrong elements (or the old max-error column)
+
+    def time(self, which: str = "best") -> float | None:
+        """The time to compare with: ``best`` (the faster of out-of-place and in-place: interference on
+        a shared machine only ever adds time, and both run the same collective), ``out-of-place`` (the
+        first columns, nccl-tests' headline), or ``in-place``."""
+        if which == "out-of-place":
+            return self.time_us
+        if which == "in-place":
+            return self.inplace_time_us
+        if which != "best":
+            raise CollsimError(f"unknown measured time {which!r}: choose one of {', '.join(TIME_CHOICES)}")
+        times = [t for t in (self.time_us, self.inplace_time_us) if t is not None and t > 0]
+        return min(times) if times else None
+
+    def observations(self) -> list[float]:
+        """Every positive time this row holds (out-of-place, in-place): calibration fits them all."""
+        return [t for t in (self.time_us, self.inplace_time_us) if t is not None and t > 0]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A measured sweep of one collective on ``nranks`` ranks."""
+
+    source: str                      # file path (or "<text>")
+    kind: str                        # "collsim-json" or "nccl-tests"
+    collective: str
+    nranks: int
+    rows: tuple[MeasuredRow, ...]
+    backend: str | None = None       # gloo / nccl when known
+    label: str = ""                  # where it ran: "local:gloo:2", a GPU name...
+    env: dict = field(default_factory=dict)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [r.nbytes for r in self.rows]
+
+    def describe(self) -> str:
+        where = f" on {self.label}" if self.label else ""
+        return (f"{self.collective}, {self.nranks} ranks{where} ({len(self.rows)} sizes "
+                f"{_size(min(self.sizes))}..{_size(max(self.sizes))}, {os.path.basename(self.source)})")
+
+
+def size_text(nbytes: int) -> str:
+    """``65536 -> '64 KiB'``, ``1000 -> '1000 B'``: sizes in powers of 1024, unit spelt out."""
+    for suffix, mult in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= mult and nbytes % mult == 0:
+            return f"{nbytes // mult} {suffix}"
+    return f"{nbytes} B"
+
+
+def _size(n: int) -> str:
+    from sim.units import format_size
+    return format_size(n)
+
+
+def read_measurement(path: str, collective: str | None = None, nranks: int | None = None) -> Measurement:
+    """Read ``path``: collsim's bench JSON, or nccl-tests text (detected from the content).
+
+    ``collective`` / ``nranks`` fill in what a text file does not say (and must agree with what a JSON
+    file says).
+    """
+    if not os.path.isfile(path):
+        raise CollsimError(f"measured file {path!r} does not exist: pass the output of `collsim bench --format json` "
+                           "or of an nccl-tests binary such as all_reduce_perf")
+    if os.path.getsize(path) > MAX_FILE_BYTES:
+        raise CollsimError(f"measured file {path!r} is over {MAX_FILE_BYTES >> 20} MiB: is it really a benchmark output?")
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", errors="replace")
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CollsimError(f"measured file {path!r} starts like JSON but is not valid JSON ({e.msg} at line "
+                               f"{e.lineno}): re-run `collsim bench --format json > FILE`") from None
+        return measurement_from_json(doc, path, collective, nranks)
+    return read_measurement_text(text, path, collective, nranks)
+
+
+def measurement_from_json(doc, source: str = "<json>", collective: str | None = None,
+                          nranks: int | None = None) -> Measurement:
+    """A Measurement from collsim's JSON contract ``{"collective", "nranks", "results": [...]}``."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise CollsimError(f"{source!r} is JSON but not a collsim result: it needs a 'results' list "
+                           "(the output of `collsim bench --format json`)")
+    coll = get_collective(doc.get("collective") or collective or _missing("collective", source)).name
+    if collective and get_collective(collective).name != coll:
+        raise CollsimError(f"{source!r} measures {coll}, not {collective}: drop --collective or pick the right file")
+    n = doc.get("nranks") or nranks or _missing("nranks", source)
+    if not isinstance(n, int) or n < 2:
+        raise CollsimError(f"{source!r}: nranks {n!r} must be a whole number >= 2 (a collective needs two ranks)")
+    if nranks and nranks != n:
+        raise CollsimError(f"{source!r} was measured on {n} ranks, not {nranks}: drop --nranks")
+    rows = []
+    for i, r in enumerate(doc["results"]):
+        if not isinstance(r, dict) or not isinstance(r.get("nbytes"), int):
+            raise CollsimError(f"{source!r}: result #{i} has no whole 'nbytes'")
+        rows.append(MeasuredRow(r["nbytes"], _num(r.get("time_us")), _num(r.get("inplace_time_us")),
+                                r.get("count"), r.get("dtype"), r.get("redop"), _num(r.get("wrong"))))
+    backend = doc.get("backend")
+    return _finish(Measurement(source, "collsim-json", coll, n, tuple(rows), backend, str(doc.get("topology") or ""),
+                               doc.get("env") if isinstance(doc.get("env"), dict) else {}))
+
+
+def read_measurement_text(text: str, source: str = "<text>", collective: str | None = None,
+                          nranks: int | None = None) -> Measurement:
+    """A Measurement from raw nccl-tests output (or collsim bench's table, which has the same layout)."""
+    raw = parse_nccl_tests(text)
+    meta = parse_nccl_tests_meta(text)
+    coll = meta["collective"]
+    if coll is None and "collsim bench:" in text:
+        coll = text.split("collsim bench:", 1)[1].split()[0]  # our own table's title line
+    if collective:
+        wanted = get_collective(collective).name
+        if coll and get_collective(coll).name != wanted:
+            raise CollsimError(f"{source!r} says it measures {coll}, not {wanted}: drop --collective or pick the right file")
+        coll = wanted
+    if coll is None:
+        _missing("collective", source)
+    coll = get_collective(coll).name
+    rows = tuple(MeasuredRow(r["nbytes"], _num(r["time_us"]), _num(r["inplace_time_us"]), r["count"], r["dtype"],
+                             r["redop"], _num(r["wrong"])) for r in raw)
+    n = nranks or meta["nranks"] or _ranks_from_bus_factor(coll, raw)
+    if not n:
+        _missing("nranks", source)
+    if n < 2:
+        raise CollsimError(f"{source!r} shows {n} rank(s): a collective needs two, pass --nranks if the output lists only some")
+    label = _gpu_name(text)
+    backend = "nccl"  # nccl-tests' binaries run NCCL; our own table says its backend in the title
+    if "collsim bench:" in text:  # our own table: "# collsim bench: all_gather on local:gloo:2, impl torch, ..."
+        title = next(line for line in text.splitlines() if "collsim bench:" in line)
+        label = title.split(" on ", 1)[1].split(",", 1)[0].strip() if " on " in title else label
+        backend = label.split(":")[1] if label.count(":") >= 2 else backend
+    return _finish(Measurement(source, "nccl-tests", coll, n, rows, backend, label,
+                               {k: v for k, v in meta.items() if v is not None}))
+
+
+def _finish(m: Measurement) -> Measurement:
+    if not m.rows:
+        raise CollsimError(f"{m.source!r} holds no measured sizes")
+    if not any(r.time("best") for r in m.rows):
+        raise CollsimError(f"{m.source!r}: no size has a positive time")
+    return m
+
+
+def _num(v):
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _missing(what: str, source: str):
+    flag = {"collective": "--collective all_reduce (or all_gather, ...)", "nranks": "--nranks N"}[what]
+    raise CollsimError(f"{source!r} does not say its {what}: pass {flag}")
+
+
+def _ranks_from_bus_factor(collective: str, rows: list[dict]) -> int | None:
+    """Invert nccl-tests' bus factor busbw/algbw (2(n-1)/n or (n-1)/n) on the row where rounding hurts least."""
+    best = max((r for r in rows if r.get("algbw_GBps") and r.get("busbw_GBps")), key=lambda r: r["algbw_GBps"],
+               default=None)
+    if best is None or collective in ("broadcast", "reduce"):
+        return None
+    ratio = best["busbw_GBps"] / best["algbw_GBps"]
+    frac = ratio / 2 if collective == "all_reduce" else ratio   # (n-1)/n
+    if not 0.4 < frac < 1:
+        return None
+    return max(2, round(1 / (1 - frac)))
+
+
+def _gpu_name(text: str) -> str:
+    for line in text.splitlines():
+        if "Rank" in line and "device" in line and "]" in line:
+            return line.rsplit("]", 1)[1].strip()
+    return ""
