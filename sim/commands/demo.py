@@ -26,9 +26,9 @@ def run(args) -> int:
     from . import simulate as sim_cmd
     topo = args.topology or ("dgx-h100" if "dgx-h100" in presets() else DEFAULT_TOPOLOGY)
     print(f"== 1. Simulated: all_reduce on {topo}, every algorithm (the fastest is marked) ==")
-    ns = _Args(topology=topo, collective="all_reduce", algorithm="all", protocol="auto", model="engine",
-               nchannels=None, pipeline=None, root=0, format="table", trace=None, explain=False,
-               minbytes="8", maxbytes="256M", stepfactor=32.0, stepbytes="1M", datatype="float")
+    # Parse through the real CLI so the demo's arguments can never drift from `collsim simulate`'s.
+    from ..cli import build_parser
+    ns = build_parser().parse_args(["simulate", "--topology", topo, "--algorithm", "all", "-b", "8", "-e", "256M", "-f", "32"])
     sim_cmd.run(ns)
     sys.stdout.flush()
     if args.no_real:
@@ -39,7 +39,3 @@ def run(args) -> int:
     from real.demo import run_real_demo
     return run_real_demo(nprocs=args.nprocs, report=args.report)
 
-
-class _Args:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
