@@ -1,0 +1,84 @@
+"""Read a student's submission: the code cells of a notebook (via nbformat) or a ``.py`` file, and which
+assignment it answers.
+
+IPython-only lines (``%matplotlib inline``, ``!pip ...``) are dropped, since the code runs in plain
+Python; cells tagged ``skip-grade`` (cell metadata ``tags``) are left out, for cells that only draw.
+
+>>> cells = code_cells_from_text("x = 1\\n%matplotlib inline\\ny = x + 1\\n", "a.py")
+>>> cells[0].label, cells[0].code
+('a.py', 'x = 1\\n\\ny = x + 1\\n')
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from ..errors import CollsimError
+
+MAX_SOURCE_BYTES = 4 << 20
+SKIP_TAG = "skip-grade"
+
+
+@dataclass(frozen=True)
+class Cell:
+    label: str   # "cell 3" in a notebook, the file name for a .py file
+    code: str
+
+
+def _strip_magics(code: str) -> str:
+    # Keep line numbers stable (error messages cite them): blank the line rather than remove it.
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.split("\n"))
+
+
+def code_cells_from_text(text: str, label: str) -> list[Cell]:
+    return [Cell(label, _strip_magics(text))]
+
+
+def read_submission(path: str) -> tuple[list[Cell], dict]:
+    """``(cells, notebook metadata)`` from a ``.ipynb`` or ``.py`` file."""
+    if not os.path.isfile(path):
+        raise CollsimError(f"no such file {path!r}: give the path of your .ipynb or .py file")
+    size = os.path.getsize(path)
+    if size > MAX_SOURCE_BYTES:
+        raise CollsimError(f"{path} is {size} bytes: clear the notebook's outputs (Kernel > Restart & Clear Output) and save")
+    if path.endswith(".py"):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return code_cells_from_text(f.read(), os.path.basename(path)), {}
+    if not path.endswith(".ipynb"):
+        raise CollsimError(f"{path}: grade a notebook (.ipynb) or a Python file (.py)")
+    import nbformat
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as e:  # nbformat raises several kinds for a damaged file
+        raise CollsimError(f"{path} is not a readable notebook ({type(e).__name__}): open it in Jupyter and save it again") from None
+    cells = []
+    for k, cell in enumerate(nb.cells, start=1):
+        if cell.cell_type != "code" or SKIP_TAG in cell.get("metadata", {}).get("tags", []):
+            continue
+        cells.append(Cell(f"cell {k}", _strip_magics(cell.source)))
+    return cells, dict(nb.metadata)
+
+
+def detect_assignment(path: str, cells: list[Cell], metadata: dict, known: dict) -> str:
+    """Which assignment ``path`` answers: notebook metadata ``collsim.assignment``, else the file name
+    (``a1_...``), else a line ``ASSIGNMENT = "a1"`` in the code."""
+    meta = (metadata.get("collsim") or {}).get("assignment")
+    if meta in known:
+        return meta
+    stem = os.path.basename(path).lower()
+    m = re.match(r"(a\d+)[_\-.]", stem)
+    if m and m.group(1) in known:
+        return m.group(1)
+    for key, mod in known.items():
+        if mod.rsplit(".", 1)[-1][len(key) + 1:] in stem:
+            return key
+    for cell in cells:
+        m = re.search(r"^ASSIGNMENT\s*=\s*['\"](a\d+)['\"]", cell.code, re.M)
+        if m and m.group(1) in known:
+            return m.group(1)
+    raise CollsimError(f"cannot tell which assignment {path} answers: keep its file name (e.g. a1_ring_reduce_scatter.ipynb) "
+                       f"or pass --assignment ({', '.join(known)})")
+
+
+__all__ = ["Cell", "read_submission", "detect_assignment", "code_cells_from_text", "SKIP_TAG"]

@@ -1,0 +1,289 @@
+"""The autograders pass the reference solutions and reject wrong answers with messages that say what is wrong.
+
+Wrong answers are made from the reference solutions' own code (read from notebooks/solutions/ with
+nbformat) by changing one thing, so each test shows that one mistake is caught and named. Most run the
+checks in-process (fast); the CLI tests run `collsim grade` as a student does (a subprocess per file).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sim.errors import CollsimError
+from sim.grade import ASSIGNMENTS, assignment_module, execute_cells, grade
+from sim.grade.source import detect_assignment, read_submission
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SOLUTIONS = os.path.join(ROOT, "notebooks", "solutions")
+ASSIGN_DIR = os.path.join(ROOT, "notebooks", "assignments")
+NOTEBOOKS = {"a1": "a1_ring_reduce_scatter.ipynb", "a2": "a2_torus_all_reduce.ipynb", "a3": "a3_ring_tree_sharp.ipynb"}
+
+
+def solution_code(key: str) -> str:
+    cells, _ = read_submission(os.path.join(SOLUTIONS, NOTEBOOKS[key]))   # skip-grade cells left out
+    return CELL.join(c.code for c in cells)
+
+
+CELL = "\n# ---- next cell ----\n"   # run() splits here, so cells run one by one as the grader runs them
+
+
+def mutate(code: str, old: str, new: str) -> str:
+    assert old in code, f"the reference solution no longer contains {old!r}"
+    return code.replace(old, new)
+
+
+def run(key: str, code: str):
+    ns, notes = execute_cells([(f"cell {k}", c) for k, c in enumerate(code.split(CELL), start=1)])
+    return {c.name: c for c in assignment_module(key).check(ns)}, notes
+
+
+def failed(checks: dict) -> dict:
+    return {name: c.message for name, c in checks.items() if not c.ok and not c.skipped}
+
+
+# ---- every assignment: the reference solution passes, the unsolved notebook does not -----------------
+@pytest.mark.parametrize("key", sorted(ASSIGNMENTS))
+def test_reference_solution_passes_every_check(key):
+    checks, notes = run(key, solution_code(key))
+    assert not failed(checks), failed(checks)
+    assert len(checks) >= 6 and all(c.ok for c in checks.values())
+
+
+@pytest.mark.parametrize("key", sorted(ASSIGNMENTS))
+def test_each_assignment_has_notebook_solution_and_grading_instructions(key):
+    name = NOTEBOOKS[key]
+    assert assignment_module(key).NOTEBOOK == name
+    assert os.path.exists(os.path.join(SOLUTIONS, name))
+    import nbformat
+    nb = nbformat.read(os.path.join(ASSIGN_DIR, name), as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert f"collsim grade notebooks/assignments/{name}" in text
+    assert "raise NotImplementedError" in text          # incomplete by design
+    assert nb.metadata["collsim"]["assignment"] == key
+
+
+@pytest.mark.parametrize("key", sorted(ASSIGNMENTS))
+def test_unsolved_assignment_fails_and_says_what_to_replace(key):
+    report = grade(os.path.join(ASSIGN_DIR, NOTEBOOKS[key]))
+    assert not report.passed and report.error is None
+    msgs = [c.message for c in report.failures()]
+    assert msgs and "NotImplementedError" in msgs[0] and "replace" in msgs[0]
+
+
+# ---- a1: ring reduce-scatter ----------------------------------------------------------------------------
+A1_CHUNK = "chunk=(r - s - 1) % n"
+
+
+def test_a1_copy_instead_of_reduce_is_caught_by_the_verifier():
+    checks, _ = run("a1", mutate(solution_code("a1"), "reduce=np.ones(len(r), bool)", "reduce=np.zeros(len(r), bool)"))
+    msg = failed(checks)["correct (sim.verify)"]
+    assert "rank 0 ends with chunk 0" in msg and "should hold the sum of all 4 ranks" in msg
+    assert "reduce=True" in msg                                  # the hint for this mistake
+    assert checks["time = ring bound"].skipped
+
+
+def test_a1_off_by_one_chunk_names_rank_and_chunk():
+    checks, _ = run("a1", mutate(solution_code("a1"), A1_CHUNK, "chunk=(r - s) % n"))
+    msg = failed(checks)["correct (sim.verify)"]
+    assert msg.startswith("n=4:") and "ends with chunk" in msg and "rank" in msg
+    assert set(failed(checks)) == {"correct (sim.verify)"}      # shape, steps and traffic are still right
+
+
+def test_a1_serialised_ring_fails_the_step_count():
+    checks, _ = run("a1", mutate(solution_code("a1"), "step=s,", "step=s * n + r,"))
+    assert set(failed(checks)) == {"n-1 steps"}
+    assert "12 rounds" in failed(checks)["n-1 steps"] and "n-1 = 3" in failed(checks)["n-1 steps"]
+
+
+def test_a1_direct_sends_fail_neighbours_steps_and_time():
+    code = solution_code("a1") + CELL + """
+def ring_reduce_scatter(n):
+    src, dst = zip(*[(r, k) for r in range(n) for k in range(n) if r != k])
+    return sim.Program.from_ops("reduce_scatter", n, n, src, dst, dst, [0] * len(src), [True] * len(src),
+                                algorithm="direct", steps=1)
+"""
+    checks, _ = run("a1", code)
+    bad = failed(checks)
+    assert set(bad) == {"only ring neighbours", "n-1 steps", "time = ring bound"}
+    assert "rank 0 sends chunk 2 to rank 2, which is not its ring neighbour" in bad["only ring neighbours"]
+    assert "594.2 us" in bad["time = ring bound"]                # the ring bound it should meet
+
+
+def test_a1_wrong_collective_and_wrong_type_are_named():
+    checks, _ = run("a1", mutate(solution_code("a1"), 'from_ops("reduce_scatter"', 'from_ops("all_gather"'))
+    assert "Program for all_gather" in failed(checks)["returns a reduce_scatter Program"]
+    checks, _ = run("a1", "def ring_reduce_scatter(n):\n    return [1, 2, 3]\n")
+    assert "returned a list; return a sim.Program" in failed(checks)["returns a reduce_scatter Program"]
+
+
+def test_a1_extra_traffic_is_caught():
+    # every transfer also copies the next chunk along: twice the bytes of the ring
+    code = solution_code("a1") + CELL + """
+_good = ring_reduce_scatter
+def ring_reduce_scatter(n):
+    p = _good(n)
+    return sim.Program.from_ops("reduce_scatter", n, n, np.concatenate([p.src, p.src]),
+                                np.concatenate([p.dst, p.dst]), np.concatenate([p.chunk, (p.chunk + 1) % n]),
+                                np.concatenate([p.step, p.step]), np.concatenate([p.reduce, np.zeros(p.nops, bool)]),
+                                algorithm="chatty", steps=n - 1)
+"""
+    checks, _ = run("a1", code)
+    assert "bandwidth-optimal traffic" in failed(checks)
+    assert "the ring optimum is (n-1)/n" in failed(checks)["bandwidth-optimal traffic"]
+
+
+# ---- a2: torus all-reduce -------------------------------------------------------------------------------
+A2_PARTS = 'enumerate([("row", 1), ("row", -1), ("col", 1), ("col", -1)])'
+
+
+def test_a2_plain_2d_algorithm_is_fast_when_small_but_not_when_large():
+    code = mutate(solution_code("a2"), A2_PARTS, 'enumerate([("row", 1)])')
+    code = mutate(code, "n, 4 * n, src", "n, n, src")
+    checks, _ = run("a2", code)
+    assert set(failed(checks)) == {"beats the ring at 256 MiB"}
+    assert "at most 0.6x" in failed(checks)["beats the ring at 256 MiB"]
+    assert checks["beats the ring at 1 KiB"].ok
+
+
+def test_a2_snake_ring_uses_links_but_is_too_slow():
+    code = solution_code("a2") + CELL + """
+def torus_all_reduce(rows, cols):
+    if rows % 2 == 0:     # boustrophedon along rows, back up the first column's wrap-around link
+        order = [i * cols + (j if i % 2 == 0 else cols - 1 - j) for i in range(rows) for j in range(cols)]
+    else:                 # along columns (cols even), back along the first row's wrap-around link
+        order = [(i if j % 2 == 0 else rows - 1 - i) * cols + j for j in range(cols) for i in range(rows)]
+    ring = sim.build_program("ring", "all_reduce", rows * cols)
+    o = np.array(order)
+    return sim.Program.from_ops("all_reduce", rows * cols, ring.nchunks, o[ring.src], o[ring.dst], ring.chunk,
+                                ring.step, ring.reduce, algorithm="snake", steps=ring.steps)
+"""
+    checks, _ = run("a2", code)
+    bad = failed(checks)
+    assert set(bad) == {"beats the ring at 256 MiB", "beats the ring at 1 KiB"}
+    assert "1.00x an ideal ring" in bad["beats the ring at 256 MiB"]
+    assert "2(rows-1) + 2(cols-1) = 12" in bad["beats the ring at 1 KiB"]
+
+
+def test_a2_rank_order_ring_crosses_non_neighbours():
+    checks, _ = run("a2", solution_code("a2") + CELL + """
+def torus_all_reduce(rows, cols):
+    return sim.build_program("ring", "all_reduce", rows * cols)
+""")
+    msg = failed(checks)["only torus neighbours"]
+    assert "rank 3 at (row 0, col 3) sends" in msg and "not a torus neighbour" in msg
+    assert checks["beats the ring at 256 MiB"].skipped
+
+
+def test_a2_missing_all_gather_phase_is_named_by_the_verifier():
+    code = mutate(solution_code("a2"), "(second, False), (first, False)]", "(first, False)]")
+    checks, _ = run("a2", code)
+    msg = failed(checks)["correct (sim.verify)"]
+    assert msg.startswith("2x2 torus:") and "ends with chunk" in msg and "should hold the sum" in msg
+
+
+def test_a2_wrong_rank_count():
+    checks, _ = run("a2", "import sim\ndef torus_all_reduce(rows, cols):\n    return sim.build_program('ring', 'all_reduce', rows + cols)\n")
+    assert "a 2x3 torus has 6" in failed(checks)["returns an all_reduce Program"]
+
+
+# ---- a3: ring/tree crossover and SHARP ---------------------------------------------------------------------
+def test_a3_ring_with_n_steps_instead_of_n_minus_1():
+    checks, _ = run("a3", mutate(solution_code("a3"), "return 2 * (n - 1)", "return 2 * n"))
+    bad = failed(checks)
+    assert "ring_steps(8) = 16" in bad["step counts"] and "takes 14 steps" in bad["step counts"]
+    assert "ring_us(8, 1024" in bad["ring time (exact)"]
+
+
+def test_a3_textbook_tree_bandwidth_is_too_optimistic():
+    checks, _ = run("a3", mutate(solution_code("a3"), "+ 2 * nbytes / B", "+ nbytes / B"))
+    msg = failed(checks)["tree time (within 25%)"]
+    assert "tree_us(8, 1073741824" in msg and "how many bytes leave the busiest GPU" in msg
+
+
+def test_a3_one_way_tree_latency_is_caught_at_small_sizes():
+    checks, _ = run("a3", mutate(solution_code("a3"), "return tree_steps(n) * latency_us + 2 * nbytes / B",
+                                 "return tree_steps(n) / 2 * latency_us + 2 * nbytes / B"))
+    assert "at 1 KiB only latency counts" in failed(checks)["tree time (within 25%)"]
+
+
+def test_a3_crossover_must_match_own_formulas_and_the_simulator():
+    checks, _ = run("a3", mutate(solution_code("a3"), "return (ring_steps(n) - tree_steps(n)) * latency_us /",
+                                 "return 100 * (ring_steps(n) - tree_steps(n)) * latency_us /"))
+    assert "your own formulas disagree" in failed(checks)["crossover size"]
+    code = solution_code("a3") + CELL + "def crossover_nbytes(n, bandwidth_GBps, latency_us):\n    return 1 << 12\n"
+    checks, _ = run("a3", code)   # would need tree_us == ring_us there too: caught by the consistency test first
+    assert "crossover size" in failed(checks)
+
+
+def test_a3_sharp_speedup_of_n_is_wrong():
+    code = solution_code("a3") + CELL + "def sharp_speedup(n, nbytes, bandwidth_GBps, latency_us):\n    return float(n)\n"
+    checks, _ = run("a3", code)
+    assert set(failed(checks)) == {"SHARP gain"}
+    assert "ratio of the bytes each GPU sends" in failed(checks)["SHARP gain"]
+
+
+def test_a3_predictions_may_not_run_the_simulator():
+    code = solution_code("a3") + CELL + """
+def sharp_us(n, nbytes, bandwidth_GBps, latency_us):
+    return sim.simulate("all_reduce", nbytes, f"switch:n={n},bandwidth_GBps={bandwidth_GBps},latency_us={latency_us},sharp=1",
+                        "collnet_direct", "ideal").time_us
+"""
+    checks, _ = run("a3", code)
+    assert "predict with a formula" in failed(checks)["SHARP time (within 15%)"]
+    import sim
+    assert sim.simulate("all_reduce", 1024, "ring:n=4", "ring", "ideal").time_us > 0   # restored afterwards
+
+
+# ---- running student files: cells, errors, timeouts, the CLI ----------------------------------------------
+def test_cells_keep_running_after_one_raises_and_errors_name_the_cell():
+    ns, notes = execute_cells([("cell 2", "x = 1"), ("cell 3", "1 / 0"), ("cell 4", "y = x + 1"), ("cell 5", "def f(:")])
+    assert ns["y"] == 2
+    assert notes[0] == "cell 3 raised ZeroDivisionError: division by zero (cell 3, line 1); the cells after it still ran"
+    assert notes[1].startswith("cell 5 has a syntax error at line 1")
+
+
+def test_assignment_detection(tmp_path):
+    known = ASSIGNMENTS
+    assert detect_assignment("x/a2_my_try.ipynb", [], {}, known) == "a2"
+    assert detect_assignment("x/mine.ipynb", [], {"collsim": {"assignment": "a3"}}, known) == "a3"
+    assert detect_assignment("x/ring_reduce_scatter_v2.py", [], {}, known) == "a1"
+    from sim.grade.source import Cell
+    assert detect_assignment("x/mine.py", [Cell("mine.py", 'ASSIGNMENT = "a2"\n')], {}, known) == "a2"
+    with pytest.raises(CollsimError, match="pass --assignment"):
+        detect_assignment("x/mine.py", [], {}, known)
+
+
+@pytest.mark.parametrize("key", sorted(ASSIGNMENTS))
+def test_cli_grades_each_solution_notebook_and_exits_0(key):
+    out = subprocess.run([sys.executable, "-m", "sim", "grade", os.path.join(SOLUTIONS, NOTEBOOKS[key]), "--format", "json"],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert report["assignment"] == key and report["error"] is None and not report["warnings"]
+    assert all(c["ok"] for c in report["checks"]) and len(report["checks"]) >= 6
+
+
+def test_cli_wrong_py_file_exits_1_with_the_verifier_message(tmp_path, cli):
+    f = tmp_path / "a1_attempt.py"
+    f.write_text(mutate(solution_code("a1"), "reduce=np.ones(len(r), bool)", "reduce=np.zeros(len(r), bool)"))
+    code, out, _ = cli("grade", f)
+    assert code == 1
+    assert "FAIL correct (sim.verify): n=4: my_ring reduce_scatter (n=4): rank 0 ends with chunk 0" in out
+    assert out.strip().splitlines()[-1].startswith("score 5/7")
+
+
+def test_cli_timeout_and_bad_files(tmp_path, cli):
+    f = tmp_path / "a1_loop.py"
+    f.write_text("while True:\n    pass\n")
+    code, out, _ = cli("grade", f, "--timeout", "2")
+    assert code == 1 and "ran for more than 2 s and was stopped" in out
+    code, _, err = cli("grade", tmp_path / "missing.ipynb")
+    assert code == 2 and "no such file" in err
+    g = tmp_path / "notes.py"
+    g.write_text("x = 1\n")
+    code, _, err = cli("grade", g)
+    assert code == 2 and "cannot tell which assignment" in err
+    code, _, err = cli("grade", g, "--assignment", "a9")
+    assert code == 2 and "unknown assignment 'a9'" in err
