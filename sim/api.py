@@ -21,7 +21,7 @@ from .result import Result, link_tables
 from .topology import Topology
 
 MAX_PIPELINE = 128
-MODELS = ("engine", "tuner", "alpha-beta")
+MODELS = ("engine", "tuner", "alpha-beta", "flow")
 
 
 def default_pipeline(algorithm: str, collective: str, nbytes: float, topo: Topology, protocol, nchannels: int,
@@ -54,7 +54,8 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     ``topology``: a Topology, a preset spec (``"dgx-h100:nodes=2"``) or a .yaml/.json path.
     ``algorithm``: a name from :func:`sim.algorithms.algorithms`, or ``auto`` (NCCL-style selection).
     ``protocol``: ``ideal``, ``LL``, ``LL128``, ``Simple`` or ``auto``.
-    ``model``: ``engine`` (discrete-event), ``tuner`` (NCCL's closed form) or ``alpha-beta``.
+    ``model``: ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or ``flow``
+    (ring collectives on very large clusters, aggregated by symmetry; see :mod:`sim.flow`).
     """
     topo = load_topology(topology)
     coll = get_collective(collective)
@@ -62,6 +63,9 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
         raise CollsimError(f"size {nbytes!r} must be a non-negative number of bytes")
     if model not in MODELS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
+    if model == "flow":  # ring collectives on huge clusters; picks among the algorithms it covers itself
+        from .flow import flow_simulate
+        return flow_simulate(coll, int(nbytes), topo, algorithm, protocol, nchannels=nchannels, pipeline=pipeline, root=root)
     if algorithm == "auto" or protocol == "auto":
         from .select import choose
         return choose(coll, int(nbytes), topo, algorithm=algorithm, protocol=protocol, model=model,
@@ -82,6 +86,9 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
 def run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None,
                root: int = 0, trace: bool = False) -> Result:
     """The discrete-event prediction for one (algorithm, protocol)."""
+    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl_run)
+        from .nccl_run import run
+        return run(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace)
     nch = nchannels or 1
     if pipeline is None:
         steps = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=1, pipeline=1, root=root).steps \

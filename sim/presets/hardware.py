@@ -98,8 +98,13 @@ def _positive_int(preset: str, key: str, value, lo: int = 1, hi: int = MAX_GPUS)
 
 def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per_node: int | None,
                    nic_gbps: float | None, sharp: bool, nvls: bool | None, oversubscription: float,
-                   nodes_per_leaf: int | None, mesh_GBps: float = 0.0) -> Topology:
-    """Build ``nodes`` hosts of platform ``pf`` (see the module docstring for the model)."""
+                   nodes_per_leaf: int | None, mesh_GBps: float = 0.0, nvls_sharp: bool = False) -> Topology:
+    """Build ``nodes`` hosts of platform ``pf`` (see the module docstring for the model).
+
+    ``nvls_sharp``: allow NCCL's multi-node NVLS (NVLink SHARP inside each node, IB SHARP between them).
+    It needs NVLS buffer registration and a SHARP plugin with multicast support on top of ``sharp=1``,
+    so it is not assumed: with plain ``sharp=1`` NCCL-style selection uses CollNet between nodes.
+    """
     name = pf.preset
     nodes = _positive_int(name, "nodes", nodes)
     gpn = _positive_int(name, "gpus_per_node", pf.gpus if gpus_per_node is None else gpus_per_node, 1, pf.gpus)
@@ -180,7 +185,7 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
         "gpu_arch": pf.gpu_arch, "gpu": pf.gpu, "nvlink_GBps": nvl, "nvlink_links": pf.nvlink_links,
         "intra": "nvlink", "nvswitch": pf.nvswitch, "pcie_gen": pf.pcie_gen, "p2p": True,
         "nodes": nodes, "gpus_per_node": gpn, "nics_per_node": nics, "nic_GBps": nic_GBps, "nic_gbps": float(gbps),
-        "sharp": bool(sharp), "nvls": use_nvls, "cpu": pf.cpu, "nic_latency_us": NIC_LATENCY_US,
+        "sharp": bool(sharp), "nvls": use_nvls, "nvls_sharp": bool(nvls_sharp and sharp and use_nvls), "cpu": pf.cpu, "nic_latency_us": NIC_LATENCY_US,
         "pcie_GBps": pcie_GBps, "nvlink_latency_us": 2 * NVLINK_HOP_US, "oversubscription": float(oversubscription),
         "nodes_per_leaf": per_leaf,
     }
@@ -195,6 +200,7 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
         params += [f"nics_per_node={nics}", f"nic_gbps={gbps:g}"]
     params += ["sharp=1"] if sharp else []
     params += [f"nvls={int(use_nvls)}"] if use_nvls != pf.nvls_capable else []
+    params += ["nvls_sharp=1"] if nvls_sharp else []
     params += [f"oversubscription={oversubscription:g}"] if oversubscription != 1 else []
     return Topology.build(name + (":" + ",".join(params) if params else ""), node_list, links, meta)
 
@@ -206,7 +212,8 @@ def _leaf(su: int, rail: int, nsu: int) -> str:
 @register("dgx-a100", "NVIDIA DGX A100: 8 A100 on NVSwitch (NVLink3 300 GB/s/dir), 8x 200G ConnectX-6")
 def dgx_a100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
              nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-             oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+             oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
+             nvls_sharp: bool = False) -> Topology:
     """DGX A100 nodes. Source: NVIDIA DGX A100 datasheet and System Architecture whitepaper: 8x A100-SXM4,
     6 second-generation NVSwitches, 12 NVLink3 links per GPU (600 GB/s bidirectional = 300 GB/s per
     direction), 8x ConnectX-6 HDR 200 Gb/s compute NICs, PCIe Gen4 switches, 2x AMD
@@ -216,47 +223,55 @@ def dgx_a100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: in
     >>> load_topology("dgx-a100:nodes=2,nics_per_node=4,nic_gbps=100").meta["nic_GBps"]
     12.5
     """
-    return _node_topology(DGX_A100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+    return _node_topology(DGX_A100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
+                          nvls_sharp=nvls_sharp)
 
 
 @register("dgx-h100", "NVIDIA DGX H100: 8 H100 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7")
 def dgx_h100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
              nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-             oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+             oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
+             nvls_sharp: bool = False) -> Topology:
     """DGX H100 nodes. Source: NVIDIA DGX H100 datasheet / user guide: 8x H100-SXM5, 4 third-generation
     NVSwitches (NVLink SHARP), 18 NVLink4 links per GPU (900 GB/s bidirectional = 450 GB/s per direction),
     8x ConnectX-7 400 Gb/s NDR compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8480C. SuperPOD reference
     architecture: 32 nodes per scalable unit (one QM9700 leaf per rail).
     """
-    return _node_topology(DGX_H100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+    return _node_topology(DGX_H100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
+                          nvls_sharp=nvls_sharp)
 
 
 @register("dgx-h200", "NVIDIA DGX H200: 8 H200 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7")
 def dgx_h200(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
              nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-             oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+             oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
+             nvls_sharp: bool = False) -> Topology:
     """DGX H200 nodes. Source: NVIDIA DGX H200 datasheet: 8x H200 (141 GB), 4 NVSwitches, NVLink4 900 GB/s
     bidirectional per GPU (18 links, 450 GB/s per direction), 8x ConnectX-7 400 Gb/s, PCIe Gen5, 2x Intel
     Xeon Platinum 8480C. The interconnect is the DGX H100's; only the GPU (memory) differs.
     """
-    return _node_topology(DGX_H200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+    return _node_topology(DGX_H200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
+                          nvls_sharp=nvls_sharp)
 
 
 @register("dgx-b200", "NVIDIA DGX B200: 8 B200 on NVSwitch (NVLink5 900 GB/s/dir, NVLS), 8x 400G ConnectX-7")
 def dgx_b200(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
              nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-             oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+             oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
+             nvls_sharp: bool = False) -> Topology:
     """DGX B200 nodes. Source: NVIDIA DGX B200 datasheet / user guide: 8x B200, 2 fifth-generation NVLink
     switch chips, 18 NVLink5 links per GPU (1.8 TB/s bidirectional = 900 GB/s per direction), 8x ConnectX-7
     400 Gb/s compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8570.
     """
-    return _node_topology(DGX_B200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+    return _node_topology(DGX_B200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
+                          nvls_sharp=nvls_sharp)
 
 
 @register("gb200-nvl72", "NVIDIA GB200 NVL72: a rack of 72 Blackwell GPUs on NVLink5 switches (900 GB/s/dir), a 400G NIC per GPU")
 def gb200_nvl72(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
                 nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-                oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+                oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
+             nvls_sharp: bool = False) -> Topology:
     """GB200 NVL72 racks; a node is one NVLink domain (a rack). Source: NVIDIA GB200 NVL72 product page and
     datasheet: 72 Blackwell GPUs and 36 Grace (Arm) CPUs, 18 NVLink5 switch chips in 9 trays, 1.8 TB/s
     bidirectional NVLink per GPU (900 GB/s per direction, 18 links), one 400 Gb/s ConnectX-7 per GPU for the
@@ -266,13 +281,15 @@ def gb200_nvl72(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node:
     >>> load_topology("gb200-nvl72:gpus_per_node=8").meta["nvlink_GBps"]
     900.0
     """
-    return _node_topology(GB200_NVL72, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf)
+    return _node_topology(GB200_NVL72, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
+                          nvls_sharp=nvls_sharp)
 
 
 @register("hgx-a100-4", "4 A100 on a direct NVLink3 mesh (4 links = 100 GB/s/dir per pair), 2x 200G NICs (ALCF Polaris-like)")
 def hgx_a100_4(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
                nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-               oversubscription: float = 1.0, nodes_per_leaf: int | None = None) -> Topology:
+               oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
+             nvls_sharp: bool = False) -> Topology:
     """HGX A100 4-GPU nodes, as in ALCF Polaris. Sources: NVIDIA HGX A100 datasheet (4-GPU board: A100s
     joined directly by NVLink3, no NVSwitch; each A100 has 12 links of 25 GB/s per direction, 4 to each
     of its 3 peers = 100 GB/s per direction per pair); ALCF Polaris machine overview (per node 4x A100-SXM4,
@@ -284,7 +301,7 @@ def hgx_a100_4(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: 
     8
     """
     return _node_topology(HGX_A100_4, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
-                          nodes_per_leaf, mesh_GBps=4 * HGX_A100_4.nvlink_link_GBps)
+                          nodes_per_leaf, mesh_GBps=4 * HGX_A100_4.nvlink_link_GBps, nvls_sharp=nvls_sharp)
 
 
 _ARCHS = ("volta", "ampere", "hopper", "blackwell")

@@ -1,0 +1,168 @@
+"""``collsim validate``: predictions against published (or your own) nccl-tests measurements.
+
+Per case it prints the median relative error of busbw over sizes >= 64 MiB (bandwidth regime), the
+median relative error of time over sizes <= 64 KiB (latency regime), the algorithms and protocols the
+model chose, and the run time; then an overall line pooling every case's errors (the acceptance rule).
+
+FILE is one of:
+
+* a cases file like ``sim/data/public_cases.json`` (``{"cases": [{"id", "topology", "rows": [{"size",
+  "time_us", "busbw"}...]}]}``); a case without ``topology`` takes ``--topology``. A case may pin
+  ``algorithm``/``protocol`` (the measurement forced them with NCCL_ALGO/NCCL_PROTO); ``--auto`` ignores
+  the pins and lets the model choose, as the acceptance check does;
+* raw nccl-tests output (``all_reduce_perf ... > out.txt``), with ``--topology SPEC`` describing the
+  machine it ran on: one case, out-of-place columns;
+* collsim JSON with measured ``results`` (``collsim bench --format json``), with ``--topology``.
+
+``collsim validate`` with no FILE validates the public cases shipped with collsim.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+from .. import api
+from ..collectives import get_collective
+from ..errors import CollsimError
+from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from ..presets import load_topology
+
+BW_MIN_BYTES = 64 << 20
+LAT_MAX_BYTES = 64 << 10
+PUBLIC_CASES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "public_cases.json")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="compare predictions with published or your own nccl-tests results",
+                       description="Median relative error of busbw (sizes >= 64 MiB) and of time (sizes <= 64 KiB) "
+                                   "per case and overall, with the algorithms chosen.")
+    p.add_argument("file", nargs="?", default=None, help="cases JSON, raw nccl-tests output, or collsim JSON (default: the public cases)")
+    p.add_argument("--topology", "-t", default=None, help="topology spec for cases that name none (required for raw nccl-tests output)")
+    p.add_argument("--collective", "-c", default=None, help="collective of raw output (default: from the *_perf name in it, else all_reduce)")
+    p.add_argument("--model", default="engine", choices=api.MODELS, help="model to validate (default engine)")
+    p.add_argument("--algorithm", "-a", default=None, help="force an algorithm for every case (default: the case's pin, else auto)")
+    p.add_argument("--protocol", "-p", default=None, help="force a protocol for every case (default: the case's pin, else auto)")
+    p.add_argument("--auto", action="store_true", help="ignore the algorithms/protocols the cases pin (as the acceptance check runs)")
+    p.add_argument("--case", action="append", default=None, help="only this case id (repeatable)")
+    p.add_argument("--rows", action="store_true", help="also print every size: measured vs predicted")
+    p.add_argument("--format", default="table", choices=("table", "json"))
+    p.set_defaults(func=run)
+
+
+# ---- reading measurements ------------------------------------------------------------------------
+def load_cases(path: str | None, topology: str | None = None, collective: str | None = None) -> list[dict]:
+    """Cases ``{"id", "topology", "collective", "rows": [{"size", "time_us", "busbw"}], ...}`` from ``path``."""
+    path = path or PUBLIC_CASES
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise CollsimError(f"cannot read {path}: {e.strerror}: give a cases .json or an nccl-tests output file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("cases"), list):
+        cases = [dict(c) for c in data["cases"]]
+        for c in cases:
+            if "rows" not in c or "id" not in c:
+                raise CollsimError(f"{path}: every case needs an 'id' and 'rows' (see sim/data/public_cases.json)")
+            c.setdefault("topology", topology)
+            c.setdefault("collective", collective or "all_reduce")
+        return cases
+    if isinstance(data, dict) and isinstance(data.get("results"), list):
+        rows = [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r.get("busbw_GBps", 0.0)}
+                for r in data["results"] if "nbytes" in r and "time_us" in r]
+        return [{"id": os.path.basename(path), "topology": topology or data.get("topology"),
+                 "collective": collective or data.get("collective", "all_reduce"), "rows": rows, "source": path}]
+    rows = parse_nccl_tests(text)
+    meta = parse_nccl_tests_meta(text)
+    return [{"id": os.path.basename(path), "topology": topology, "collective": collective or meta["collective"] or "all_reduce",
+             "nranks": meta["nranks"], "source": path,
+             "rows": [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r["busbw_GBps"] or 0.0} for r in rows]}]
+
+
+# ---- scoring -------------------------------------------------------------------------------------
+def score_case(case: dict, *, model: str = "engine", algorithm: str | None = None, protocol: str | None = None) -> dict:
+    """Predict every measured size of ``case`` and return the errors (relative, 0.1 = 10 %)."""
+    spec = case.get("topology")
+    if not spec:
+        raise CollsimError(f"case {case['id']}: no topology: pass --topology SPEC describing the machine it ran on")
+    topo = load_topology(spec)
+    coll = get_collective(case.get("collective", "all_reduce"))
+    if case.get("nranks") and case["nranks"] != topo.nranks:
+        raise CollsimError(f"case {case['id']}: the measurement has {case['nranks']} ranks but {spec} has {topo.nranks} GPUs: "
+                           f"fix --topology (e.g. nodes=, gpus_per_node=)")
+    algo = algorithm or case.get("algorithm") or "auto"
+    proto = protocol or case.get("protocol") or "auto"
+    t0 = time.perf_counter()
+    bw_errs, lat_errs, rows, chosen = [], [], [], {}
+    for r in sorted(case["rows"], key=lambda r: r["size"]):
+        if r["size"] <= 0 or r["time_us"] <= 0:
+            continue
+        q = api.simulate(coll, r["size"], topo, algo, proto, model=model)
+        chosen.setdefault(f"{q.algorithm}/{q.protocol}", []).append(r["size"])
+        row = {"size": r["size"], "time_us": r["time_us"], "busbw": r.get("busbw", 0.0), "pred_time_us": q.time_us,
+               "pred_busbw": q.busbw_GBps, "algorithm": q.algorithm, "protocol": q.protocol}
+        if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0:
+            row["busbw_err"] = abs(q.busbw_GBps - r["busbw"]) / r["busbw"]
+            bw_errs.append(row["busbw_err"])
+        if r["size"] <= LAT_MAX_BYTES:
+            row["time_err"] = abs(q.time_us - r["time_us"]) / r["time_us"]
+            lat_errs.append(row["time_err"])
+        rows.append(row)
+    med = lambda xs: statistics.median(xs) if xs else None
+    return {"id": case["id"], "topology": topo.name, "algorithm": algo, "protocol": proto, "bw_errors": bw_errs,
+            "lat_errors": lat_errs, "bw_median": med(bw_errs), "lat_median": med(lat_errs), "chosen": chosen,
+            "rows": rows, "seconds": time.perf_counter() - t0, "source": case.get("source", "")}
+
+
+def summarize(scores: list[dict]) -> dict:
+    """Pooled medians over every case's errors (the acceptance rule) and the worst case."""
+    bw = [e for s in scores for e in s["bw_errors"]]
+    lat = [e for s in scores for e in s["lat_errors"]]
+    worst = max((s for s in scores if s["bw_median"] is not None), key=lambda s: s["bw_median"], default=None)
+    return {"bw_median": statistics.median(bw) if bw else None, "lat_median": statistics.median(lat) if lat else None,
+            "bw_points": len(bw), "lat_points": len(lat), "worst_bw_case": worst["id"] if worst else None,
+            "worst_bw_median": worst["bw_median"] if worst else None, "seconds": sum(s["seconds"] for s in scores)}
+
+
+def run(args) -> int:
+    cases = load_cases(args.file, args.topology, args.collective)
+    if args.case:
+        wanted = set(args.case)
+        cases = [c for c in cases if c["id"] in wanted]
+        if not cases:
+            raise CollsimError(f"no case named {', '.join(sorted(wanted))} in {args.file or PUBLIC_CASES}")
+    scores = []
+    for c in cases:
+        if args.auto:
+            c = {k: v for k, v in c.items() if k not in ("algorithm", "protocol")}
+        scores.append(score_case(c, model=args.model, algorithm=args.algorithm, protocol=args.protocol))
+    total = summarize(scores)
+    if args.format == "json":
+        print(json.dumps({"model": args.model, "cases": scores, "overall": total}, indent=1))
+        return 0
+    pct = lambda x: f"{x:6.1%}" if x is not None else "   n/a"
+    print(f"# collsim validate: model {args.model}; busbw error over sizes >= 64 MiB, time error over sizes <= 64 KiB")
+    print(f"# {'case':8s} {'bw-median':>9s} {'lat-median':>10s} {'sizes':>5s} {'secs':>5s}  chosen (algorithm/protocol: sizes)")
+    for s in scores:
+        chosen = "; ".join(f"{k} {_span(v)}" for k, v in s["chosen"].items())
+        pin = f"  [pinned {s['algorithm']}]" if s["algorithm"] != "auto" else ""
+        print(f"  {s['id']:8s} {pct(s['bw_median']):>9s} {pct(s['lat_median']):>10s} {len(s['rows']):5d} {s['seconds']:5.1f}  "
+              f"{chosen}  ({s['topology']}){pin}")
+        if args.rows:
+            for r in s["rows"]:
+                print(f"#   {r['size']:>12d} {r['algorithm']:>14s}/{r['protocol']:<6s} time {r['time_us']:10.2f} -> "
+                      f"{r['pred_time_us']:10.2f} us   busbw {r['busbw']:8.2f} -> {r['pred_busbw']:8.2f} GB/s")
+    print(f"overall: busbw median error {pct(total['bw_median']).strip()} over {total['bw_points']} sizes, "
+          f"small-size time median error {pct(total['lat_median']).strip()} over {total['lat_points']} sizes; "
+          f"worst case {total['worst_bw_case']} ({pct(total['worst_bw_median']).strip()}); {total['seconds']:.1f} s")
+    return 0
+
+
+def _span(sizes: list[int]) -> str:
+    from ..units import format_size
+    lo, hi = min(sizes), max(sizes)
+    return format_size(lo) if lo == hi else f"{format_size(lo)}-{format_size(hi)}"

@@ -1,0 +1,278 @@
+"""Run the engine the way NCCL runs a collective: protocols, channels, chunks and the latency term.
+
+With an NCCL protocol (LL, LL128, Simple) the engine prediction is
+
+    time = latency term (NCCL's: base latency + per-hop latencies)  +  data movement (the engine)
+
+* The latency term is the tuner's (:func:`sim.tuner.tuner_terms`): NCCL's base latency plus its per-hop
+  latency by link class, or the topology's own wire latency where that is larger.
+* Data movement is the engine on an *effective* copy of the topology: every link runs at what NCCL's
+  own model credits that kind of link with (:data:`NVLINK_EFFICIENCY`, PCIe at 3/4 of raw) or at a
+  calibrated fraction (:data:`NET_EFFICIENCY`, :data:`HOST_BOUNCE_EFFICIENCY`); NVLS algorithms also
+  pay NCCL's ``nvlsEfficiency`` on NVLink; links carry no latency (it is in the latency term). The
+  protocol's payload share is the tuner's bandwidth of that protocol over Simple's (LL 1/2 capped by
+  ``llMaxBw``, LL128 0.92 capped per channel), so LL and LL128 lose what NCCL says they lose.
+* Channels: across nodes, rings and trees run one channel per NIC, each channel's ranks rotated inside
+  every node so that it enters and leaves the node through a different NIC (NCCL's rings/trees do the
+  same); CollNet and NVLS place their heads themselves.
+* Chunks: pipelined algorithms (trees, chains, NVLS) move NCCL-sized chunks
+  (:func:`sim.protocols.nccl_chunk_bytes`). When there are more chunks than :data:`OPS_BUDGET` allows,
+  the engine simulates two shorter runs of the same chunk size and extrapolates the steady state
+  linearly (exact once the pipeline is full: each extra chunk adds one period).
+
+>>> import sim
+>>> r = sim.simulate("all_reduce", 1 << 30, "dgx-a100", algorithm="ring", protocol="Simple")
+>>> round(r.busbw_GBps), r.explain["latency_us"] > 50
+(238, True)
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from .algorithms import build_program, get_algorithm
+from .errors import CollsimError
+from .program import Program
+from .protocols import NCCL_ALGORITHMS, THREAD_THRESHOLD, Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
+from .topology import Link, Topology
+from .tuner import NVLINK_LINK_GBps, machine, tuner_terms
+
+# ---- efficiency constants ---------------------------------------------------------------------------
+# From NCCL's model (not fitted): NCCL credits an NVLink with SMxx_NVLINK_BW GB/s against a raw 25 GB/s
+# per direction (NVLink2-4) or 50 GB/s (NVLink5); PCIe with lanes x GT/s x 0.75 / 8 against x 1/8 raw.
+NVLINK_EFFICIENCY = {arch: bw / (50.0 if arch == "blackwell" else 25.0) for arch, bw in NVLINK_LINK_GBps.items()}
+PCIE_EFFICIENCY = 0.75
+NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}   # tuning.cc nvlsEfficiency (2.28+)
+# Global calibration (fitted, documented in docs/nccl-model.md):
+# NET_EFFICIENCY: share of a NIC's line rate an NCCL collective sustains; fitted on the network-bound
+# public cases C1 (2x p4de, EFA, tree: 0.84), C6-2 and C6-8 (Polaris, Slingshot, ring: 0.73).
+NET_EFFICIENCY = 0.78
+# HOST_BOUNCE_EFFICIENCY: share of the PCIe rate left when GPUs without peer-to-peer exchange data
+# through host memory (NCCL's SHM transport: SM loads from host memory); fitted on E1 (2x RTX 2080 Ti,
+# p2p=0: 4.0 GB/s measured against 6 GB/s = half of PCIe gen3 at 3/4 of raw).
+HOST_BOUNCE_EFFICIENCY = 2.0 / 3.0
+OPS_BUDGET = 60_000              # simulated ops per engine run before extrapolating the steady state
+SPREAD_ALGORITHMS = ("ring", "tree")
+
+
+def link_efficiency(topo: Topology, link: Link, nvls: bool = False) -> float:
+    """Share of ``link``'s raw bandwidth a collective gets (1.0 on topologies without hardware facts)."""
+    meta = topo.meta
+    arch = meta.get("gpu_arch")
+    if arch is None:
+        return 1.0   # a textbook topology: its links are what they say
+    if link.kind == "nvlink":
+        eff = NVLINK_EFFICIENCY.get(arch, 0.8)
+        return eff * (NVLS_EFFICIENCY.get(arch, 1.0) if nvls else 1.0)
+    if link.kind == "pcie":
+        return PCIE_EFFICIENCY * (HOST_BOUNCE_EFFICIENCY if meta.get("p2p") is False else 1.0)
+    if link.kind == "net":
+        return NET_EFFICIENCY
+    return 1.0
+
+
+@lru_cache(maxsize=16)
+def effective_topology(topo: Topology, nvls: bool = False) -> Topology:
+    """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology.
+
+    Links keep a millionth of their latency: routes are chosen by latency, so they stay exactly those of
+    the real topology, while the time the wire adds (under a nanosecond per hop) is negligible: the
+    latency is in the latency term."""
+    links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls), l.latency_us * 1e-6, l.kind)
+             for l in topo.links]
+    return Topology.build(topo.name, topo.nodes, links, topo.meta)
+
+
+# ---- channels spread over NICs --------------------------------------------------------------------
+def channel_order(topo: Topology, channel: int, nchannels: int) -> np.ndarray:
+    """Program rank -> topology rank for ``channel``: every host's ranks rotated so that the channel
+    enters the host at local GPU ``o`` and leaves it at ``o - 1``, ``o = channel * ppn // nchannels + 1``:
+    both next to NIC ``channel`` when GPUs are spread evenly over NICs.
+
+    >>> from sim.presets import load_topology
+    >>> channel_order(load_topology("dgx-a100:nodes=2,nics_per_node=4"), 1, 4)[:8].tolist()
+    [3, 4, 5, 6, 7, 0, 1, 2]
+    """
+    order = []
+    for host in topo.hosts:
+        k = len(host)
+        o = (channel * k // nchannels + 1) % k if k > 1 else 0
+        order.extend(host[o:] + host[:o])
+    return np.asarray(order, dtype=np.int64)
+
+
+def spread_program(name: str, coll, topo: Topology, nchannels: int, pipeline: int, root: int = 0) -> Program:
+    """``nchannels`` copies of ``name``'s one-channel program, channel c on ranks relabelled by
+    :func:`channel_order`, chunks laid out shard-major so the result is still the collective."""
+    n = topo.nranks
+    parts = []
+    for c in range(nchannels):
+        perm = channel_order(topo, c, nchannels)
+        inv = np.empty(n, np.int64)
+        inv[perm] = np.arange(n)
+        p = build_program(name, coll, n, topology=topo, nchannels=1, pipeline=pipeline, root=int(inv[root]))
+        parts.append((perm, p))
+    first = parts[0][1]
+    nshards = n if coll.name in ("all_gather", "reduce_scatter") else n * n if coll.name == "all_to_all" else 1
+    per = first.nchunks // nshards
+    cols = {k: [] for k in ("src", "dst", "chunk", "step", "channel", "reduce")}
+    for c, (perm, p) in enumerate(parts):
+        relabel = lambda a: np.where(a < n, perm[np.minimum(a, n - 1)], a)
+        shard, sub = p.chunk // per, p.chunk % per
+        if nshards == n:
+            shard = perm[shard]
+        elif nshards == n * n:
+            shard = perm[shard // n] * n + perm[shard % n]
+        cols["src"].append(relabel(p.src))
+        cols["dst"].append(relabel(p.dst))
+        cols["chunk"].append(shard * (nchannels * per) + c * per + sub)
+        cols["step"].append(p.step)
+        cols["channel"].append(c * (int(p.channel.max()) + 1) + p.channel)
+        cols["reduce"].append(p.reduce)
+    cat = {k: np.concatenate(v) for k, v in cols.items()}
+    return Program.from_ops(coll, n, first.nchunks * nchannels, cat["src"], cat["dst"], cat["chunk"], cat["step"],
+                            cat["reduce"], channel=cat["channel"], algorithm=name, steps=first.steps, root=root,
+                            switches=first.switches, params={**first.params, "nchannels": nchannels, "spread": True})
+
+
+@lru_cache(maxsize=64)
+def _program(name: str, coll, topo: Topology, nchannels: int, pipeline: int, root: int, spread: bool) -> Program:
+    if spread:
+        return spread_program(name, coll, topo, nchannels, pipeline, root)
+    return build_program(name, coll, topo.nranks, topology=topo, nchannels=nchannels, pipeline=pipeline, root=root)
+
+
+# ---- the run ---------------------------------------------------------------------------------------
+def latency_us(coll, topo: Topology, algorithm: str, proto: str, steps: int, nbytes: int = 1) -> float:
+    """The latency term for ``nbytes``: the tuner's for NCCL's algorithms (with its size rules: the
+    ring plateau); for the others a ring-like base latency plus ``steps`` hops at the per-hop latency of
+    the slowest link class they cross."""
+    if algorithm in NCCL_ALGORITHMS:
+        t = tuner_terms(coll, nbytes, topo, algorithm, proto)
+        if math.isfinite(t.latency_us):
+            return t.latency_us
+    m = machine(topo)
+    cls = m.inter_class or m.intra_class or "nvlink"
+    hop = max(hop_latency_us(cls, "ring", proto), m.inter_wire_us if m.nnodes > 1 else m.intra_wire_us)
+    return base_latency_us("ring", proto) + steps * hop
+
+
+def payload_share(coll, topo: Topology, algorithm: str, proto: str) -> float:
+    """Bandwidth of ``proto`` relative to Simple for ``algorithm``, per NCCL's model (wire format for
+    algorithms NCCL does not have)."""
+    p = get_protocol(proto)
+    if p.name == "Simple":
+        return 1.0
+    if algorithm in NCCL_ALGORITHMS:
+        t, s = (tuner_terms(coll, 1 << 30, topo, algorithm, x) for x in (p.name, "Simple"))
+        if t.bus_GBps > 0 and s.bus_GBps > 0:
+            return min(1.0, t.bus_GBps / s.bus_GBps)
+    return p.payload_efficiency
+
+
+MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}   # NCCL_LL/LL128/SIMPLE_MAX_NTHREADS
+
+
+def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str, nchannels: int) -> tuple[float, int, int]:
+    """Share of the bandwidth NCCL puts to work on a small message: (share, channels, threads).
+
+    NCCL (enqueue.cc ``topoGetAlgoInfo``) drops channels while the message is smaller than channels x
+    threads x ``THREAD_THRESHOLD`` bytes (x nranks for ring LL); the message then moves at the share of
+    the bandwidth those channels carry. (NCCL also halves the threads of the last channel; that keeps
+    each thread's work at the threshold, a fixed few-byte cost, so it is not modelled.) NVLS and
+    CollNet keep their channels.
+
+    >>> from sim.presets import load_topology
+    >>> small_message_share(64 << 10, load_topology("gb200-nvl72:gpus_per_node=8"), "ring", "LL", 16)
+    (0.125, 2, 512)
+    >>> small_message_share(1024, load_topology("gb200-nvl72:gpus_per_node=8"), "ring", "LL", 16)
+    (0.0625, 1, 64)
+    """
+    p = get_protocol(proto).name
+    if algorithm not in ("ring", "tree") or p not in MAX_THREADS:
+        return 1.0, nchannels, MAX_THREADS.get(p, 512)
+    thr = THREAD_THRESHOLD[p] * (topo.nranks if (algorithm == "ring" and p == "LL") else 1)
+    nc, nt = nchannels, MAX_THREADS[p]
+    while nbytes < nc * nt * thr and nc >= 2:
+        nc -= 1
+    while nbytes < nc * nt * thr and nt % 128 == 0 and nt > 64:
+        nt //= 2
+    return nc / nchannels, nc, nt
+
+
+def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None, root: int = 0,
+        trace: bool = False):
+    """The engine's prediction of ``algorithm`` with NCCL protocol ``proto``; a :class:`~sim.result.Result`."""
+    from . import analytic
+    from .engine import simulate_program
+    from .result import Result, link_tables
+    p = get_protocol(proto)
+    algo = get_algorithm(algorithm)
+    m = machine(topo)
+    nvls = algorithm.startswith("nvls")
+    spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
+    nch = nchannels or (m.nics if spread and m.nics > 1 else 1)
+    spread = spread and nch > 1
+    one = _program(algorithm, coll, topo, nch, 1, root, spread)
+    pipelined = coll.name in algo.pipelined
+    chunk = nccl_chunk_bytes(algorithm, p.name, nbytes / nch, depth=one.steps) if pipelined else None
+    pieces = pipeline or (max(1, math.ceil(nbytes / nch / _split(one, nch) / chunk)) if pipelined else 1)
+    share = payload_share(coll, topo, algorithm, p.name)
+    tuned = tuner_terms(coll, nbytes, topo, algorithm, p.name) if algorithm in NCCL_ALGORITHMS else None
+    small, used_ch, used_threads = small_message_share(nbytes, topo, algorithm, p.name,
+                                                       tuned.nchannels if tuned and tuned.nchannels else 1)
+    eng_proto = Protocol(p.name, payload_efficiency=share * small)
+    eff = effective_topology(topo, nvls)
+    sim_pieces = min(pieces, max(2, OPS_BUDGET // max(1, one.nops)))
+    if trace and pieces > sim_pieces:
+        raise CollsimError(f"--trace: {pieces} chunks per channel is more than the engine simulates op by op "
+                           f"({sim_pieces}); trace a smaller size or pass --pipeline {sim_pieces}")
+    prog = _program(algorithm, coll, topo, nch, sim_pieces, root, spread)
+    frac = sim_pieces / pieces
+    runs = simulate_program(prog, eff, nbytes * frac, eng_proto)
+    data_us, period = runs.time_us, 0.0
+    if sim_pieces < pieces:   # steady state: every further chunk adds one period
+        half = _program(algorithm, coll, topo, nch, sim_pieces // 2, root, spread)
+        t_half = simulate_program(half, eff, nbytes * (sim_pieces // 2) / pieces, eng_proto).time_us
+        period = (data_us - t_half) / (sim_pieces - sim_pieces // 2)
+        data_us += (pieces - sim_pieces) * period
+    lat = latency_us(coll, topo, algorithm, p.name, one.steps, nbytes)
+    total = lat + data_us
+    link_bytes, link_busy = link_tables(topo, runs.link_bytes / frac, runs.link_busy_us / frac)
+    tr = None
+    if trace:
+        from .trace import Trace, expand_times
+        start, end = expand_times(runs, prog)
+        tr = Trace(prog, start + lat, end + lat, prog.nbytes_per_chunk(nbytes))
+    explain = {"latency_us": lat, "bandwidth_term_us": data_us,
+               "effective_busbw_GBps": analytic.busbw_GBps(coll.name, topo.nranks, nbytes, data_us) if data_us > 0 else 0.0,
+               "payload_share": share, "chunk_bytes": chunk or int(math.ceil(nbytes / nch / max(1, _split(one, nch)))),
+               "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
+               "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls).items()),
+               "simulated_ops": len(runs.op_index), "symmetric": runs.symmetric}
+    if small < 1:
+        explain["nccl_channels_threads_used"] = f"{used_ch} of {tuned.nchannels} channels, {used_threads} threads"
+    if tuned is not None and math.isfinite(tuned.time_us):
+        explain["tuner_time_us"] = tuned.time_us
+    return Result(coll.name, nbytes, topo.nranks, algorithm, p.name, total, analytic.algbw_GBps(nbytes, total),
+                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, total), one.steps, "engine", topo.name,
+                  nch, pieces, link_bytes, link_busy, explain, tr)
+
+
+def _split(one: Program, nch: int) -> int:
+    """Chunks one channel's data is cut into per pipeline piece (shards or heads of the program)."""
+    return max(1, one.nchunks // nch)
+
+
+def _efficiencies(topo: Topology, nvls: bool) -> dict:
+    out = {}
+    for l in topo.links:
+        out.setdefault(l.kind, link_efficiency(topo, l, nvls))
+    return out
+
+
+__all__ = ["run", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
+           "payload_share", "NET_EFFICIENCY", "HOST_BOUNCE_EFFICIENCY", "NVLINK_EFFICIENCY", "PCIE_EFFICIENCY",
+           "NVLS_EFFICIENCY", "OPS_BUDGET"]

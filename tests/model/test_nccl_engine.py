@@ -1,0 +1,113 @@
+"""The engine under NCCL's protocols: latency term + data movement, channels over NICs, chunk
+pipelines with steady-state extrapolation; ``ideal`` stays the pure latency-bandwidth model."""
+import numpy as np
+import pytest
+
+import sim
+import sim.nccl_run as nr
+from sim.algorithms import build_program
+from sim.collectives import get_collective
+from sim.presets import load_topology
+from sim.tuner import tuner_terms
+from sim.verify import verify
+
+AR = get_collective("all_reduce")
+C1 = "dgx-a100:nodes=2,nics_per_node=4,nic_gbps=100"
+
+
+def test_ideal_is_still_the_latency_bandwidth_model():
+    r = sim.simulate("all_reduce", 1 << 30, "ring:n=8,bandwidth_GBps=100,latency_us=1", algorithm="ring", protocol="ideal")
+    assert r.time_us == pytest.approx(14 * (1 + 2 ** 30 / 8 / 100e3), rel=1e-12)
+
+
+def test_simple_on_a_textbook_ring_is_latency_term_plus_bandwidth_term():
+    topo = "ring:n=8,bandwidth_GBps=100,latency_us=1"
+    r = sim.simulate("all_reduce", 1 << 30, topo, algorithm="ring", protocol="Simple")
+    t = tuner_terms("all_reduce", 1 << 30, load_topology(topo), "ring", "Simple")
+    # each GPU is its own node: 14 network-class hops at max(NCCL's 4.0, wire 1.0) us, x1.4 ring plateau
+    assert t.latency_us == pytest.approx(1.4 * (8.4 + 14 * 4.0))
+    assert r.time_us == pytest.approx(t.latency_us + 2 * 7 / 8 * 2 ** 30 / 100e3, rel=1e-6)
+    assert r.explain["latency_us"] == pytest.approx(t.latency_us)
+
+
+def test_payload_share_follows_nccl_protocol_bandwidths():
+    h100 = load_topology("dgx-h100")
+    assert nr.payload_share(AR, h100, "ring", "Simple") == 1.0
+    assert nr.payload_share(AR, h100, "ring", "LL") == pytest.approx(141.0 / 360.0)      # llMaxBw cap
+    assert nr.payload_share(AR, h100, "ring", "LL128") == pytest.approx(0.92)
+    assert nr.payload_share(AR, h100, "recursive_hd", "LL") == 0.5                        # not NCCL's: wire format
+
+
+def test_link_efficiencies_come_from_nccls_constants():
+    h100, e1 = load_topology("dgx-h100"), load_topology("pcie:gpus=2,gen=3,p2p=0")
+    nvl = next(l for l in h100.links if l.kind == "nvlink")
+    assert nr.link_efficiency(h100, nvl) == pytest.approx(20.6 / 25)
+    assert nr.link_efficiency(h100, nvl, nvls=True) == pytest.approx(20.6 / 25 * 0.85)
+    assert nr.link_efficiency(e1, e1.links[0]) == pytest.approx(0.75 * nr.HOST_BOUNCE_EFFICIENCY)
+    ring = load_topology("ring:n=4")
+    assert nr.link_efficiency(ring, ring.links[0]) == 1.0
+    eff = nr.effective_topology(h100)
+    assert [eff.route(0, 5)] == [h100.route(0, 5)]               # same routes as the real topology
+
+
+@pytest.mark.parametrize("spec,size,busbw", [
+    ("dgx-a100", 16 << 30, 240.0),                               # ring: 12 NVLinks x 20 GB/s
+    ("gb200-nvl72:gpus_per_node=8", 16 << 30, 18 * 40.1 * 0.74 * 8 / 9 * 1.75),   # NVLS: (n+1)/n S per GPU
+    ("pcie:gpus=2,gen=3,p2p=0", 1 << 30, 16 * 0.75 * nr.HOST_BOUNCE_EFFICIENCY / 2),  # host bounce, shared uplink
+])
+def test_large_message_bandwidth(spec, size, busbw):
+    r = sim.simulate("all_reduce", size, spec)
+    assert r.busbw_GBps == pytest.approx(busbw, rel=0.02)
+
+
+def test_channel_order_rotates_each_host():
+    topo = load_topology(C1)
+    orders = [nr.channel_order(topo, c, 4) for c in range(4)]
+    assert [o[:8].tolist()[0] for o in orders] == [1, 3, 5, 7]    # enter at GPU 2c+1, leave at 2c: NIC c
+    assert all(sorted(o.tolist()) == list(range(16)) for o in orders)
+    for c, o in enumerate(orders):   # the ring leaves host 0 from its last position through NIC c
+        nics = {topo.links[i].dst for i in topo.route(int(o[7]), int(o[8])) if "nic" in topo.links[i].dst}
+        assert nics == {f"h0.nic{c}", f"h1.nic{c}"}
+
+
+@pytest.mark.parametrize("algorithm,collective", [("ring", "all_reduce"), ("tree", "all_reduce"),
+                                                  ("ring", "all_gather"), ("ring", "reduce_scatter"),
+                                                  ("ring", "broadcast")])
+def test_spread_programs_still_compute_the_collective(algorithm, collective):
+    topo = load_topology(C1)
+    p = nr.spread_program(algorithm, get_collective(collective), topo, 4, 2, root=3)
+    assert p.params["nchannels"] == 4 and verify(p).ok
+
+
+def test_channels_use_every_nic():
+    r = sim.simulate("all_reduce", 1 << 30, C1, algorithm="tree", protocol="Simple")
+    used = {k.split("->")[0] for k in r.link_busy_us if ".nic" in k.split("->")[0]}
+    assert used == {f"h{h}.nic{k}" for h in range(2) for k in range(4)}
+    assert r.nchannels == 4 and r.explain["channels_spread_over_nics"] is True
+
+
+def test_steady_state_extrapolation_matches_the_full_run(monkeypatch):
+    size = 2 << 30
+    quick = sim.simulate("all_reduce", size, C1, algorithm="tree", protocol="Simple")
+    assert quick.explain["simulated_pieces"] < quick.explain["pieces_per_channel"]
+    monkeypatch.setattr(nr, "OPS_BUDGET", 10 ** 7)
+    nr._program.cache_clear()
+    full = sim.simulate("all_reduce", size, C1, algorithm="tree", protocol="Simple")
+    nr._program.cache_clear()
+    assert full.explain["simulated_pieces"] == full.explain["pieces_per_channel"]
+    assert quick.time_us == pytest.approx(full.time_us, rel=0.01)
+
+
+def test_small_messages_use_fewer_channels():
+    r = sim.simulate("all_reduce", 64 << 10, "gb200-nvl72:gpus_per_node=8", algorithm="ring", protocol="LL")
+    assert r.explain["nccl_channels_threads_used"].startswith("2 of 16 channels")
+    assert nr.small_message_share(1 << 30, load_topology("dgx-h100"), "ring", "LL", 12)[0] == 1.0
+
+
+def test_explain_has_the_terms():
+    r = sim.simulate("all_reduce", 64 << 20, "dgx-h100")
+    for key in ("latency_us", "bandwidth_term_us", "selected_by", "tuner_ranking", "link_efficiency"):
+        assert key in r.explain
+    assert r.explain["latency_us"] + r.explain["bandwidth_term_us"] == pytest.approx(r.time_us)
+    name, busy = r.bottleneck()
+    assert "nvswitch" in name and 0 < busy <= r.time_us

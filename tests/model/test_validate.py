@@ -1,0 +1,62 @@
+"""``collsim validate``: the public cases, raw nccl-tests output with --topology, and bad input."""
+import json
+
+from sim.commands.validate import PUBLIC_CASES, load_cases, score_case, summarize
+
+A1_TEXT = "".join(f"#  Rank {r:2d} Group  0 Pid  1 on a100 device {r:2d} [0x07] A100-SXM4-80GB\n" for r in range(8)) + """\
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+    67108864      16777216     float     sum      -1    684.6   98.02  171.54      0    684.6   98.02  171.54      0
+  1073741824     268435456     float     sum      -1   8203.9  130.88  229.04      0   8203.9  130.88  229.04      0
+ 17179869184    4294967296     float     sum      -1   127997  134.22  234.89      0   127997  134.22  234.89      0
+"""
+
+
+def test_public_cases_carry_sources_and_topologies():
+    cases = load_cases(None)
+    assert PUBLIC_CASES.endswith("sim/data/public_cases.json")
+    assert {c["id"] for c in cases} == {"A1", "B1", "C1", "D1", "C6-2", "C6-8", "E1"}
+    assert all(c["source"] and c["topology"] and c["rows"] for c in cases)
+    assert next(c for c in cases if c["id"] == "D1")["algorithm"] == "collnet_chain"   # measured with NCCL_ALGO
+
+
+def test_scores_of_fast_cases():
+    cases = {c["id"]: c for c in load_cases(None)}
+    e1 = score_case(cases["E1"])
+    assert e1["bw_median"] < 0.02 and e1["lat_median"] < 0.25 and len(e1["bw_errors"]) == 5
+    assert set(e1["chosen"]) == {"ring/LL", "ring/Simple"}
+    c6 = score_case(cases["C6-2"])
+    assert c6["bw_median"] < 0.10
+    total = summarize([e1, c6])
+    assert total["bw_points"] == 10 and total["lat_points"] == 29
+    assert total["worst_bw_case"] in ("E1", "C6-2")
+
+
+def test_cli_on_raw_nccl_tests_output(cli, tmp_path):
+    f = tmp_path / "a1.txt"
+    f.write_text(A1_TEXT)
+    code, out, err = cli("validate", f, "--topology", "dgx-a100")
+    assert code == 0, err
+    assert "a1.txt" in out and "ring/Simple" in out and out.strip().splitlines()[-1].startswith("overall:")
+    code, out, _ = cli("validate", f, "--topology", "dgx-a100", "--format", "json")
+    d = json.loads(out)
+    assert d["overall"]["bw_points"] == 3 and d["overall"]["bw_median"] < 0.25
+
+
+def test_cli_public_case_and_pins(cli):
+    code, out, _ = cli("validate", "--case", "E1")
+    assert code == 0 and out.count("\n  E1 ") == 1
+    code, out, _ = cli("validate", "--case", "D1", "--model", "tuner")
+    assert code == 0 and "collnet_chain/Simple" in out and "[pinned collnet_chain]" in out
+
+
+def test_cli_errors(cli, tmp_path):
+    f = tmp_path / "a1.txt"
+    f.write_text(A1_TEXT)
+    code, _, err = cli("validate", f)
+    assert code == 2 and "--topology" in err
+    code, _, err = cli("validate", f, "--topology", "dgx-h100:nodes=2")
+    assert code == 2 and "8 ranks" in err and "16 GPUs" in err
+    code, _, err = cli("validate", tmp_path / "missing.txt")
+    assert code == 2 and "cannot read" in err
+    code, _, err = cli("validate", "--case", "Z9")
+    assert code == 2 and "no case named Z9" in err
