@@ -21,6 +21,9 @@ rank moves to rank+1": every op then runs at the same time as its images. When b
 simulates one op per orbit, with each link standing for its whole orbit. The result is the same as
 the op-by-op run (tests compare both); it is what lets a 1024-rank ring run in about a second.
 
+The event loop itself is :mod:`sim.engine_loop` (same-instant completions share one simpy event, large
+batches go through numpy, bit-identical to one event per op); ``docs/performance.md`` has the numbers.
+
 >>> from sim.algorithms import build_program
 >>> from sim.presets import load_topology
 >>> run = simulate_program(build_program("ring", "all_gather", 4), load_topology("ring:n=4"), 4e6)
@@ -32,8 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import simpy
-
+from .engine_loop import run_ops
 from .errors import CollsimError
 from .program import Program
 from .protocols import IDEAL, Protocol
@@ -62,25 +64,37 @@ def dependencies(p: Program, ops: np.ndarray | None = None) -> tuple[np.ndarray,
     ``ops[i]`` depends on ``order[lo[i]:hi[i]]``: the writes to its source slot in earlier steps since
     (and including) the last copy.
     """
+    every = ops is None or len(ops) == p.nops
     ops = np.arange(p.nops) if ops is None else ops
     nsteps = int(p.step.max()) + 2
-    wkey = (p.dst.astype(np.int64) * p.nchunks + p.chunk) * nsteps + p.step
-    order = np.lexsort((p.reduce, wkey))           # by slot, then step, copies before reduces
-    skey = wkey[order]
+    wslot = p.dst.astype(np.int64) * p.nchunks + p.chunk
+    qslot = p.src[ops].astype(np.int64) * p.nchunks + p.chunk[ops]
+    # only writes to a slot that one of ``ops`` reads can be waited for (few, for a symmetry quotient)
+    cand = np.arange(p.nops) if every else np.flatnonzero(np.isin(wslot, qslot))
+    if not len(cand):
+        zero = np.zeros(len(ops), np.int64)
+        return cand, zero, zero
+    wkey = wslot * nsteps + p.step if every else wslot[cand] * nsteps + p.step[cand]
+    local = np.argsort(wkey * 2 + p.reduce[cand], kind="stable")  # by slot, then step, copies before reduces
+    order = cand[local]
+    skey = wkey[local]
     slot = skey // nsteps
-    qkey = (p.src[ops].astype(np.int64) * p.nchunks + p.chunk[ops]) * nsteps + p.step[ops]
-    hi = np.searchsorted(skey, qkey, side="left")
     # start of each slot's run in the sorted writes, and the last copy at or before each position
     is_start = np.ones(len(skey), bool)
     is_start[1:] = slot[1:] != slot[:-1]
     start = np.maximum.accumulate(np.where(is_start, np.arange(len(skey)), 0))
     copy_pos = np.maximum.accumulate(np.where(~p.reduce[order], np.arange(len(skey)), -1))
-    prev = hi - 1
-    valid = (prev >= 0) & (slot[np.maximum(prev, 0)] == qkey // nsteps)
-    last_copy = copy_pos[np.maximum(prev, 0)]
-    group = start[np.maximum(prev, 0)]
-    lo = np.where(valid, np.maximum(last_copy, group), hi)
-    return order, lo, np.where(valid, hi, lo)
+    # look the reads up in key order: the binary searches and gathers then walk the writes in order
+    qkey = qslot * nsteps + p.step[ops]
+    qorder = np.argsort(qkey)
+    qkey = qkey[qorder]
+    hi = np.searchsorted(skey, qkey, side="left")
+    prev = np.maximum(hi - 1, 0)
+    valid = (hi > 0) & (slot[prev] == qkey // nsteps)
+    lo = np.where(valid, np.maximum(copy_pos[prev], start[prev]), hi)
+    lo_out, hi_out = np.empty_like(lo), np.empty_like(hi)
+    lo_out[qorder], hi_out[qorder] = lo, np.where(valid, hi, lo)
+    return order, lo_out, hi_out
 
 
 # ---- symmetry ---------------------------------------------------------------------------------------
@@ -156,6 +170,32 @@ class _Quotient:
         return out
 
 
+def window_dependencies(p: Program, ops: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flow control: on every (src, dst) connection, in (step, op index) order, op k waits for op
+    k - ``window`` to arrive (NCCL has NCCL_STEPS = 8 buffer slots per connection). Without it a
+    pipelined tree or NVLS program queues all its first-phase pieces on a link ahead of the later
+    phases. Returns (positions in ``ops`` that wait, the op indices they wait for)."""
+    conn = p.src.astype(np.int64) * p.nagents + p.dst
+    order = np.lexsort((np.arange(p.nops), p.step, conn))
+    pos = np.empty(p.nops, np.int64)
+    pos[order] = np.arange(p.nops)
+    prev = pos[ops] - window
+    ok = prev >= 0
+    ok[ok] = conn[order[prev[ok]]] == conn[ops[ok]]
+    return np.flatnonzero(ok), order[prev[ok]]
+
+
+def _reduce_unit(p: Program, topo: Topology, agent_node, agent: int, nslots: int, wire: float) -> tuple:
+    """A transfer into a reducing switch also crosses the switch's reduction unit: one FIFO per switch
+    (slot ``nslots + j``) at ``reduce_bandwidth_GBps``, adding ``reduce_latency_us``; nothing if unset."""
+    if agent < p.nranks:
+        return ()
+    node = topo.nodes[agent_node[agent]]
+    if not node.reduce or (node.reduce_bandwidth_GBps == float("inf") and not node.reduce_latency_us):
+        return ()
+    return ((nslots + agent - p.nranks, wire / (node.reduce_bandwidth_GBps * 1e3), float(node.reduce_latency_us)),)
+
+
 # ---- the simulation ---------------------------------------------------------------------------------
 def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protocol = IDEAL, *,
                      symmetry: str = "auto") -> EngineRun:
@@ -176,17 +216,21 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     quotient = _Quotient(p) if orbits is not None else None
     sim_ops = quotient.reps if quotient else np.arange(p.nops)
     order, lo, hi = dependencies(p, sim_ops)
-    dep_ops = order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])] if len(sim_ops) else np.empty(0, np.int64)
-    if quotient:
-        dep_local = quotient.rep_of(dep_ops)
-    else:
-        dep_local = dep_ops  # simulated index == op index
     ndeps = (hi - lo).astype(np.int64)
+    # every (lo, hi) range of ``order`` concatenated, without a Python loop per op
+    dep_ops = order[np.repeat(lo - np.cumsum(ndeps) + ndeps, ndeps) + np.arange(int(ndeps.sum()))]
+    dep_local = quotient.rep_of(dep_ops) if quotient else dep_ops  # simulated index == op index
     waiter_of_dep = np.repeat(np.arange(len(sim_ops)), ndeps)
+    window = int(p.params.get("window") or 0)
+    if window:  # flow control (NCCL_STEPS slots): an op also waits for the op `window` places back on its connection
+        w_wait, w_dep = window_dependencies(p, sim_ops, window)
+        dep_local = np.concatenate([dep_local, quotient.rep_of(w_dep) if quotient else w_dep])
+        waiter_of_dep = np.concatenate([waiter_of_dep, w_wait])
+        ndeps = ndeps + np.bincount(w_wait, minlength=len(sim_ops))
     # successors: for each simulated op, the simulated ops that wait for it (CSR arrays)
     succ_order = np.argsort(dep_local, kind="stable")
     succ = waiter_of_dep[succ_order]
-    succ_ptr = np.searchsorted(dep_local[succ_order], np.arange(len(sim_ops) + 1))
+    succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(dep_local, minlength=len(sim_ops)))])
 
     chunk_bytes = p.nbytes_per_chunk(nbytes)
     wire = protocol.wire_bytes(chunk_bytes)
@@ -195,61 +239,25 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     lat = np.array([l.latency_us for l in links])
     link_slot = orbits if orbits is not None else np.arange(len(links))
     nslots = int(link_slot.max()) + 1 if len(links) else 0
-    free = [0.0] * nslots
-    slot_bytes = np.zeros(nslots)
-    slot_busy = np.zeros(nslots)
-    routes: dict[tuple[int, int], list[tuple[int, float, float]]] = {}
+    # One route per distinct (src agent, dst agent) pair, each a tuple of (link slot, serialisation, latency).
+    pair_ids, route_of = np.unique(p.src[sim_ops].astype(np.int64) * p.nagents + p.dst[sim_ops], return_inverse=True)
+    routes = [tuple((int(link_slot[i]), wire / bw[i], float(lat[i]))
+                    for i in topo.route_nodes(agent_node[a // p.nagents], agent_node[a % p.nagents]))
+              + _reduce_unit(p, topo, agent_node, a % p.nagents, nslots, wire)
+              for a in pair_ids.tolist()]
 
-    def route(a: int, b: int):
-        key = (a, b)
-        if key not in routes:
-            routes[key] = [(int(link_slot[i]), wire / bw[i], float(lat[i]))
-                           for i in topo.route_nodes(agent_node[a], agent_node[b])]
-        return routes[key]
-
-    src_of = p.src[sim_ops].tolist()
-    dst_of = p.dst[sim_ops].tolist()
-    remaining = ndeps.tolist()
-    start_t = np.zeros(len(sim_ops))
-    end_t = np.zeros(len(sim_ops))
-    succ_l, ptr_l = succ.tolist(), succ_ptr.tolist()
-    env = simpy.Environment()
-    hop_lat = protocol.hop_latency_us
-    events = 0
-
-    def launch(i: int) -> None:
-        nonlocal events
-        now = env.now
-        head = now
-        prev_end = None
-        for slot, ser, l_lat in route(src_of[i], dst_of[i]):
-            begin = max(head, free[slot])
-            end = begin + ser
-            if prev_end is not None and end < prev_end:
-                end = prev_end  # the tail cannot outrun the previous hop
-            free[slot] = end
-            slot_bytes[slot] += wire
-            slot_busy[slot] += ser
-            head = begin + l_lat
-            prev_end = end + l_lat
-        arrive = (prev_end if prev_end is not None else now) + hop_lat
-        start_t[i], end_t[i] = now, arrive
-        ev = env.timeout(arrive - now)
-        ev.callbacks.append(lambda _e, i=i: done(i))
-        events += 1
-
-    def done(i: int) -> None:
-        for j in succ_l[ptr_l[i]:ptr_l[i + 1]]:
-            remaining[j] -= 1
-            if remaining[j] == 0:
-                launch(j)
-
-    for i in np.flatnonzero(ndeps == 0).tolist():
-        launch(i)
-    env.run()
-    if any(remaining):
-        stuck = int(np.flatnonzero(np.asarray(remaining))[0])
+    loop = run_ops(routes, route_of.reshape(-1), ndeps, succ, succ_ptr, nslots + len(p.switches), protocol.hop_latency_us)
+    start_t, end_t, events = loop.start_us, loop.end_us, loop.events
+    if loop.remaining.any():
+        stuck = int(np.flatnonzero(loop.remaining)[0])
         raise CollsimError(f"{p.algorithm}: op {int(sim_ops[stuck])} never became ready (a dependency cycle in the program)")
+    # every simulated op crossed its route once: per-slot bytes and busy time from the route counts
+    slot_bytes = np.zeros(nslots + len(p.switches))
+    slot_busy = np.zeros(nslots + len(p.switches))
+    for count, hops in zip(np.bincount(route_of.reshape(-1), minlength=len(routes)).tolist(), routes):
+        for slot, ser, _ in hops:
+            slot_bytes[slot] += count * wire
+            slot_busy[slot] += count * ser
     link_bytes = slot_bytes[link_slot] if len(links) else np.zeros(0)
     link_busy = slot_busy[link_slot] if len(links) else np.zeros(0)
     total = float(end_t.max()) + protocol.launch_us if len(end_t) else protocol.launch_us

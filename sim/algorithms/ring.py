@@ -32,7 +32,8 @@ _ALL = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "al
 
 def _grid(*sizes):
     """Flattened index arrays over a dense grid (like itertools.product, vectorized)."""
-    return [a.ravel() for a in np.meshgrid(*[np.arange(s, dtype=np.int64) for s in sizes], indexing="ij")]
+    # int32: half the memory and time of int64 for the millions of ops of a 1024-rank ring (Program stores int32)
+    return [a.ravel() for a in np.meshgrid(*[np.arange(s, dtype=np.int32) for s in sizes], indexing="ij")]
 
 
 @algorithm("ring", _ALL, "pipelined ring in rank order; bandwidth-optimal, 2(n-1) steps for all_reduce",

@@ -16,13 +16,17 @@ def register(sub) -> None:
     p.add_argument("--collective", "-c", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all")
     p.add_argument("--algorithm", "-a", default="auto", help="auto (pick the fastest, like NCCL), all (compare every algorithm), or a name")
     p.add_argument("--protocol", "-p", default="auto", help="auto, ideal, LL, LL128 or Simple")
-    p.add_argument("--model", default="engine", choices=api.MODELS, help="engine (discrete-event, default), tuner (NCCL's closed form), alpha-beta")
+    p.add_argument("--model", default="engine", choices=api.MODELS,
+                   help="engine (discrete-event, default), tuner (NCCL's closed form), alpha-beta, "
+                        "flow (ring collectives on very large clusters, aggregated by symmetry)")
     p.add_argument("--nchannels", type=int, default=None, help="channels (default 1, or the model's choice)")
     p.add_argument("--pipeline", type=int, default=None, help="pieces per channel (default: chosen from the protocol)")
     p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce")
     p.add_argument("--format", default="table", choices=("table", "json", "csv"))
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the largest size to FILE")
     p.add_argument("--explain", action="store_true", help="print the model's terms for each size")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="run the sweep's sizes/algorithms in N processes (0 = every core; default 1)")
     add_size_args(p)
     p.set_defaults(func=run)
 
@@ -33,6 +37,9 @@ def run(args) -> int:
     sizes = sizes_from_args(args)
     if args.algorithm == "all":
         algos = candidates(coll, topo.nranks, topo)
+        if args.model == "flow":
+            from ..flow import FLOW_ALGORITHMS
+            algos = [a for a in algos if a in FLOW_ALGORITHMS]
         if not algos:
             raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
     else:
@@ -41,13 +48,18 @@ def run(args) -> int:
             if reason:
                 raise CollsimError(f"cannot run --algorithm {args.algorithm} on {topo.name}: {reason}")
         algos = [args.algorithm]
+    from .. import sweep
+    ntasks = len(sizes) * len(algos)
+    # in this process the loaded topology is reused; worker processes get the spec and load it once each
+    where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 else args.topology
+    tasks = [sweep.Task(coll.name, nbytes, where, a, args.protocol,
+                        {"model": args.model, "nchannels": args.nchannels, "pipeline": args.pipeline, "root": args.root,
+                         "trace": bool(args.trace) and nbytes == sizes[-1]})
+             for nbytes in sizes for a in algos]
+    done = iter(sweep.run(tasks, args.jobs, desc=f"simulate {coll.name}"))
     results = []
     for nbytes in sizes:
-        group = []
-        for a in algos:
-            r = api.simulate(coll, nbytes, topo, a, args.protocol, model=args.model, nchannels=args.nchannels,
-                             pipeline=args.pipeline, root=args.root, trace=bool(args.trace) and nbytes == sizes[-1])
-            group.append(r)
+        group = [next(done) for _ in algos]
         best = min(group, key=lambda r: r.time_us)
         results.append((nbytes, group, best))
     if args.trace:
