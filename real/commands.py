@@ -1,0 +1,123 @@
+"""``collsim bench`` and ``collsim env``. torch is imported inside the handlers only, so the rest of the
+CLI (``collsim simulate``...) works on machines without torch.
+
+Examples::
+
+    collsim env
+    collsim bench --backend gloo --nprocs 2 --collective all_reduce -b 1K -e 1M -f 4 -n 5 -w 2
+    collsim bench --nprocs 8 -b 8 -e 8G -f 2 --format json > h100.json          # NCCL, one GPU per rank
+    torchrun --nnodes 2 --nproc-per-node 8 $(which collsim) bench -b 1M -e 1G -f 2  # joins the torchrun job
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+
+from sim.errors import CollsimError
+
+BENCH_HELP = """\
+Measure a collective like nccl-tests: sizes -b..-e (x -f, or + -i), -w warm-up and -n timed calls
+per size, out-of-place and in-place, a #wrong correctness check, time averaged over ranks (-a).
+Sizes use K/M/G = 1024-based bytes; bandwidths are decimal GB/s. For all_gather, reduce_scatter
+and all_to_all the size is the total buffer (n shards), as in nccl-tests."""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("bench", help="measure a collective on this machine (nccl-tests compatible)",
+                              description=BENCH_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--collective", default="all_reduce",
+                   help="all_reduce, all_gather, reduce_scatter, broadcast, reduce or all_to_all (default all_reduce)")
+    p.add_argument("-b", "--minbytes", default="32M", help="smallest size (default 32M)")
+    p.add_argument("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
+    p.add_argument("-i", "--stepbytes", default="1M", help="size increment when -f is not given (default 1M)")
+    p.add_argument("-f", "--stepfactor", type=float, default=0.0, help="size multiplier (default: use -i)")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=1, help="warm-up iterations (default 1)")
+    p.add_argument("-c", "--check", type=int, default=1, help="correctness checks per size, 0 = none (default 1)")
+    p.add_argument("-o", "--op", default="sum", help="sum, prod, min, max, avg or all (default sum)")
+    p.add_argument("-d", "--datatype", default="float",
+                   help="int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2, or all (default float)")
+    p.add_argument("-r", "--root", type=int, default=0, help="root rank of broadcast and reduce (default 0)")
+    p.add_argument("-a", "--average", type=int, default=1,
+                   help="time reported: 0 rank 0's, 1 average over ranks, 2 minimum, 3 maximum (default 1)")
+    p.add_argument("--backend", default=None, help="nccl or gloo (default: nccl where CUDA is available, else gloo)")
+    p.add_argument("--nprocs", type=int, default=None,
+                   help="local ranks to start (default: one per GPU for nccl, 2 for gloo; under torchrun: its job)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds before all ranks are stopped (default 300)")
+    p.add_argument("--timer", choices=("host", "events"), default="host",
+                   help="host clock + device sync (nccl-tests' way, default) or CUDA events")
+    p.add_argument("--impl", default="torch",
+                   help="torch (the backend's collective, default), program:ALGO (a sim algorithm, e.g. program:ring) "
+                        "or program:FILE.py (a file defining build(collective, nranks, root) -> Program)")
+    p.add_argument("--nccl-algo", default=None, help="NCCL_ALGO for this run (Ring, Tree, NVLS, CollNetDirect...)")
+    p.add_argument("--nccl-proto", default=None, help="NCCL_PROTO for this run (LL, LL128, Simple)")
+    p.add_argument("--nccl-channels", type=int, default=None, help="NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output (default table)")
+    p.set_defaults(func=bench)
+
+    e = subparsers.add_parser("env", help="what this machine can run: torch, CUDA, GPUs, NCCL, gloo",
+                              description="Print the versions and devices collsim bench would use, and what they mean.")
+    e.add_argument("--format", choices=("text", "json"), default="text")
+    e.set_defaults(func=env)
+
+
+def build_options(args):
+    """Flags -> checked :class:`real.options.BenchOptions` (raises CollsimError with the fix)."""
+    from sim.collectives import get_collective
+    from sim.units import parse_size
+
+    from . import backends, launch
+    from .options import BenchOptions, check_sweep, nccl_env, parse_dtypes, parse_impl, parse_ops, sweep_sizes
+    collective = get_collective(args.collective).name
+    sizes = sweep_sizes(args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes)
+    if importlib.util.find_spec("torch") is None:  # cheap: importing torch here costs ~1 s per run
+        raise CollsimError("collsim bench needs torch: pip install torch==2.13.0 (CPU) or a CUDA build")
+    backend = (args.backend or backends.default_backend()).lower()
+    nprocs = args.nprocs
+    if launch.in_torchrun():
+        world = int(os.environ["WORLD_SIZE"])
+        if nprocs not in (None, world):
+            raise CollsimError(f"--nprocs {nprocs} differs from torchrun's world size {world}: drop --nprocs under torchrun")
+        nprocs = world
+    elif nprocs is None and backend == "nccl":
+        import torch
+        nprocs = max(1, torch.cuda.device_count())
+    elif nprocs is None:
+        nprocs = 2  # the smallest job that communicates
+    opts = BenchOptions(
+        collective=collective, sizes=sizes, minbytes=min(sizes), maxbytes=max(sizes), stepfactor=args.stepfactor,
+        stepbytes=parse_size(args.stepbytes), iters=args.iters,
+        warmup=args.warmup_iters, check=args.check, ops=parse_ops(args.op), dtypes=parse_dtypes(args.datatype),
+        root=args.root, average=args.average, backend=backend, nprocs=nprocs, timeout_s=args.timeout,
+        timer=args.timer, impl=parse_impl(args.impl), fmt=args.format,
+        nccl_env=nccl_env(args.nccl_algo, args.nccl_proto, args.nccl_channels))
+    backends.check_backend(opts)  # first: "no GPU" says more than what follows from it
+    check_sweep(opts)
+    backends.type_plan(opts, get_collective(collective).reduces)  # raises for a type/op the backend lacks
+    if opts.impl.startswith("program:"):
+        from . import executor
+        executor.load_program(opts.impl, collective, nprocs, opts.root)  # refuse bad programs before starting
+    return opts
+
+
+def bench(args) -> int:
+    from . import launch
+    opts = build_options(args)
+    if launch.in_torchrun():
+        from .worker import run_rank
+        return 1 if run_rank(opts) else 0
+    return launch.launch_local(opts)
+
+
+def env(args) -> int:
+    from . import envinfo
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("torch is not installed: collsim simulate works; collsim bench needs pip install torch==2.13.0")
+        return 1
+    rec = envinfo.collect(world_size=1)
+    print(json.dumps(rec, indent=2) if args.format == "json" else envinfo.render(rec))
+    return 0

@@ -1,0 +1,137 @@
+"""The nccl-tests harness on one rank: warm-up, timed iterations, the ``#wrong`` check, the rank average.
+
+For each (type, op), as nccl-tests' ``TimeTest``: ``-w`` warm-up calls at the largest size, then at the
+smallest; then for every size, out-of-place and then in-place (``BenchTime``):
+
+1. barrier, device sync;
+2. host clock around ``-n`` calls followed by one device sync (``--timer events``: CUDA events recorded
+   on the current stream before the first and after the last call);
+3. per-rank time = elapsed / iters, combined over ranks by ``-a`` (0 rank 0, 1 average, 2 min, 3 max);
+4. ``-c`` times: fresh test data, one call, count wrong elements; ``#wrong`` is their sum over ranks
+   (the worst of the ``-c`` checks).
+
+Bandwidths are decimal GB/s: ``algbw = size / time``, ``busbw = algbw * factor`` with nccl-tests'
+factors (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, 1 broadcast, reduce).
+
+Example (inside an initialised process group)::
+
+    rows = run_sweep(opts, rank=0, nranks=2, device=torch.device("cpu"))
+    rows[0]["busbw_GBps"]
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from sim.collectives import get_collective
+
+from . import collectives as C
+from .backends import type_plan
+from .options import DTYPES, BenchOptions, Layout, layout
+
+# (layout, send, recv, op, inplace) -> a no-argument call that runs the collective once
+CallFactory = Callable[[Layout, torch.Tensor, torch.Tensor, "str | None", bool], Callable[[], None]]
+
+
+def torch_calls(opts: BenchOptions, rank: int) -> CallFactory:
+    """The default ``--impl torch``: torch.distributed's own collective."""
+    return lambda lay, send, recv, op, inplace: C.make_call(opts.collective, lay, send, recv, op, opts.root, rank, inplace)
+
+
+def run_sweep(opts: BenchOptions, rank: int, nranks: int, device: torch.device,
+              calls: CallFactory | None = None, on_row: Callable[[dict], None] | None = None,
+              steps: int | None = None) -> list[dict]:
+    """Run the whole sweep; every rank returns the same rows (JSON-ready dicts, see real.report)."""
+    coll = get_collective(opts.collective)
+    calls = calls or torch_calls(opts, rank)
+    plan, _ = type_plan(opts, coll.reduces)
+    rows = []
+    for dname, op in plan:
+        dt = DTYPES[dname]
+        most = max(max(layout(opts.collective, s, dt.nbytes, nranks).send,
+                       layout(opts.collective, s, dt.nbytes, nranks).recv) for s in opts.sizes)
+        send = torch.zeros(most, dtype=C.torch_dtype(dname), device=device)
+        recv = torch.zeros(most, dtype=C.torch_dtype(dname), device=device)
+        for size in (max(opts.sizes), min(opts.sizes)):  # nccl-tests warms up at both ends of the sweep
+            warm = calls(layout(opts.collective, size, dt.nbytes, nranks), send, recv, op, False)
+            for _ in range(opts.warmup):
+                warm()
+        _sync(device)
+        for size in opts.sizes:
+            lay = layout(opts.collective, size, dt.nbytes, nranks)
+            row = {"nbytes": lay.nbytes, "count": lay.count, "dtype": dname, "redop": op or "none",
+                   "root": opts.root if coll.rooted else -1}
+            for prefix, inplace in (("", False), ("inplace_", True)):
+                call = calls(lay, send, recv, op, inplace)
+                seconds = _combine(_time(call, opts.iters, device, opts.timer), opts.average, nranks, device)
+                wrong = _check(opts, lay, call, send, recv, op, dname, rank, nranks, inplace, device)
+                algbw = lay.nbytes / seconds / 1e9 if seconds > 0 else 0.0
+                row.update({f"{prefix}time_us": seconds * 1e6, f"{prefix}algbw_GBps": algbw,
+                            f"{prefix}busbw_GBps": algbw * coll.bus_factor(nranks), f"{prefix}wrong": wrong})
+            row.update({"algorithm": f"measured:{opts.backend}", "protocol": None, "steps": steps})
+            rows.append(row)
+            if on_row:
+                on_row(row)
+    return rows
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _barrier(device: torch.device) -> None:
+    if device.type == "cuda":
+        dist.barrier(device_ids=[device.index])
+    else:
+        dist.barrier()
+
+
+def _time(call: Callable[[], None], iters: int, device: torch.device, timer: str) -> float:
+    """Seconds per call on this rank."""
+    _barrier(device)
+    _sync(device)
+    if timer == "events":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            call()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        call()
+    _sync(device)
+    return (time.perf_counter() - t0) / iters
+
+
+def _combine(seconds: float, average: int, nranks: int, device: torch.device) -> float:
+    """``-a``: 0 rank 0's time, 1 the average, 2 the minimum, 3 the maximum over ranks."""
+    if average == 0 or nranks == 1:
+        return seconds  # only rank 0 prints, so its own time is the answer
+    t = torch.tensor([seconds], dtype=torch.float64, device=device)
+    op = {1: dist.ReduceOp.SUM, 2: dist.ReduceOp.MIN, 3: dist.ReduceOp.MAX}[average]
+    dist.all_reduce(t, op=op)
+    return float(t.item()) / (nranks if average == 1 else 1)
+
+
+def _check(opts: BenchOptions, lay: Layout, call: Callable[[], None], send: torch.Tensor, recv: torch.Tensor,
+           op: str | None, dname: str, rank: int, nranks: int, inplace: bool, device: torch.device) -> int | None:
+    """Wrong elements summed over ranks (worst of ``-c`` checks); None when ``-c 0``."""
+    if opts.check == 0:
+        return None
+    worst = 0
+    for _ in range(opts.check):
+        C.fill_inputs(opts.collective, lay, send, recv, op, dname, opts.root, rank, nranks, inplace)
+        call()  # a collective waits for every rank's input, so no barrier is needed here
+        _sync(device)
+        mine = C.count_wrong(opts.collective, lay, C.result_view(opts.collective, lay, recv, rank, inplace),
+                             op, dname, opts.root, rank, nranks)
+        total = torch.tensor([mine], dtype=torch.int64, device=device)
+        dist.all_reduce(total)
+        worst = max(worst, int(total.item()))
+    return worst

@@ -1,0 +1,131 @@
+"""One rank of ``collsim bench``: join the process group, run the sweep, and (rank 0) print the results.
+
+Started by :mod:`real.launch` as ``python -m real.worker`` with the options in ``$COLLSIM_BENCH_OPTIONS``
+and torch's rank variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); under torchrun
+``collsim bench`` calls :func:`run_rank` directly.
+
+Exit status: 0 when every check passed, 4 (``WRONG``) when rank 0 found wrong elements (it has said
+so already), 1 when the rank failed.
+
+Test hook (used by tests/real/test_launch.py to show that a dead rank cannot hang the run):
+``COLLSIM_TEST_KILL_RANK=R`` makes rank R leave with ``os._exit(3)`` after
+``COLLSIM_TEST_KILL_AFTER_ROWS`` (default 1) rows of the sweep.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+import sys
+import traceback
+import warnings
+
+from . import report
+from .backends import notes_for, type_plan
+from .launch import OPTIONS_VAR, WRONG
+from .options import BenchOptions
+
+
+def _kill_hook(rank: int):
+    target = os.environ.get("COLLSIM_TEST_KILL_RANK")
+    after = int(os.environ.get("COLLSIM_TEST_KILL_AFTER_ROWS", "1"))
+    done = [0]
+
+    def on_row(_row):
+        done[0] += 1
+        if target is not None and int(target) == rank and done[0] >= after:
+            sys.stdout.flush()
+            os._exit(3)
+    return on_row
+
+
+def topology_name(backend: str, world: int, hosts: list[str]) -> str:
+    """``local:gloo:2`` on one host; ``cluster:nccl:16:hosts=2`` across hosts."""
+    nhosts = len(set(hosts))
+    return f"local:{backend}:{world}" if nhosts <= 1 else f"cluster:{backend}:{world}:hosts={nhosts}"
+
+
+def run_rank(opts: BenchOptions, out=None) -> int:
+    """Run this rank's part of the sweep; rank 0 writes the output to ``out`` (stdout)."""
+    out = out or sys.stdout
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    os.environ.update(dict(opts.nccl_env))  # before the communicator exists, which is when NCCL reads them
+    warnings.filterwarnings("ignore", category=FutureWarning, module="torch")
+    import torch
+    import torch.distributed as dist
+
+    from . import envinfo, harness
+    device = torch.device("cuda", local) if opts.backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(opts.backend, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=opts.timeout_s),
+                            device_id=device if device.type == "cuda" else None)
+    try:
+        me = (socket.gethostname(), torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", os.getpid())
+        everyone: list = [None] * world
+        dist.all_gather_object(everyone, me)
+        calls, steps, notes = None, None, notes_for(opts.backend, opts.collective, opts.impl)
+        if opts.impl.startswith("program:"):
+            from . import executor
+            program = executor.load_program(opts.impl, opts.collective, world, opts.root)
+            calls, steps = executor.program_calls(program, opts, rank), executor.num_steps(program)
+        from sim.collectives import get_collective
+        notes += type_plan(opts, get_collective(opts.collective).reduces)[1]
+        hosts = [h for h, _, _ in everyone]
+        topology = topology_name(opts.backend, world, hosts)
+        on_row = _kill_hook(rank)
+        if rank == 0 and opts.fmt == "table":
+            ranks = [f"Rank {r:3d} Pid {pid:7d} on {h:>12} device {d}" for r, (h, d, pid) in enumerate(everyone)]
+            settings = (f"minBytes {min(opts.sizes)} maxBytes {max(opts.sizes)} step: "
+                        + (f"{opts.stepfactor:g}(factor)" if opts.stepfactor > 1 else f"{opts.stepbytes}(bytes)")
+                        + f" warmup iters: {opts.warmup} iters: {opts.iters} agg iters: 1 validation: {opts.check}")
+            title = (f"collsim bench: {opts.collective} on {topology}, impl {opts.impl}, timer {opts.timer}, "
+                     f"-a {opts.average}")
+            print(report.table_header(title, settings, ranks, notes), file=out, flush=True)
+            on_row = _print_then(on_row, out)
+        rows = harness.run_sweep(opts, rank, world, device, calls=calls, on_row=on_row, steps=steps)
+        if rank != 0:
+            return 0
+        env = envinfo.collect(world, hosts=hosts, gpus=sorted({d for _, d, _ in everyone} - {"cpu"}) or [])
+        doc = report.document(topology, opts.collective, world, opts.backend, opts.impl, opts.timer,
+                              opts.to_json(), env, notes, rows)
+        text = {"table": report.table_footer, "json": lambda _: report.to_json(doc),
+                "csv": lambda _: report.to_csv(doc).rstrip("\n")}[opts.fmt](rows)
+        print(text, file=out, flush=True)
+        wrong = sum((r["wrong"] or 0) + (r["inplace_wrong"] or 0) for r in rows)
+        if wrong:
+            print(f"collsim: error: {wrong} wrong elements in the results (#wrong columns): the collective "
+                  "did not compute what it should", file=sys.stderr)
+            return WRONG
+        return 0
+    finally:
+        dist.destroy_process_group()
+
+
+def _print_then(inner, out):
+    def on_row(row):
+        print(report.table_row(row), file=out, flush=True)
+        inner(row)
+    return on_row
+
+
+def main() -> int:
+    """Entry point of ``python -m real.worker``."""
+    opts = BenchOptions.from_json(json.loads(os.environ[OPTIONS_VAR]))
+    try:
+        return run_rank(opts)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # one line per rank; the launcher adds which rank failed first
+        if os.environ.get("COLLSIM_DEBUG"):
+            traceback.print_exc()
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"collsim bench: rank {os.environ.get('RANK')}: {type(e).__name__}: {first[:300]}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
