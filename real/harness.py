@@ -13,6 +13,9 @@ smallest; then for every size, out-of-place and then in-place (``BenchTime``):
 Bandwidths are decimal GB/s: ``algbw = size / time``, ``busbw = algbw * factor`` with nccl-tests'
 factors (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, 1 broadcast, reduce).
 
+Before the sweep, :func:`p2p_latency` measures the transport's message latency between ranks 0 and 1
+(``collsim calibrate --measured-latency`` takes it as the per-step latency alpha).
+
 Example (inside an initialised process group)::
 
     rows = run_sweep(opts, rank=0, nranks=2, device=torch.device("cpu"))
@@ -20,6 +23,7 @@ Example (inside an initialised process group)::
 """
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Callable
 
@@ -76,6 +80,50 @@ def run_sweep(opts: BenchOptions, rank: int, nranks: int, device: torch.device,
             if on_row:
                 on_row(row)
     return rows
+
+
+P2P_ROUNDS, P2P_WARMUP = 30, 5
+
+
+def p2p_latency(rank: int, nranks: int, device: torch.device, rounds: int = P2P_ROUNDS,
+                warmup: int = P2P_WARMUP) -> dict | None:
+    """Message latency between ranks 0 and 1 (us), measured as a ring step on two ranks is run: in each
+    round both ranks send one 4-byte tensor to the other and wait for the other's (``isend`` +
+    ``irecv``), so a round takes one one-way latency plus the per-message software cost. Rank 0 returns
+    ``{"latency_us": median round, "min_us", "rounds", "nbytes": 4, "method": "exchange"}``; the
+    other ranks (and ranks >= 2, which take no part) return None.
+
+    Why not a blocking ping-pong: on gloo over loopback TCP on a loaded 2-core machine a send/recv
+    ping-pong of a tiny tensor waits ~4 ms (one scheduler tick) in most round trips, about 70x what a
+    collective's step takes; simultaneous sends both ways, as in every ring step, mostly take 30-80 us
+    (they too can fall into the 4 ms mode; ``collsim calibrate --measured-latency`` then finds the
+    value larger than the measured calls and does not use it). 35 rounds: a few ms, 0.15 s at worst.
+
+    Example (inside an initialised 2-rank process group)::
+
+        p2p_latency(0, 2, torch.device("cpu"))["latency_us"]    # ~50 on an idle 2-core machine
+    """
+    if nranks < 2 or rank > 1:
+        return None
+    peer = 1 - rank
+    out = torch.zeros(1, dtype=torch.float32, device=device)
+    into = torch.zeros(1, dtype=torch.float32, device=device)
+    times = []
+    for i in range(warmup + rounds):
+        t0 = time.perf_counter()
+        if device.type == "cuda":  # NCCL: a grouped send/recv pair, else both sends wait for their receives
+            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, into, peer)])
+        else:
+            reqs = [dist.isend(out, peer), dist.irecv(into, peer)]
+        for r in reqs:
+            r.wait()
+        _sync(device)
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e6)
+    if rank != 0:
+        return None
+    return {"latency_us": statistics.median(times), "min_us": min(times), "rounds": rounds, "nbytes": 4,
+            "method": "exchange"}
 
 
 def _sync(device: torch.device) -> None:

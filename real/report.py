@@ -17,6 +17,9 @@ The JSON document (a contract that ``collsim compare`` and notebooks read)::
                   "algorithm": "measured:gloo", "protocol": null, "steps": null}, ...]}
 
 ``time_us``/``algbw_GBps``/``busbw_GBps``/``wrong`` are the out-of-place values; GB/s are decimal (1e9).
+With two or more ranks ``env`` also holds the message latency between ranks 0 and 1 measured before
+the sweep (:func:`real.harness.p2p_latency`): ``p2p_latency_us`` (median, us), ``p2p_latency_min_us``,
+``p2p_rounds``, ``p2p_method``; the table says it in a ``# p2p latency:`` header line.
 """
 from __future__ import annotations
 
@@ -41,9 +44,26 @@ def _wrong(value: int | None) -> str:
     return f"{value:6d}" if value is not None else f"{'N/A':>6}"
 
 
-def table_header(title: str, settings: str, ranks: list[str], notes: list[str]) -> str:
-    """Lines printed before the first row: what runs, where, and what to keep in mind."""
-    lines = [f"# {title}", f"# {settings}", "#"] + [f"# {r}" for r in ranks] + [f"# note: {n}" for n in notes]
+def p2p_fields(p2p: dict | None) -> dict:
+    """The ``env`` fields of a :func:`real.harness.p2p_latency` result (none without one)."""
+    if not p2p:
+        return {}
+    return {"p2p_latency_us": p2p["latency_us"], "p2p_latency_min_us": p2p["min_us"], "p2p_rounds": p2p["rounds"],
+            "p2p_method": f"{p2p['method']}: ranks 0 and 1 send each other {p2p['nbytes']} B at once, median round"}
+
+
+def p2p_line(p2p: dict) -> str:
+    """``p2p latency: 52.31 us (...)``: the header line, read back by real.compare.measured."""
+    return (f"p2p latency: {p2p['latency_us']:.2f} us one-way, rank 0 <-> rank 1 ({p2p['nbytes']} B exchanged "
+            f"both ways at once, median of {p2p['rounds']} rounds, min {p2p['min_us']:.2f} us)")
+
+
+def table_header(title: str, settings: str, ranks: list[str], notes: list[str], p2p: dict | None = None) -> str:
+    """Lines printed before the first row: what runs, where, the measured message latency, and what to
+    keep in mind."""
+    lines = [f"# {title}", f"# {settings}", "#"] + [f"# {r}" for r in ranks]
+    lines += [f"# {p2p_line(p2p)}"] if p2p else []
+    lines += [f"# note: {n}" for n in notes]
     half = f"  {'time':>7}  {'algbw':>6}  {'busbw':>6}  {'#wrong':>6}"
     unit = f"  {'(us)':>7}  {'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}"
     lines += ["#",

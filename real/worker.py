@@ -77,6 +77,7 @@ def run_rank(opts: BenchOptions, out=None) -> int:
         hosts = [h for h, _, _ in everyone]
         topology = topology_name(opts.backend, world, hosts)
         on_row = _kill_hook(rank)
+        p2p = harness.p2p_latency(rank, world, device)  # before the sweep: the transport's message latency
         if rank == 0 and opts.fmt == "table":
             ranks = [f"Rank {r:3d} Pid {pid:7d} on {h:>12} device {d}" for r, (h, d, pid) in enumerate(everyone)]
             settings = (f"minBytes {min(opts.sizes)} maxBytes {max(opts.sizes)} step: "
@@ -84,12 +85,13 @@ def run_rank(opts: BenchOptions, out=None) -> int:
                         + f" warmup iters: {opts.warmup} iters: {opts.iters} agg iters: 1 validation: {opts.check}")
             title = (f"collsim bench: {opts.collective} on {topology}, impl {opts.impl}, timer {opts.timer}, "
                      f"-a {opts.average}")
-            print(report.table_header(title, settings, ranks, notes), file=out, flush=True)
+            print(report.table_header(title, settings, ranks, notes, p2p), file=out, flush=True)
             on_row = _print_then(on_row, out)
         rows = harness.run_sweep(opts, rank, world, device, calls=calls, on_row=on_row, steps=steps)
         if rank != 0:
             return 0
         env = envinfo.collect(world, hosts=hosts, gpus=sorted({d for _, d, _ in everyone} - {"cpu"}) or [])
+        env.update(report.p2p_fields(p2p))
         doc = report.document(topology, opts.collective, world, opts.backend, opts.impl, opts.timer,
                               opts.to_json(), env, notes, rows)
         text = {"table": report.table_footer, "json": lambda _: report.to_json(doc),

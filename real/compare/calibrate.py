@@ -18,9 +18,22 @@ same, so small sizes pin the overhead and large sizes the bandwidth), with Huber
 re-weighting (IRLS): a size slowed down 3x by another process sharing the machine is down-weighted,
 not followed. Both the out-of-place and the in-place time of every size are observations.
 
-When every observation has the same number of steps (one collective at one world size), ``alpha``
-cannot be told apart from ``t0``; it is then fixed (``latency_us``, default 0) and the intercept is
-the per-call overhead. Measuring two collectives (or two world sizes) makes it identifiable.
+Where ``alpha`` comes from, first that applies:
+
+1. ``latency_us`` (``--latency-us``): given;
+2. ``measured_latency=True`` (``--measured-latency``): the message latency ``collsim bench`` measured
+   before its sweep (``env.p2p_latency_us``, the median over the files that carry one; see
+   :func:`real.harness.p2p_latency`): measured;
+3. fitted, when the observations have different numbers of steps (two collectives, or two world
+   sizes): the steps inside the measured collectives themselves;
+4. otherwise 0: with one collective at one world size ``alpha`` cannot be told apart from ``t0``, and
+   the whole intercept is charged to the per-call overhead.
+
+With ``alpha`` fixed (1, 2, 4) the fit is ``t0, 1/B >= 0`` on ``T - alpha * L``. The measured latency
+is opt-in because a lone message is not a step inside a collective: on gloo over loopback it also
+pays torch's per-message dispatch, which a collective pays once per call, so it is 2-5x the per-step
+cost seen inside gloo's collectives, and held-out all_reduce predictions from all_gather got worse
+with it (docs/compare.md has the numbers). It is always recorded in ``meta.calibration``.
 
 The result is a ``switch``-like topology with one link each way between every rank and a central
 node, each link of bandwidth B and latency alpha/2 (a rank-to-rank message costs alpha + m/B), whose
@@ -145,7 +158,8 @@ def robust_fit(a: np.ndarray, y: np.ndarray, scale_to: np.ndarray | None = None)
 
 
 def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (), host_model: str = "auto",
-              algorithm: str = "ring", latency_us: float | None = None, name: str | None = None) -> Calibration:
+              algorithm: str = "ring", latency_us: float | None = None, measured_latency: bool = False,
+              name: str | None = None) -> Calibration:
     """Fit the model of the module docstring to ``measurements``; score it on ``holdout``."""
     if not measurements:
         raise CollsimError("nothing to calibrate on: give at least one measured file")
@@ -170,6 +184,11 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
             raise CollsimError(f"cannot calibrate through {algorithm} on {m.source!r}: {reason}")
     if latency_us is not None and latency_us < 0:
         raise CollsimError(f"--latency-us {latency_us} must be zero or more")
+    p2p = measured_latency_us(measurements)
+    if measured_latency and latency_us is None and p2p is None:
+        raise CollsimError("--measured-latency: the files carry no measured message latency (env.p2p_latency_us): "
+                           "measure with this collsim bench, or pass --latency-us")
+    source = "given" if latency_us is not None else "measured" if measured_latency else None
 
     # one observation per timed column of every size of every file
     cache, obs = {}, []
@@ -187,8 +206,18 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
     measured = y = np.array([o[2] for o in obs])
     wire_host = np.array([o[3] + o[5] for o in obs])
     lat = np.array([o[4] for o in obs])
-    identifiable = latency_us is None and float(lat.max() - lat.min()) > 1e-6 * max(float(lat.max()), 1.0)
+    steps_differ = float(lat.max() - lat.min()) > 1e-6 * max(float(lat.max()), 1.0)
+    if source == "measured" and (y - p2p * lat <= 0).any():
+        notes.append(f"the measured message latency ({p2p:.3g} us per step) is more than some measured times allow, "
+                     "so it is not used")
+        source = None
+    if source == "measured":
+        latency_us = p2p
+        notes.append(f"per-step latency alpha = {p2p:.3g} us, the message latency collsim bench measured between ranks "
+                     "0 and 1 (env.p2p_latency_us); the per-call overhead is fitted with it")
+    identifiable = latency_us is None and steps_differ
     if identifiable:
+        source = "fitted"
         a = np.stack([np.ones_like(y), lat, wire_host], axis=1)
     else:
         alpha = latency_us or 0.0
@@ -197,8 +226,11 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
             raise CollsimError(f"--latency-us {latency_us} is more than some measured times allow: choose a smaller latency")
         a = np.stack([np.ones_like(y), wire_host], axis=1)
         if latency_us is None:
+            source = "none"
             notes.append("per-step latency cannot be told apart from the per-call overhead with one collective at one "
-                         "world size: it is charged to the per-call overhead (fit two collectives, or pass --latency-us)")
+                         "world size: it is charged to the per-call overhead (fit two collectives, or pass --latency-us"
+                         + (f"; --measured-latency uses the files' measured message latency, {p2p:.3g} us)"
+                            if p2p is not None else ")"))
     x, weights = robust_fit(a, y, scale_to=measured)
     t0 = float(x[0])
     alpha = float(x[1]) if identifiable else float(latency_us or 0.0)
@@ -212,7 +244,7 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
     cal_meta = {
         "method": "collsim calibrate: T = t0 + alpha*L + (W + H)/B, relative Huber IRLS",
         "algorithm": algorithm, "launch_us": t0, "link_latency_us": alpha, "link_bandwidth_GBps": bw,
-        "latency_fitted": bool(identifiable), "host_model": host_model,
+        "latency_fitted": bool(identifiable), "latency_source": source, "p2p_latency_us": p2p, "host_model": host_model,
         "host_GBps": host_GBps, "host_bytes_per_wire_byte": LOOPBACK_BYTES_PER_WIRE_BYTE if host_model != "none" else None,
         "sources": [{"file": os.path.abspath(m.source) if m.source[:1] != "<" else m.source, "collective": m.collective,
                      "nranks": m.nranks, "backend": m.backend, "where": m.label, "sizes": len(m.rows)} for m in measurements],
@@ -244,6 +276,17 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
     doc["meta"] = _plain(doc["meta"])
     return Calibration(bw, alpha, t0, host_model, host_GBps, algorithm, n, topology_from_dict(doc, doc["name"]), doc,
                        tuple(residuals), held, tuple(notes), tuple(measurements))
+
+
+def measured_latency_us(measurements: list[Measurement]) -> float | None:
+    """The message latency ``collsim bench`` recorded (``env.p2p_latency_us``, us): the median over the
+    files that carry a positive, finite one; None when none does (nccl-tests output, older files)."""
+    found = []
+    for m in measurements:
+        v = m.env.get("p2p_latency_us") if isinstance(m.env, dict) else None
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            found.append(float(v))
+    return statistics.median(found) if found else None
 
 
 def _plain(value):

@@ -56,6 +56,8 @@ def register(subparsers) -> None:
                    help="host-side copies/reductions: auto (torch-gloo for gloo runs on one host, else none)")
     c.add_argument("--latency-us", type=float, default=None,
                    help="fix the per-step link latency (us) instead of fitting it")
+    c.add_argument("--measured-latency", action="store_true",
+                   help="take the per-step latency from the message latency collsim bench measured (env.p2p_latency_us)")
     c.add_argument("--name", default=None, help="topology name (default calibrated-<where it ran>)")
     c.add_argument("--format", default="text", choices=("text", "json"))
     c.add_argument("--report", metavar="DIR", help="write a report of the fit and the held-out predictions here")
@@ -102,7 +104,7 @@ def run_calibrate(args) -> int:
     fit = [read_measurement(p, args.collective, args.nranks) for p in args.measured]
     held = [read_measurement(p, None, args.nranks) for p in args.holdout]
     cal = calibrate(fit, holdout=held, host_model=args.host_model, algorithm=args.algorithm,
-                    latency_us=args.latency_us, name=args.name)
+                    latency_us=args.latency_us, measured_latency=args.measured_latency, name=args.name)
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
         raise CollsimError(f"--out {out!r}: directory {parent!r} does not exist")

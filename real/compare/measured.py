@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 from sim.collectives import get_collective
@@ -176,8 +177,11 @@ def read_measurement_text(text: str, source: str = "<text>", collective: str | N
         title = next(line for line in text.splitlines() if "collsim bench:" in line)
         label = title.split(" on ", 1)[1].split(",", 1)[0].strip() if " on " in title else label
         backend = label.split(":")[1] if label.count(":") >= 2 else backend
-    return _finish(Measurement(source, "nccl-tests", coll, n, rows, backend, label,
-                               {k: v for k, v in meta.items() if v is not None}))
+    env = {k: v for k, v in meta.items() if v is not None}
+    p2p = re.search(r"^#\s*p2p latency:\s*([0-9.]+) us", text, re.M)   # collsim bench's table header
+    if p2p:
+        env["p2p_latency_us"] = float(p2p.group(1))
+    return _finish(Measurement(source, "nccl-tests", coll, n, rows, backend, label, env))
 
 
 def _finish(m: Measurement) -> Measurement:
