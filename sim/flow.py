@@ -18,7 +18,8 @@ all-reduce, half a billion at n = 16,384. The flow model keeps what decides the 
   arrived from upstream and the hop is free: a max-plus recurrence over steps, vectorized over channels,
   positions and pieces, so O(steps) numpy calls instead of O(n x steps) events.
 * **Same recipe as the engine.** ``ideal`` runs like :func:`sim.api.run_engine`; NCCL protocols like
-  :func:`sim.nccl_run.run` (its latency term, link efficiencies, payload share, channels spread over NICs).
+  :func:`sim.nccl_run.run`, from the same :func:`sim.nccl_run.plan_nccl` (latency term, payload share,
+  channels spread over NICs, chunks) and the same link efficiencies.
 
 Where both run, the result equals the engine's up to float rounding when no link is shared by several
 flows at once (uniform rings, switches, meshes, one NIC per node). Where flows share a link (the
@@ -316,40 +317,27 @@ def _ideal(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) 
 
 
 def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -> Result:
-    """:func:`sim.nccl_run.run`'s recipe: its latency term plus data movement at effective bandwidths."""
-    from .nccl_run import (SPREAD_ALGORITHMS, channel_order, latency_us, link_efficiency, payload_share,
-                           small_message_share)
-    from .protocols import nccl_chunk_bytes
-    from .tuner import machine, tuner_terms
+    """:func:`sim.nccl_run.run`'s recipe (:func:`sim.nccl_run.plan_nccl`): its latency term plus data
+    movement at effective bandwidths."""
+    from .nccl_run import channel_order, link_efficiency, plan_nccl
     n = topo.nranks
-    m = cache.get("machine") or cache.setdefault("machine", machine(topo))
-    spread = "ring" in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
-    nch = nchannels or (m.nics if spread and m.nics > 1 else 1)
-    spread = spread and nch > 1
     chain = coll.name in ("broadcast", "reduce")
     steps = analytic.ring_steps(coll.name, n)
-    if chain:
-        chunk = nccl_chunk_bytes("ring", proto.name, nbytes / nch, depth=steps)
-        pieces = pipeline or max(1, math.ceil(nbytes / nch / chunk))
-    else:
-        pieces = pipeline or 1
+    plan = plan_nccl(coll, nbytes, topo, "ring", proto, nchannels=nchannels, pipeline=pipeline, steps=steps)
+    spread, nch, pieces = plan.spread, plan.nchannels, plan.pieces
     orders = [channel_order(topo, c, nch) for c in range(nch)] if spread else None
     # a spread channel runs its own ring, with the root at its position there; else channels are pieces
     roots = [int(np.flatnonzero(o == root)[0]) for o in orders] if spread else [root]
     first = _first(coll, n, roots) if chain else None
     rings = _rings(cache, topo, ("nccl", spread, nch, method, first), orders, method=method, latency=False,
                    efficiency=lambda l: link_efficiency(topo, l), unused=_closing(first, n))
-    share = payload_share(coll, topo, "ring", proto.name)
-    tuned = tuner_terms(coll, nbytes, topo, "ring", proto.name, m)
-    small, _, _ = small_message_share(nbytes, topo, "ring", proto.name, tuned.nchannels or 1)
-    eng_proto = Protocol(proto.name, payload_efficiency=share * small)
     if spread:
-        data = _data_time(coll, nbytes, rings, pieces, nch, eng_proto, first)
+        data = _data_time(coll, nbytes, rings, pieces, nch, plan.engine_protocol, first)
     else:
-        data = _data_time(coll, nbytes, rings, nch * pieces, 1, eng_proto, first)
-    lat = latency_us(coll, topo, "ring", proto.name, steps, nbytes)
+        data = _data_time(coll, nbytes, rings, nch * pieces, 1, plan.engine_protocol, first)
+    lat = plan.latency_us
     return _result(coll, nbytes, topo, proto, lat + data, steps, nch, pieces, rings,
-                   {"latency_us": lat, "bandwidth_term_us": data, "payload_share": share * small,
+                   {"latency_us": lat, "bandwidth_term_us": data, "payload_share": plan.payload_share * plan.small_share,
                     "channels_spread_over_nics": spread})
 
 

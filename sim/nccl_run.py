@@ -11,7 +11,10 @@ With an NCCL protocol (LL, LL128, Simple) the engine prediction is
   calibrated fraction (:data:`NET_EFFICIENCY`, :data:`HOST_BOUNCE_EFFICIENCY`); NVLS algorithms also
   pay NCCL's ``nvlsEfficiency`` on NVLink; links carry no latency (it is in the latency term). The
   protocol's payload share is the tuner's bandwidth of that protocol over Simple's (LL 1/2 capped by
-  ``llMaxBw``, LL128 0.92 capped per channel), so LL and LL128 lose what NCCL says they lose.
+  ``llMaxBw``, LL128 0.92 capped per channel), so LL and LL128 lose what NCCL says they lose; tree
+  all_reduce also takes NCCL's ``treeCorrectionFactor`` (mid sizes run below the model bandwidth).
+* One recipe: :func:`plan_nccl` computes all of the above once (:class:`NcclPlan`), for :func:`run` and
+  for the flow model (:mod:`sim.flow`), so the two cannot drift apart.
 * Channels: across nodes, rings and trees run one channel per NIC, each channel's ranks rotated inside
   every node so that it enters and leaves the node through a different NIC (NCCL's rings/trees do the
   same); CollNet and NVLS place their heads themselves.
@@ -28,6 +31,7 @@ With an NCCL protocol (LL, LL128, Simple) the engine prediction is
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -37,7 +41,7 @@ from .errors import CollsimError
 from .program import Program
 from .protocols import NCCL_ALGORITHMS, THREAD_THRESHOLD, Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from .topology import Link, Topology
-from .tuner import NVLINK_LINK_GBps, machine, tuner_terms
+from .tuner import NVLINK_LINK_GBps, Machine, Terms, machine, tuner_terms
 
 # ---- efficiency constants ---------------------------------------------------------------------------
 # From NCCL's model (not fitted): NCCL credits an NVLink with SMxx_NVLINK_BW GB/s against a raw 25 GB/s
@@ -144,29 +148,113 @@ def _program(name: str, coll, topo: Topology, nchannels: int, pipeline: int, roo
     return build_program(name, coll, topo.nranks, topology=topo, nchannels=nchannels, pipeline=pipeline, root=root)
 
 
-# ---- the run ---------------------------------------------------------------------------------------
-def latency_us(coll, topo: Topology, algorithm: str, proto: str, steps: int, nbytes: int = 1) -> float:
+# ---- the plan: how NCCL runs one collective (shared by the engine and the flow model) ---------------
+@dataclass(frozen=True)
+class NcclPlan:
+    """How NCCL runs ``algorithm`` with ``protocol`` for one collective and size: everything the engine
+    (:func:`run`) and the flow model (:mod:`sim.flow`) take from NCCL, computed once (:func:`plan_nccl`).
+
+    ``nchannels``: channels the engine simulates (one per NIC when ``spread`` over NICs); ``steps``:
+    NCCL-style nsteps; ``split``: chunks one channel's data is cut into per pipeline piece; ``chunk_bytes``:
+    NCCL's chunk per channel for pipelined collectives (None otherwise); ``pieces``: chunks per channel;
+    ``payload_share`` x ``small_share`` x ``tree_correction``: the engine protocol's payload efficiency
+    (protocol bandwidth over Simple's, times the share of channels NCCL uses on a small message:
+    ``used_channels`` of ``tuned.nchannels`` with ``used_threads`` threads, times NCCL's
+    ``treeCorrectionFactor`` for tree all_reduce, 1 otherwise); ``tuned``: the tuner's terms (None for
+    algorithms NCCL does not have); ``latency_us``: the latency term, in us.
+
+    >>> from sim.collectives import get_collective
+    >>> from sim.presets import load_topology
+    >>> p = plan_nccl(get_collective("all_reduce"), 1 << 30, load_topology("dgx-h100"), "ring", "Simple")
+    >>> p.nchannels, p.steps, p.pieces, p.payload_share, round(p.latency_us, 1)
+    (1, 14, 1, 1.0, 61.5)
+    """
+
+    algorithm: str
+    protocol: str
+    machine: Machine
+    spread: bool
+    nchannels: int
+    steps: int
+    split: int
+    pipelined: bool
+    chunk_bytes: int | None
+    pieces: int
+    payload_share: float
+    small_share: float
+    used_channels: int
+    used_threads: int
+    tree_correction: float
+    tuned: Terms | None
+    engine_protocol: Protocol
+    latency_us: float
+
+
+def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, m: Machine | None = None) -> tuple[bool, int]:
+    """(spread, channels) the engine runs: across nodes with several GPUs per node, rings and trees run
+    one channel per NIC, spread over the NICs (:func:`channel_order`); else ``nchannels`` or 1."""
+    m = m or machine(topo)
+    spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
+    nch = nchannels or (m.nics if spread and m.nics > 1 else 1)
+    return spread and nch > 1, nch
+
+
+def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels: int | None = None,
+              pipeline: int | None = None, steps: int | None = None, split: int = 1, root: int = 0,
+              m: Machine | None = None) -> NcclPlan:
+    """The NCCL recipe for one run, shared by :func:`run` and :func:`sim.flow.flow_simulate`.
+
+    ``steps``/``split``: the one-channel program's nsteps and chunks per piece; when ``steps`` is None
+    they are read off the engine's program (built and cached here), else ``split`` is taken as given
+    (the flow model passes the ring's closed form). ``m``: the :class:`~sim.tuner.Machine` if known."""
+    p = get_protocol(proto)
+    m = m or machine(topo)
+    spread, nch = nccl_channels(topo, algorithm, nchannels, m)
+    if steps is None:
+        one = _program(algorithm, coll, topo, nch, 1, root, spread)
+        steps, split = one.steps, _split(one, nch)
+    pipelined = coll.name in get_algorithm(algorithm).pipelined
+    chunk = nccl_chunk_bytes(algorithm, p.name, nbytes / nch, depth=steps) if pipelined else None
+    pieces = pipeline or (max(1, math.ceil(nbytes / nch / split / chunk)) if pipelined else 1)
+    share = payload_share(coll, topo, algorithm, p.name, m)
+    tuned = tuner_terms(coll, nbytes, topo, algorithm, p.name, m) if algorithm in NCCL_ALGORITHMS else None
+    small, used_ch, used_threads = small_message_share(nbytes, topo, algorithm, p.name,
+                                                       tuned.nchannels if tuned and tuned.nchannels else 1)
+    lat = _latency_term(tuned, m, p.name, steps)
+    # NCCL's model slows tree all_reduce at mid sizes (treeCorrectionFactor, 0.4-1.0 from 64 B to 256 MiB:
+    # "trees are not perfectly sticking to the model for medium sizes"); the engine's tree moves data at
+    # the same model bandwidths, so it takes the same factor (docs/nccl-model.md, Calibration).
+    corr = tuned.detail.get("tree_correction", 1.0) if tuned is not None else 1.0
+    return NcclPlan(algorithm, p.name, m, spread, nch, steps, split, pipelined, chunk, pieces, share, small,
+                    used_ch, used_threads, corr, tuned, Protocol(p.name, payload_efficiency=share * small * corr), lat)
+
+
+def latency_us(coll, topo: Topology, algorithm: str, proto: str, steps: int, nbytes: int = 1,
+               m: Machine | None = None) -> float:
     """The latency term for ``nbytes``: the tuner's for NCCL's algorithms (with its size rules: the
     ring plateau); for the others a ring-like base latency plus ``steps`` hops at the per-hop latency of
     the slowest link class they cross."""
-    if algorithm in NCCL_ALGORITHMS:
-        t = tuner_terms(coll, nbytes, topo, algorithm, proto)
-        if math.isfinite(t.latency_us):
-            return t.latency_us
-    m = machine(topo)
+    m = m or machine(topo)
+    tuned = tuner_terms(coll, nbytes, topo, algorithm, proto, m) if algorithm in NCCL_ALGORITHMS else None
+    return _latency_term(tuned, m, get_protocol(proto).name, steps)
+
+
+def _latency_term(tuned: Terms | None, m: Machine, proto: str, steps: int) -> float:
+    if tuned is not None and math.isfinite(tuned.latency_us):
+        return tuned.latency_us
     cls = m.inter_class or m.intra_class or "nvlink"
     hop = max(hop_latency_us(cls, "ring", proto), m.inter_wire_us if m.nnodes > 1 else m.intra_wire_us)
     return base_latency_us("ring", proto) + steps * hop
 
 
-def payload_share(coll, topo: Topology, algorithm: str, proto: str) -> float:
+def payload_share(coll, topo: Topology, algorithm: str, proto: str, m: Machine | None = None) -> float:
     """Bandwidth of ``proto`` relative to Simple for ``algorithm``, per NCCL's model (wire format for
     algorithms NCCL does not have)."""
     p = get_protocol(proto)
     if p.name == "Simple":
         return 1.0
     if algorithm in NCCL_ALGORITHMS:
-        t, s = (tuner_terms(coll, 1 << 30, topo, algorithm, x) for x in (p.name, "Simple"))
+        t, s = (tuner_terms(coll, 1 << 30, topo, algorithm, x, m) for x in (p.name, "Simple"))
         if t.bus_GBps > 0 and s.bus_GBps > 0:
             return min(1.0, t.bus_GBps / s.bus_GBps)
     return p.payload_efficiency
@@ -208,22 +296,10 @@ def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=N
     from . import analytic
     from .engine import simulate_program
     from .result import Result, link_tables
-    p = get_protocol(proto)
-    algo = get_algorithm(algorithm)
-    m = machine(topo)
+    plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
+    nch, spread, pieces, tuned = plan.nchannels, plan.spread, plan.pieces, plan.tuned
     nvls = algorithm.startswith("nvls")
-    spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
-    nch = nchannels or (m.nics if spread and m.nics > 1 else 1)
-    spread = spread and nch > 1
     one = _program(algorithm, coll, topo, nch, 1, root, spread)
-    pipelined = coll.name in algo.pipelined
-    chunk = nccl_chunk_bytes(algorithm, p.name, nbytes / nch, depth=one.steps) if pipelined else None
-    pieces = pipeline or (max(1, math.ceil(nbytes / nch / _split(one, nch) / chunk)) if pipelined else 1)
-    share = payload_share(coll, topo, algorithm, p.name)
-    tuned = tuner_terms(coll, nbytes, topo, algorithm, p.name) if algorithm in NCCL_ALGORITHMS else None
-    small, used_ch, used_threads = small_message_share(nbytes, topo, algorithm, p.name,
-                                                       tuned.nchannels if tuned and tuned.nchannels else 1)
-    eng_proto = Protocol(p.name, payload_efficiency=share * small)
     eff = effective_topology(topo, nvls)
     sim_pieces = min(pieces, max(2, OPS_BUDGET // max(1, one.nops)))
     if trace and pieces > sim_pieces:
@@ -231,14 +307,14 @@ def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=N
                            f"({sim_pieces}); trace a smaller size or pass --pipeline {sim_pieces}")
     prog = _program(algorithm, coll, topo, nch, sim_pieces, root, spread)
     frac = sim_pieces / pieces
-    runs = simulate_program(prog, eff, nbytes * frac, eng_proto)
+    runs = simulate_program(prog, eff, nbytes * frac, plan.engine_protocol)
     data_us, period = runs.time_us, 0.0
     if sim_pieces < pieces:   # steady state: every further chunk adds one period
         half = _program(algorithm, coll, topo, nch, sim_pieces // 2, root, spread)
-        t_half = simulate_program(half, eff, nbytes * (sim_pieces // 2) / pieces, eng_proto).time_us
+        t_half = simulate_program(half, eff, nbytes * (sim_pieces // 2) / pieces, plan.engine_protocol).time_us
         period = (data_us - t_half) / (sim_pieces - sim_pieces // 2)
         data_us += (pieces - sim_pieces) * period
-    lat = latency_us(coll, topo, algorithm, p.name, one.steps, nbytes)
+    lat = plan.latency_us
     total = lat + data_us
     link_bytes, link_busy = link_tables(topo, runs.link_bytes / frac, runs.link_busy_us / frac)
     tr = None
@@ -248,16 +324,20 @@ def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=N
         tr = Trace(prog, start + lat, end + lat, prog.nbytes_per_chunk(nbytes))
     explain = {"latency_us": lat, "bandwidth_term_us": data_us,
                "effective_busbw_GBps": analytic.busbw_GBps(coll.name, topo.nranks, nbytes, data_us) if data_us > 0 else 0.0,
-               "payload_share": share, "chunk_bytes": chunk or int(math.ceil(nbytes / nch / max(1, _split(one, nch)))),
+               "payload_share": plan.payload_share,
+               "chunk_bytes": plan.chunk_bytes or int(math.ceil(nbytes / nch / plan.split)),
                "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
                "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls).items()),
                "simulated_ops": len(runs.op_index), "symmetric": runs.symmetric}
-    if small < 1:
-        explain["nccl_channels_threads_used"] = f"{used_ch} of {tuned.nchannels} channels, {used_threads} threads"
+    if plan.tree_correction != 1:
+        explain["tree_correction"] = plan.tree_correction
+    if plan.small_share < 1:
+        explain["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels} channels, "
+                                                 f"{plan.used_threads} threads")
     if tuned is not None and math.isfinite(tuned.time_us):
         explain["tuner_time_us"] = tuned.time_us
-    return Result(coll.name, nbytes, topo.nranks, algorithm, p.name, total, analytic.algbw_GBps(nbytes, total),
-                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, total), one.steps, "engine", topo.name,
+    return Result(coll.name, nbytes, topo.nranks, algorithm, plan.protocol, total, analytic.algbw_GBps(nbytes, total),
+                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, total), plan.steps, "engine", topo.name,
                   nch, pieces, link_bytes, link_busy, explain, tr)
 
 
@@ -273,6 +353,6 @@ def _efficiencies(topo: Topology, nvls: bool) -> dict:
     return out
 
 
-__all__ = ["run", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
+__all__ = ["run", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
            "payload_share", "NET_EFFICIENCY", "HOST_BOUNCE_EFFICIENCY", "NVLINK_EFFICIENCY", "PCIE_EFFICIENCY",
            "NVLS_EFFICIENCY", "OPS_BUDGET"]
