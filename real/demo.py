@@ -56,7 +56,7 @@ def bench(collective: str, sweep: tuple, out_path: str, *, backend: str, nprocs:
     from .compare.measured import read_measurement
     nsizes = _sweep_len(sweep)
     cmd = [sys.executable, "-m", "sim", "bench", "--backend", backend, "--nprocs", str(nprocs),
-           "--collective", collective, *sweep, "--format", "table"]
+           "--collective", collective, *sweep, "--timeout", str(BENCH_TIMEOUT_S), "--format", "table"]
     lines = []
     with tqdm(total=nsizes, desc=f"bench {collective} ({backend}, {nprocs} ranks)", unit="size", leave=True,
               file=sys.stderr) as bar:

@@ -162,7 +162,9 @@ def check_sweep(opts: BenchOptions) -> None:
         raise CollsimError(f"root {opts.root} is not a rank of a {opts.nprocs}-rank job: use -r 0..{opts.nprocs - 1}")
     for dname in opts.dtypes:
         dt = DTYPES[dname]
-        for label, nbytes in (("-b/--minbytes", opts.minbytes), ("-e/--maxbytes", opts.maxbytes)):
+        for nbytes in opts.sizes:
+            # the first size is -b itself; the others come from -e with -f/-i (the last is not always -e)
+            label = "-b/--minbytes" if nbytes == opts.sizes[0] else "sweep size (from -b/-e with -f/-i)"
             if nbytes < dt.nbytes:
                 raise CollsimError(f"{label} {nbytes} B is below the {dt.nbytes}-byte size of one {dname}: use at least {dt.nbytes}")
             if nbytes % dt.nbytes:

@@ -11,7 +11,8 @@ The first term is the latency-bound pipeline (a piece crosses every step, the ot
 apart); the second is the bandwidth bound (every link carries steps*P pieces back to back, plus the
 last hop's latency). With P = 1 both reduce to the textbook ``steps * (alpha + S/(nB))``. The chain
 broadcast/reduce (b = S/P) is ``(n-1) * (alpha + b/B) + (P-1) * b/B``. These are exact for the
-engine on a uniform ring, mesh or single switch (tests check it for n = 2..16 and 1 KB..1 GB).
+engine on a uniform ring, mesh or single switch (tests check it for n = 2..16 and 1 KB..1 GB). The
+all_to_all form is exact for n <= 3 and an upper bound beyond (the engine overlaps later hops).
 
 >>> round(ring_time_us("all_reduce", 8, 1 << 30, 100.0, 1.0), 2)   # 14 * (1 + 2^30/8/1e5)
 18804.48
@@ -45,7 +46,7 @@ def ring_time_us(collective: str, nranks: int, nbytes: float, bandwidth_GBps: fl
         # block d hops (d = 1..n-1); link r->r+1 carries sum_{h}(n-h) blocks of S/n: (n-1)/2 * S in all
         if pieces != 1:
             raise CollsimError("the all_to_all ring closed form is for pieces=1")
-        return steps * latency_us + (n - 1) / 2 * nbytes / B if n == 2 else _a2a_ring(n, nbytes, B, latency_us)
+        return _a2a_ring(n, nbytes, B, latency_us)
     b = nbytes / (n * pieces)
     return max(steps * (latency_us + b / B) + (pieces - 1) * b / B, steps * pieces * b / B + latency_us)
 

@@ -63,6 +63,12 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
         raise CollsimError(f"size {nbytes!r} must be a non-negative number of bytes")
     if model not in MODELS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
+    for name, value in (("nchannels", nchannels), ("pipeline", pipeline)):
+        if value is not None and value < 1:
+            raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
+        if value is not None and model in ("tuner", "alpha-beta"):
+            raise CollsimError(f"--{name} has no effect on the {model} model (its channels come from NCCL's "
+                               f"search or the formula): drop it, or use --model engine")
     if model == "flow":  # ring collectives on huge clusters; picks among the algorithms it covers itself
         from .flow import flow_simulate
         return flow_simulate(coll, int(nbytes), topo, algorithm, protocol, nchannels=nchannels, pipeline=pipeline, root=root)
@@ -110,8 +116,13 @@ def run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, ncha
 
 
 def _alpha_beta(coll, nbytes: int, topo: Topology, algorithm: str, proto) -> Result:
-    bw = topo.path_bandwidth_GBps(0, 1) * proto.payload_efficiency
-    lat = topo.path_latency_us(0, 1) + proto.hop_latency_us
+    """Textbook formulas for one ring of uniform hops: the slowest and highest-latency neighbour hop
+    stands for all (a conservative single-channel bound; contention and channels are the engine's job)."""
+    n = topo.nranks
+    first_hosts = [r for h in topo.hosts[:2] for r in h]  # every kind of hop of a regular cluster, cheaply
+    hops = [(r, (r + 1) % n) for r in first_hosts] + [(n - 1, 0)]
+    bw = min(topo.path_bandwidth_GBps(a, b) for a, b in hops) * proto.payload_efficiency
+    lat = max(topo.path_latency_us(a, b) for a, b in hops) + proto.hop_latency_us
     t = analytic.alpha_beta_time_us(coll.name, algorithm, topo.nranks, nbytes, bw, lat) + proto.launch_us
     steps = build_program(algorithm, coll, topo.nranks, topology=topo).steps
     return Result(coll.name, nbytes, topo.nranks, algorithm, proto.name, t, analytic.algbw_GBps(nbytes, t),

@@ -284,8 +284,15 @@ def flow_simulate(collective, nbytes: int, topology, algorithm: str = "auto", pr
         raise CollsimError(f"nchannels={nchannels} and pipeline={pipeline} must both be at least 1")
     cache: dict = {}
     best = None
+    protocols = protocols_for(protocol)
+    if protocol == "auto":
+        # as sim.select does for the engine: NCCL's own model picks the protocol, then this model times it
+        from .tuner import rank_pairs
+        ranked = rank_pairs(coll, int(nbytes), topo, list(algos), protocols)
+        if ranked:
+            protocols = [ranked[0].protocol]
     for a in algos:
-        for name in protocols_for(protocol):
+        for name in protocols:
             proto = get_protocol(name)
             run = _ideal if proto.name == IDEAL.name else _nccl
             r = run(coll, int(nbytes), topo, proto, nchannels, pipeline, root, method, cache)

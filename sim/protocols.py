@@ -4,7 +4,7 @@
 latency L takes L + B/W. NCCL's protocols change three things (numbers from NCCL's ``device.h``,
 ``comm.h`` and ``tuning.cc``; see ``docs/nccl-model.md``):
 
-* payload: LL sends 8-byte lines of 4 data bytes + a 4-byte flag (1/2 of the wire is data), LL128 sends
+* payload: LL sends 16-byte lines, each two 4-byte data words with a 4-byte flag (1/2 of the wire is data), LL128 sends
   128-byte lines with 120 data bytes (15/16), Simple sends plain data (1) but fences every chunk;
 * latency: NCCL's per-hop latency table (``HW_LATENCY_US``, by link class, algorithm and protocol) and
   a fixed base latency per algorithm and protocol (``BASE_LATENCY_US``: kernel launch and setup);

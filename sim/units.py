@@ -10,6 +10,8 @@ decimal GB/s (1e9 bytes per second), as nccl-tests prints them.
 """
 from __future__ import annotations
 
+import math
+
 from .errors import CollsimError
 
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -28,7 +30,9 @@ def parse_size(text: str | int) -> int:
     try:
         value = float(num)
     except ValueError:
-        raise CollsimError(f"cannot read size {text!r}: use a byte count with an optional K/M/G suffix, e.g. 8, 64K, 1G") from None
+        value = float("nan")
+    if not math.isfinite(value):
+        raise CollsimError(f"cannot read size {text!r}: use a byte count with an optional K/M/G suffix, e.g. 8, 64K, 1G")
     nbytes = value * _SUFFIX[suffix]
     if nbytes < 0 or nbytes != int(nbytes):
         raise CollsimError(f"size {text!r} is not a whole, non-negative number of bytes")
@@ -46,6 +50,8 @@ def size_sweep(minbytes: int, maxbytes: int, factor: float = 0.0, step: int = 0)
             sizes.append(int(s))
             s = s * factor if s > 0 else 1
         return sizes
+    if factor != factor or factor in (float("inf"), float("-inf")):
+        raise CollsimError(f"step factor {factor} is not a number: use e.g. -f 2")
     if factor and factor <= 1:
         raise CollsimError(f"step factor {factor} must be larger than 1 (e.g. -f 2)")
     if step <= 0:

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 
+from sim.commands.common import check_output_dir
 from sim.errors import CollsimError
 
 COMPARE_HELP = """\
@@ -70,6 +71,7 @@ def _measured_args(p) -> None:
 
 
 def run_compare(args) -> int:
+    check_output_dir(args.report, "--report")
     from sim.units import parse_size
 
     from .measured import read_measurement
@@ -96,6 +98,7 @@ def run_compare(args) -> int:
 
 
 def run_calibrate(args) -> int:
+    check_output_dir(args.report, "--report")
     from .calibrate import calibrate
     from .measured import read_measurement
     out = args.out

@@ -119,6 +119,8 @@ def read_measurement(path: str, collective: str | None = None, nranks: int | Non
         except json.JSONDecodeError as e:
             raise CollsimError(f"measured file {path!r} starts like JSON but is not valid JSON ({e.msg} at line "
                                f"{e.lineno}): re-run `collsim bench --format json > FILE`") from None
+        except RecursionError:
+            raise CollsimError(f"measured file {path!r} nests too deeply to be a benchmark output") from None
         return measurement_from_json(doc, path, collective, nranks)
     return read_measurement_text(text, path, collective, nranks)
 

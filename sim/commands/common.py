@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 
 from ..errors import CollsimError
 from ..units import parse_size, size_sweep
@@ -33,6 +34,31 @@ def sizes_from_args(args) -> list[int]:
         if s % elem:
             raise CollsimError(f"size {s} B is not a multiple of the {dtype} element size ({elem} B): pick sizes like {s - s % elem or elem}")
     return sizes
+
+
+def check_output_path(path: str | None, flag: str, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse an output path that cannot be written, before any work is done: its folder must exist and,
+    when ``suffixes`` are given, its name must end in one of them."""
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CollsimError(f"{flag} {path}: the folder {folder} does not exist: create it or write elsewhere")
+    if os.path.isdir(path):
+        raise CollsimError(f"{flag} {path} is a folder: give a file name")
+    if suffixes and not path.lower().endswith(suffixes):
+        raise CollsimError(f"{flag} {path}: use a file name ending in {' or '.join(suffixes)}")
+
+
+def check_output_dir(path: str | None, flag: str) -> None:
+    """Refuse a report folder that is an existing file or whose parent folder does not exist."""
+    if not path:
+        return
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CollsimError(f"{flag} {path} is an existing file: give a folder for the report")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CollsimError(f"{flag} {path}: the folder {parent} does not exist: create it first")
 
 
 def emit(fmt: str, table_text: str, payload: dict, rows: list[dict]) -> str:

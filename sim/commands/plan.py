@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from ..errors import CollsimError
+from .common import check_output_path
 from ..plan import plan_step
 from ..plan.costs import CollectiveCosts
 from ..plan.report import compare_table, step_table
@@ -40,6 +41,7 @@ def register(sub) -> None:
 def run(args) -> int:
     if args.steps is not None and args.steps < 1:
         raise CollsimError(f"--steps {args.steps} must be at least 1")
+    check_output_path(args.plot, "--plot", (".png", ".pdf", ".svg"))
     w = load_workload(args.workload)
     topology = args.topology or w.topology
     if not topology:

@@ -6,7 +6,7 @@ from ..algorithms import candidates, why_not
 from ..collectives import get_collective
 from ..errors import CollsimError
 from ..presets import load_topology
-from .common import DEFAULT_TOPOLOGY, DTYPE_BYTES, add_size_args, emit, sizes_from_args
+from .common import check_output_path, DEFAULT_TOPOLOGY, DTYPE_BYTES, add_size_args, emit, sizes_from_args
 
 
 def register(sub) -> None:
@@ -35,11 +35,17 @@ def run(args) -> int:
     topo = load_topology(args.topology)
     coll = get_collective(args.collective)
     sizes = sizes_from_args(args)
+    check_output_path(args.trace, "--trace", (".json",))
     if args.algorithm == "all":
         algos = candidates(coll, topo.nranks, topo)
         if args.model == "flow":
             from ..flow import FLOW_ALGORITHMS
             algos = [a for a in algos if a in FLOW_ALGORITHMS]
+        elif args.model == "tuner":  # NCCL's closed form only knows NCCL's algorithms, where NCCL runs them
+            from ..protocols import NCCL_PROTOCOLS
+            from ..tuner import rank_pairs
+            protos = NCCL_PROTOCOLS if args.protocol == "auto" else (args.protocol,)
+            algos = [a for a in algos if rank_pairs(coll, sizes[-1], topo, [a], protos)]
         if not algos:
             raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from ..presets import load_topology, presets
+from .common import check_output_path
 
 
 def register(sub) -> None:
@@ -16,6 +17,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    check_output_path(args.plot, "--plot", (".png", ".pdf", ".svg"))
     if not args.spec:
         for name, pr in sorted(presets().items()):
             params = ", ".join(f"{k}={d}" for k, (_, d) in pr.params.items())

@@ -308,7 +308,7 @@ _ARCHS = ("volta", "ampere", "hopper", "blackwell")
 _CPUS = ("intel", "amd", "arm")
 
 
-@register("pcie", "GPUs under one PCIe switch (gen=3|4|5); p2p=0 bounces every transfer through host memory")
+@register("pcie", "GPUs under one PCIe switch (gen=3|4|5|6); p2p=0 bounces every transfer through host memory")
 def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cpu: str = "intel") -> Topology:
     """One host whose GPUs sit under a PCIe switch with an x16 uplink to the CPU (raw x16 per direction:
     gen3 16, gen4 32, gen5 64 GB/s; PCI-SIG transfer rates 8/16/32 GT/s x 16 lanes / 8).

@@ -33,9 +33,7 @@ def ring(n: int = 8, bandwidth_GBps: float = 100.0, latency_us: float = 1.0, kin
     for i in range(n):
         j = (i + 1) % n
         links.append(Link(f"gpu{i}", f"gpu{j}", bandwidth_GBps, latency_us, kind))
-        if n > 2:
-            links.append(Link(f"gpu{j}", f"gpu{i}", bandwidth_GBps, latency_us, kind))
-        elif i == 0:
+        if n > 2:  # with two GPUs the loop already lists both directions
             links.append(Link(f"gpu{j}", f"gpu{i}", bandwidth_GBps, latency_us, kind))
     return Topology.build(f"ring:n={n}", _gpus(n), links,
                           {"bandwidth_GBps": bandwidth_GBps, "latency_us": latency_us, "symmetry": "rotation"})
