@@ -80,9 +80,14 @@ def _need(d: dict, key: str, kind: str):
 
 def parse_faults(raw: list | None, world_size: int | None = None) -> list:
     """Fault objects from their YAML/dict form (a list of dicts with ``kind``)."""
+    shape = "faults must be a list of mappings like {kind: skip, rank: 2, call: 3}"
+    if raw is not None and not isinstance(raw, (list, tuple)):
+        raise CollsimError(f"{shape}, not {type(raw).__name__} {raw!r}")
     out = []
     for d in raw or []:
-        if not isinstance(d, dict) or d.get("kind") not in KINDS:
+        if not isinstance(d, dict):
+            raise CollsimError(f"{shape}; item {d!r} is a {type(d).__name__}")
+        if d.get("kind") not in KINDS:
             raise CollsimError(f"fault {d!r} has no known kind: use kind: one of {', '.join(KINDS)}")
         kind = d["kind"]
         if kind in RANK_FAULTS:

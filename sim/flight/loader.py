@@ -88,6 +88,8 @@ def read_raw(path: str) -> dict:
             data = json.loads(blob)
         except (ValueError, UnicodeDecodeError) as e:
             raise RefusedDump(f"{path}: not valid JSON ({e})") from None
+        except RecursionError:  # json recurses per nesting level; a hostile file can exhaust the stack
+            raise RefusedDump(f"{path}: JSON nested too deeply: not a flight-recorder dump") from None
     else:
         try:
             data = PlainUnpickler(io.BytesIO(blob)).load()
@@ -198,7 +200,13 @@ def load_dir(directory: str) -> DumpSet:
         if rank in dumps:
             raise CollsimError(f"two dumps for rank {rank} in {directory!r}: keep one file per rank")
         try:
-            dumps[rank] = normalise(read_raw(path))
+            raw = read_raw(path)
+            try:
+                dumps[rank] = normalise(raw)
+            except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as e:
+                # a field of the wrong type (entries: 5, pg_config: [1], ranks: [0, "a"]): refuse the
+                # file like any other non-dump, so one bad rank does not hide the others' findings
+                raise RefusedDump(f"{path}: malformed dump ({type(e).__name__}: {e})") from None
         except RefusedDump as e:
             refused[path] = str(e)
             refused_ranks.append(rank)

@@ -98,7 +98,10 @@ def run_scenario(sc: dict, dump_dir: str | None = None) -> dict:
         dumps = r.dumps()
         if dump_dir:
             out["dump_files"] = write_dumps(dump_dir, dumps)
-        outcome = "finished" if r.finished else ("hang" if r.hang_at_us is not None else "timeout")
+        # With every rank dead the engine's "every live rank finished" is vacuously true: say what happened.
+        all_crashed = len(r.crashed) == w.world_size
+        outcome = ("crashed: all ranks" if all_crashed else "finished" if r.finished
+                   else "hang" if r.hang_at_us is not None else "timeout")
         out.update(world_size=w.world_size, faults=sc.get("faults") or [], outcome=outcome,
                    baseline_end_us=base.end_us, end_us=r.end_us, hang_at_us=r.hang_at_us, timeout=r.timeout,
                    crashed=r.crashed, events=[{"time_us": t, "text": x} for t, x in r.events],
@@ -109,6 +112,8 @@ def run_scenario(sc: dict, dump_dir: str | None = None) -> dict:
                                  "start_us": i.start_us, "end_us": i.end_us, "stuck": i.stuck}
                                 for i in r.instances],
                    diagnosis=analyze({k: normalise(v) for k, v in dumps.items()}))
+        if all_crashed:
+            out["diagnosis"] = _all_crashed(out["diagnosis"], r.crashed)
     if "recovery" in sc:
         spec = sc["recovery"] or {}
         p = rec.RecoveryParams.from_dict(spec.get("params"))
@@ -119,6 +124,15 @@ def run_scenario(sc: dict, dump_dir: str | None = None) -> dict:
     if len(out) == 1:
         raise CollsimError("scenario has neither workload: nor recovery: (see `collsim flight simulate --help`)")
     return out
+
+
+def _all_crashed(diagnosis: dict, crashed: dict) -> dict:
+    """The diagnosis when every rank crashed: no rank left a dump, so the analyzer saw nothing to compare."""
+    ranks = sorted(crashed)
+    when = ", ".join(f"rank {r} at {_ms(crashed[r])} ms" for r in ranks)
+    return dict(diagnosis, error_type="all_ranks_crashed", culprits=ranks, collective_seq_id=None,
+                process_group=None, details=f"every rank crashed ({when}) before the workload finished, so no "
+                f"rank wrote a flight-recorder dump; find why each process died (its log, exit code, OOM killer)")
 
 
 def _ms(t_us):
@@ -146,7 +160,11 @@ def format_text(out: dict, max_rows: int = 40) -> str:
                          f"{_ms(c['end_us']):>10}  {note}")
         lines.append("events:")
         lines += [f"  {_ms(e['time_us']):>14} ms  {e['text']}" for e in out["events"]] or ["  none"]
-        if out["outcome"] == "finished":
+        if out["outcome"] == "crashed: all ranks":
+            lines.append(f"outcome: crashed: all ranks ({', '.join(str(r) for r in sorted(out['crashed']))}) by "
+                         f"{_ms(out['end_us'])} ms; no rank finished (fault-free run takes "
+                         f"{_ms(out['baseline_end_us'])} ms)")
+        elif out["outcome"] == "finished":
             extra = out["end_us"] / out["baseline_end_us"] - 1 if out["baseline_end_us"] else 0.0
             lines.append(f"outcome: finished in {_ms(out['end_us'])} ms (fault-free: {_ms(out['baseline_end_us'])} ms, "
                          f"{extra:+.1%})")

@@ -17,6 +17,7 @@ import builtins
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,25 +59,52 @@ def grade(path: str, assignment: str | None = None, timeout_s: float = DEFAULT_T
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         cmd = [sys.executable, "-m", "sim.grade", key, cells_file, report_file, os.path.abspath(path)]
-        try:
-            proc = subprocess.run(cmd, cwd=os.path.dirname(os.path.abspath(path)), env=env, capture_output=True,
-                                  text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired as e:
-            out = (e.stdout or b"")[-OUTPUT_TAIL:]
+        out_file, err_file = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
+        # Output goes to files, not pipes: a background process the student started would hold a pipe
+        # open and make the grader wait for it. Its own session lets us kill the whole process group,
+        # grandchildren included (subprocess's timeout kills only the direct child).
+        with open(out_file, "wb") as out_f, open(err_file, "wb") as err_f:
+            proc = subprocess.Popen(cmd, cwd=os.path.dirname(os.path.abspath(path)), env=env, stdout=out_f,
+                                    stderr=err_f, stdin=subprocess.DEVNULL, start_new_session=True)
+            try:
+                timed_out = False
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_group(proc)
+        seconds = time.monotonic() - start
+        output = _tail(out_file)
+        if timed_out:
             return GradeReport(key, mod.TITLE, path, (), f"your code ran for more than {timeout_s:.0f} s and was stopped: "
                                "look for an endless loop, or a size far larger than the assignment asks for",
-                               output=out.decode(errors="replace") if isinstance(out, bytes) else out,
-                               seconds=time.monotonic() - start)
-        seconds = time.monotonic() - start
-        output = (proc.stdout or "")[-OUTPUT_TAIL:]
+                               output=output, seconds=seconds)
+        stderr = _tail(err_file)
         if not os.path.exists(report_file):
-            tail = (proc.stderr or "").strip().splitlines()[-3:]
+            tail = stderr.strip().splitlines()[-3:]
             return GradeReport(key, mod.TITLE, path, (), f"the grading process stopped (exit {proc.returncode}) before "
                                f"it could report: {' | '.join(tail) or 'no message'}", output=output, seconds=seconds)
         with open(report_file) as f:
             report = GradeReport.from_json(f.read())
     return GradeReport(report.assignment, report.title, path, report.checks, report.error, report.warnings, output,
                        seconds, report.extra)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's whole process group (it and anything it started), then reap the child."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # the group is already gone
+        pass
+    proc.wait()
+
+
+def _tail(file: str) -> str:
+    """The last OUTPUT_TAIL characters written to ``file`` (decoded leniently: student output is arbitrary)."""
+    with open(file, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 4 * OUTPUT_TAIL))
+        return f.read().decode(errors="replace")[-OUTPUT_TAIL:]
 
 
 def execute_cells(cells: list[tuple[str, str]]) -> tuple[dict, list[str]]:
