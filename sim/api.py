@@ -16,7 +16,7 @@ from .collectives import get_collective
 from .engine import simulate_program
 from .errors import CollsimError
 from .presets import load_topology
-from .protocols import IDEAL, PROTOCOLS, get_protocol
+from .protocols import IDEAL, NCCL_PROTOCOLS, PROTOCOLS, get_protocol
 from .result import Result, link_tables
 from .topology import Topology
 
@@ -133,7 +133,7 @@ def _alpha_beta(coll, nbytes: int, topo: Topology, algorithm: str, proto) -> Res
 def protocols_for(protocol: str) -> list[str]:
     """``auto`` -> NCCL's three protocols; a name -> itself."""
     if protocol == "auto":
-        return ["LL", "LL128", "Simple"]
+        return list(NCCL_PROTOCOLS)
     return [get_protocol(protocol).name]
 
 

@@ -18,19 +18,19 @@ from __future__ import annotations
 
 from .algorithms import candidates
 from .errors import CollsimError
-from .protocols import IDEAL, NCCL_ALGORITHMS, NCCL_PROTOCOLS, get_protocol
+from .protocols import IDEAL, NCCL_ALGORITHMS
 from .result import Result
 
 
 def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model="engine", nchannels=None,
            pipeline=None, root=0, trace=False) -> Result:
     """The fastest usable pair's Result; ``explain`` records how it was chosen."""
-    from .api import simulate
+    from .api import protocols_for, simulate
     from .tuner import rank_pairs
     algos = candidates(coll, topo.nranks, topo) if algorithm == "auto" else [algorithm]
     if not algos:
         raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
-    protos = list(NCCL_PROTOCOLS) if protocol == "auto" else [get_protocol(protocol).name]
+    protos = protocols_for(protocol)
     run = lambda a, p: simulate(coll, nbytes, topo, a, p, model=model, nchannels=nchannels, pipeline=pipeline,
                                 root=root, trace=trace)
     if IDEAL.name not in protos:
