@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import Fail, call, close, need, run_checks
+from .checks import Fail, close, need, program_from, run_checks
 
 TITLE = "ring reduce-scatter as a Program"
 NOTEBOOK = "a1_ring_reduce_scatter.ipynb"
@@ -28,15 +28,7 @@ PERF_N, PERF_NBYTES, PERF_BW, PERF_LAT = 8, 64 << 20, 100.0, 1.0
 
 
 def _program(ns, n):
-    import sim
-    p = call(ns, FUNCTION, n)
-    if not isinstance(p, sim.Program):
-        raise Fail(f"`{FUNCTION}({n})` returned a {type(p).__name__}; return a sim.Program (use sim.Program.from_ops)")
-    if p.collective.name != "reduce_scatter":
-        raise Fail(f"`{FUNCTION}({n})` returns a Program for {p.collective.name}; pass \"reduce_scatter\" to Program.from_ops")
-    if p.nranks != n:
-        raise Fail(f"`{FUNCTION}({n})` returns a Program for {p.nranks} ranks, not {n}")
-    return p
+    return program_from(ns, FUNCTION, (n,), "reduce_scatter", n)
 
 
 def defines(ns):

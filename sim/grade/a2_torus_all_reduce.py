@@ -17,7 +17,7 @@ The student defines ``torus_all_reduce(rows, cols) -> sim.Program`` for ``rows *
 """
 from __future__ import annotations
 
-from .checks import Fail, call, need, run_checks
+from .checks import Fail, need, program_from, run_checks
 
 TITLE = "an all-reduce for a 2D torus that beats a ring"
 NOTEBOOK = "a2_torus_all_reduce.ipynb"
@@ -28,15 +28,7 @@ LARGE, SMALL, RATIO = 256 << 20, 1 << 10, 0.6
 
 
 def _program(ns, rows, cols):
-    import sim
-    p = call(ns, FUNCTION, rows, cols)
-    if not isinstance(p, sim.Program):
-        raise Fail(f"`{FUNCTION}({rows}, {cols})` returned a {type(p).__name__}; return a sim.Program (sim.Program.from_ops)")
-    if p.collective.name != "all_reduce":
-        raise Fail(f"`{FUNCTION}({rows}, {cols})` returns a Program for {p.collective.name}; pass \"all_reduce\"")
-    if p.nranks != rows * cols:
-        raise Fail(f"`{FUNCTION}({rows}, {cols})` returns a Program for {p.nranks} ranks; a {rows}x{cols} torus has {rows * cols}")
-    return p
+    return program_from(ns, FUNCTION, (rows, cols), "all_reduce", rows * cols, f": a {rows}x{cols} torus has {rows * cols}")
 
 
 def defines(ns):

@@ -124,6 +124,21 @@ def call(ns: dict, name: str, *args, **kwargs):
         raise Fail(f"`{name}({shown})` raised {student_error(e)}") from None
 
 
+def program_from(ns: dict, name: str, args: tuple, collective: str, nranks: int, ranks_note: str = ""):
+    """Call the student's ``name(*args)`` and check it returned a :class:`sim.Program` for ``collective``
+    on ``nranks`` ranks; anything else is a :class:`Fail` saying what came back instead."""
+    import sim
+    shown = f"`{name}({', '.join(map(repr, args))})`"
+    p = call(ns, name, *args)
+    if not isinstance(p, sim.Program):
+        raise Fail(f"{shown} returned a {type(p).__name__}; return a sim.Program (use sim.Program.from_ops)")
+    if p.collective.name != collective:
+        raise Fail(f"{shown} returns a Program for {p.collective.name}; pass \"{collective}\" to Program.from_ops")
+    if p.nranks != nranks:
+        raise Fail(f"{shown} returns a Program for {p.nranks} ranks, not {nranks}{ranks_note}")
+    return p
+
+
 def run_checks(ns: dict, checks) -> list[Check]:
     """Run ``[(name, fn)]`` or ``[(name, fn, [names it needs])]`` in order; a check whose needs failed is
     skipped with the reason."""
