@@ -19,20 +19,21 @@ from __future__ import annotations
 from .algorithms import candidates
 from .errors import CollsimError
 from .protocols import IDEAL, NCCL_ALGORITHMS
+from .recipe import protocols_for
 from .result import Result
 
 
-def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model="engine", nchannels=None,
-           pipeline=None, root=0, trace=False) -> Result:
-    """The fastest usable pair's Result; ``explain`` records how it was chosen."""
-    from .api import protocols_for, simulate
+def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto", model="engine") -> Result:
+    """The fastest usable pair's Result; ``explain`` records how it was chosen.
+
+    ``predict(algorithm, protocol)``: the chosen model's prediction of one pair (a Result); ``model``
+    names it in the explanation."""
     from .tuner import rank_pairs
     algos = candidates(coll, topo.nranks, topo) if algorithm == "auto" else [algorithm]
     if not algos:
         raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
     protos = protocols_for(protocol)
-    run = lambda a, p: simulate(coll, nbytes, topo, a, p, model=model, nchannels=nchannels, pipeline=pipeline,
-                                root=root, trace=trace)
+    run = predict
     if IDEAL.name not in protos:
         nccl_algos = [a for a in algos if a in NCCL_ALGORITHMS]
         ranked = rank_pairs(coll, nbytes, topo, nccl_algos, protos) if nccl_algos else []

@@ -16,9 +16,13 @@ def register(sub) -> None:
     p.add_argument("--collective", "-c", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all")
     p.add_argument("--algorithm", "-a", default="auto", help="auto (pick the fastest, like NCCL), all (compare every algorithm), or a name")
     p.add_argument("--protocol", "-p", default="auto", help="auto, ideal, LL, LL128 or Simple")
-    p.add_argument("--model", default="engine", choices=api.MODELS,
-                   help="engine (discrete-event, default), tuner (NCCL's closed form), alpha-beta, "
-                        "flow (ring collectives on very large clusters, aggregated by symmetry)")
+    p.add_argument("--model", default="auto", choices=api.MODELS,
+                   help="auto (default: the engine where it fits the time and memory budget, flow beyond), engine "
+                        "(discrete-event), tuner (NCCL's closed form), alpha-beta, flow (large clusters: rings as flows, "
+                        "trees/NVLS/CollNet through a replica)")
+    p.add_argument("--max-memory", default=None, metavar="SIZE",
+                   help="memory a run may take, e.g. 4G (default: half of the available memory); runs estimated "
+                        "above it switch to the flow model (auto) or are refused")
     p.add_argument("--nchannels", type=int, default=None, help="channels (default 1, or the model's choice)")
     p.add_argument("--pipeline", type=int, default=None, help="pieces per channel (default: chosen from the protocol)")
     p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce")
@@ -36,6 +40,9 @@ def run(args) -> int:
     coll = get_collective(args.collective)
     sizes = sizes_from_args(args)
     check_output_path(args.trace, "--trace", (".json",))
+    if args.max_memory is not None:
+        from ..budget import parse_memory
+        parse_memory(args.max_memory)   # a bad size is refused before anything runs
     if args.algorithm == "all":
         algos = candidates(coll, topo.nranks, topo)
         if args.model == "flow":
@@ -59,7 +66,7 @@ def run(args) -> int:
     # in this process the loaded topology is reused; worker processes get the spec and load it once each
     where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 else args.topology
     tasks = [sweep.Task(coll.name, nbytes, where, a, args.protocol,
-                        {"model": args.model, "nchannels": args.nchannels, "pipeline": args.pipeline, "root": args.root,
+                        {"model": args.model, "max_memory": args.max_memory, "nchannels": args.nchannels, "pipeline": args.pipeline, "root": args.root,
                          "trace": bool(args.trace) and nbytes == sizes[-1]})
              for nbytes in sizes for a in algos]
     done = iter(sweep.run(tasks, args.jobs, desc=f"simulate {coll.name}"))
@@ -100,6 +107,13 @@ def _table(topo, coll, results, elem, args, multi: bool) -> str:
                 lines.extend(_explain(r))
     if multi:
         lines.append("# * fastest algorithm at that size")
+    if args.model == "auto":  # which model timed which sizes (the JSON has "model" per row)
+        used: dict = {}
+        for nbytes, group, _ in results:
+            for r in group:
+                used.setdefault(r.model, []).append(nbytes)
+        lines.append("# model auto: " + "; ".join(f"{m} for {len(s)} of {len(results) * len(results[0][1])} run(s)"
+                                                  f" ({s[0]}..{s[-1]} B)" for m, s in used.items()))
     avg = sum(b.busbw_GBps for _, _, b in results) / len(results)
     lines.append(f"# Avg bus bandwidth    : {avg:.3f}")
     return "\n".join(lines)
