@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from . import analytic
-from .algorithms import build_program, candidates, get_algorithm, why_not
+from .algorithms import algorithms, build_program, candidates, get_algorithm, why_not
 from .budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
 from .collectives import get_collective
 from .engine import simulate_program
@@ -70,14 +71,23 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     predictor = PREDICTORS[model]
 
     def predict(algo: str, proto: str) -> Result:
-        reason = why_not(algo, coll, topo.nranks, topo)
+        reason = _why_not(algo, coll, topo)
         if reason:
             raise CollsimError(f"cannot run {algo} on {topo.name}: {reason}")
         return predictor(coll, int(nbytes), topo, algo, get_protocol(proto), opts)
 
     if algorithm == "auto" or protocol == "auto":
-        return choose(coll, int(nbytes), topo, predict, algorithm=algorithm, protocol=protocol, model=model)
+        usable = [a for a in algorithms() if _why_not(a, coll, topo) is None] if algorithm == "auto" else None
+        return choose(coll, int(nbytes), topo, predict, algorithm=algorithm, protocol=protocol, model=model,
+                      usable=usable)
     return predict(algorithm, protocol)
+
+
+@lru_cache(maxsize=256)
+def _why_not(algo: str, coll, topo: Topology) -> str | None:
+    """:func:`sim.algorithms.why_not`, once per topology (a sweep asks for every size; on 16,384 GPUs
+    finding the NVLink domains takes a second)."""
+    return why_not(algo, coll, topo.nranks, topo)
 
 
 def run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None,

@@ -22,7 +22,7 @@ the table.
 >>> import sim
 >>> r = sim.simulate("all_reduce", 1 << 30, "dgx-h100:nodes=64", "nvls_tree", "Simple", model="flow")
 >>> r.model, r.explain["replica_nodes"], r.explain["tree_levels"]
-('flow', 8, 6)
+('flow', 4, 6)
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ from .recipe import default_pipeline
 from .result import Result
 from .topology import Topology
 
-REPLICA_NODES = 8
+REPLICA_NODES = 4
+REPLICA_OPS_BUDGET = 30_000   # simulated ops per replica run: half the engine's budget, on a replica of half its size
 REPLICA_ALGORITHMS = ("tree", "nvls_tree", "nvls", "collnet_direct", "collnet_chain")
 
 
@@ -92,6 +93,7 @@ def covers(algorithm: str, topo: Topology) -> str | None:
     return None
 
 
+@lru_cache(maxsize=64)
 def _program(algorithm, coll, topo, nchannels, pipeline, root, spread):
     from .nccl_run import spread_program
     if spread:
@@ -100,31 +102,43 @@ def _program(algorithm, coll, topo, nchannels, pipeline, root, spread):
 
 
 @lru_cache(maxsize=256)
-def _engine_time(algorithm, coll, topo: Topology, nchannels, pieces, root, spread, nbytes, protocol, nvls) -> tuple:
-    """(time us, simulated ops) of the engine on ``topo`` for ``pieces`` pieces per channel, with
-    :func:`sim.nccl_run.run`'s steady-state extrapolation past its ops budget (cached: a sweep's large
-    sizes repeat the same chunks)."""
+def _engine_time(algorithm, coll, topo: Topology, nchannels, pieces, root, spread, nbytes, protocol, nvls,
+                 ops_budget: int) -> tuple:
+    """(time us, simulated ops) of the engine on ``topo`` for ``pieces`` pieces per channel.
+
+    Past ``ops_budget`` ops it simulates ``s`` and ``s // 2`` pieces and extrapolates linearly, as
+    :func:`sim.nccl_run.run` does (each further piece adds one period). Cached: a sweep's large sizes
+    repeat the same chunks."""
     from .engine import simulate_program
-    from .nccl_run import OPS_BUDGET, effective_topology
+    from .nccl_run import effective_topology
     eff = effective_topology(topo, nvls) if protocol.name != IDEAL.name else topo
     one = _program(algorithm, coll, topo, nchannels, 1, root, spread)
-    sim_pieces = min(pieces, max(2, OPS_BUDGET // max(1, one.nops))) if protocol.name != IDEAL.name else pieces
-    prog = _program(algorithm, coll, topo, nchannels, sim_pieces, root, spread)
-    run = simulate_program(prog, eff, nbytes * sim_pieces / pieces, protocol)
-    t = run.time_us
-    if sim_pieces < pieces:   # every further chunk adds one period (sim.nccl_run.run does the same)
-        half = _program(algorithm, coll, topo, nchannels, sim_pieces // 2, root, spread)
-        t_half = simulate_program(half, eff, nbytes * (sim_pieces // 2) / pieces, protocol).time_us
+    sim_pieces = min(pieces, max(2, ops_budget // max(1, one.nops)))
+    chunk = nbytes / pieces
+    t, ops = _run(algorithm, coll, topo, eff, nchannels, sim_pieces, root, spread, chunk, protocol)
+    if sim_pieces < pieces:
+        t_half, _ = _run(algorithm, coll, topo, eff, nchannels, sim_pieces // 2, root, spread, chunk, protocol)
         t += (pieces - sim_pieces) * (t - t_half) / (sim_pieces - sim_pieces // 2)
-    return t, len(run.op_index)
+    return t, ops
+
+
+@lru_cache(maxsize=256)
+def _run(algorithm, coll, topo, eff, nchannels, pieces, root, spread, piece_bytes, protocol) -> tuple:
+    """One engine run of ``pieces`` pieces of ``piece_bytes`` each (cached across a sweep's sizes)."""
+    from .engine import simulate_program
+    prog = _program(algorithm, coll, topo, nchannels, pieces, root, spread)
+    run = simulate_program(prog, eff, piece_bytes * pieces, protocol)
+    return run.time_us, len(run.op_index)
 
 
 def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None,
-                     root: int = 0, replica_nodes: int = REPLICA_NODES) -> Result:
+                     root: int = 0, replica_nodes: int | None = None, ops_budget: int | None = None) -> Result:
     """Time ``algorithm`` with Protocol ``proto`` on ``topo`` through a replica of ``replica_nodes`` nodes."""
     reason = covers(algorithm, topo)
     if reason:
         raise CollsimError(f"{algorithm} on {topo.name}: {reason}; use --model engine")
+    replica_nodes = replica_nodes or REPLICA_NODES
+    ops_budget = ops_budget or REPLICA_OPS_BUDGET
     m = int(topo.meta["nodes"])
     r = min(m, max(2, replica_nodes))
     small, half = replica(topo, r), replica(topo, max(1, r // 2)) if r >= 4 else None
@@ -150,12 +164,12 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
         extra = {"latency_us": lat, "payload_share": plan.payload_share, "chunk_bytes": plan.chunk_bytes,
                  "channels_spread_over_nics": spread}
     key = (algorithm, coll, nch, pieces, root, spread, float(nbytes), engine_proto, nvls)
-    data, sim_ops = _engine_time(key[0], key[1], small, *key[2:])
+    data, sim_ops = _engine_time(key[0], key[1], small, *key[2:], ops_budget)
     level_cost = 0.0
     if levels_full > levels_rep and per_level_steps:
         # one level: one piece's time on the replica minus on the half replica, per level between them
-        t_rep, _ = _engine_time(algorithm, coll, small, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls)
-        t_half, _ = _engine_time(algorithm, coll, half, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls)
+        t_rep, _ = _engine_time(algorithm, coll, small, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget)
+        t_half, _ = _engine_time(algorithm, coll, half, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget)
         level_cost = max(0.0, (t_rep - t_half) / (levels_rep - tree_levels(r // 2)))
         data += level_cost * (levels_full - levels_rep)
     t = lat + data

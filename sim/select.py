@@ -23,13 +23,17 @@ from .recipe import protocols_for
 from .result import Result
 
 
-def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto", model="engine") -> Result:
+def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto", model="engine",
+           usable=None) -> Result:
     """The fastest usable pair's Result; ``explain`` records how it was chosen.
 
     ``predict(algorithm, protocol)``: the chosen model's prediction of one pair (a Result); ``model``
-    names it in the explanation."""
+    names it in the explanation; ``usable``: the algorithms that can run here, if already known."""
     from .tuner import rank_pairs
-    algos = candidates(coll, topo.nranks, topo) if algorithm == "auto" else [algorithm]
+    if algorithm != "auto":
+        algos = [algorithm]
+    else:
+        algos = list(usable) if usable is not None else candidates(coll, topo.nranks, topo)
     if not algos:
         raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
     protos = protocols_for(protocol)
