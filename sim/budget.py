@@ -29,6 +29,8 @@ SIMULATED_BYTES_PER_OP = 130     # dependencies (sorts, CSR successors), routes,
 BASE_BYTES = 120 << 20           # interpreter, numpy, simpy, the topology
 ENGINE_OPS_PER_S = 120_000       # simulated ops per second on a busy 2-core machine (hardware presets)
 BUILD_OPS_PER_S = 8_000_000      # program ops built per second
+ROUTE_S_FAT_TREE = 3e-4          # one route on a preset's fat tree (Dijkstra over two hosts and the fabric)
+ROUTE_S_OTHER = 2e-5             # one route on a textbook topology (neighbours, found at once)
 AUTO_ENGINE_SECONDS = 1.0        # --model auto runs the engine when its estimate is below this
 
 
@@ -131,7 +133,10 @@ def engine_estimate(algorithm: str, collective: str, topo, nchannels: int, piece
     if algorithm == "ring" and topo.meta.get("symmetry") == "rotation" and collective != "all_to_all":
         simulated = max(1, simulated // n)
     nbytes = BASE_BYTES + program_ops * PROGRAM_BYTES_PER_OP + simulated * SIMULATED_BYTES_PER_OP
-    seconds = simulated / ENGINE_OPS_PER_S + program_ops / BUILD_OPS_PER_S
+    # one route per distinct (src, dst) pair: about 6 per rank for trees, fewer for rings
+    pairs = min(simulated, 6 * n * (max(1, nchannels) if algorithm != "ring" else 1))
+    route_s = ROUTE_S_FAT_TREE if topo.meta.get("nodes_per_leaf") and topo.nhosts > 1 else ROUTE_S_OTHER
+    seconds = simulated / ENGINE_OPS_PER_S + program_ops / BUILD_OPS_PER_S + pairs * route_s
     return Estimate(program_ops, simulated, nbytes, seconds)
 
 
