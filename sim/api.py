@@ -114,7 +114,7 @@ def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: Ru
 def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
     """The engine predictor: refuses up front when the run would not fit ``--max-memory``."""
     est = _estimate(coll, nbytes, topo, algorithm, proto, opts)
-    check_memory(f"the engine on {algorithm}/{proto.name} over {topo.nranks} GPUs ({est.describe()})", est.bytes,
+    check_memory(f"the engine on {algorithm}/{proto.name} over {topo.nranks} GPUs ({est.describe(memory=False)})", est.bytes,
                  opts.max_memory, "use --model flow (or auto), a smaller cluster, or raise --max-memory")
     nchannels, pipeline, root, trace = opts.nchannels, opts.pipeline, opts.root, opts.trace
     if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl_run)

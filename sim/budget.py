@@ -75,6 +75,25 @@ def estimate_program_bytes(nops: int) -> int:
     return int(nops) * PROGRAM_BYTES_PER_OP
 
 
+def estimate_verify_bytes(collective: str, nranks: int, algorithm: str | None = None, nchannels: int = 1,
+                          pipeline: int = 1) -> int:
+    """Memory ``collsim verify`` needs for one program: the program, its ops as Python lists, and the
+    symbolic state (one ``nranks``-bit set per rank and chunk; chunks taken as ``nranks`` per piece).
+    ``algorithm`` None (a user's file): priced as a ring."""
+    slots = max(1, nchannels) * max(1, pipeline)
+    nops = ops_per_piece(algorithm or "ring", collective, nranks) * slots
+    state = nranks * nranks * slots * (nranks // 8 + 36)
+    return BASE_BYTES + estimate_program_bytes(nops) + nops * 4 * 8 + state
+
+
+def check_verify(collective: str, nranks: int, algorithm: str | None = None, nchannels: int = 1, pipeline: int = 1,
+                 max_memory: int | None = None) -> None:
+    """Refuse a ``collsim verify`` job whose estimate exceeds the memory budget, before building it."""
+    need = estimate_verify_bytes(collective, nranks, algorithm, nchannels, pipeline)
+    check_memory(f"verifying {algorithm or 'the program'} {collective} on {nranks} ranks", need, max_memory,
+                 "verify fewer ranks (e.g. --ranks 2-64): a proof on small worlds covers the pattern")
+
+
 @dataclass(frozen=True)
 class Estimate:
     """What one engine run will cost: ops in the program, ops it simulates, bytes and seconds."""
@@ -84,9 +103,9 @@ class Estimate:
     bytes: int
     seconds: float
 
-    def describe(self) -> str:
-        return (f"{self.program_ops:,} ops ({self.simulated_ops:,} simulated), about {gb(self.bytes)} and "
-                f"{self.seconds:.0f} s")
+    def describe(self, memory: bool = True) -> str:
+        ops = f"{self.program_ops:,} ops ({self.simulated_ops:,} simulated)"
+        return f"{ops}, about {gb(self.bytes)} and {self.seconds:.0f} s" if memory else f"{ops}, about {self.seconds:.0f} s"
 
 
 def gb(nbytes: float) -> str:
@@ -147,5 +166,5 @@ def check_memory(what: str, need: int, limit: int | None, options: str) -> None:
         raise CollsimError(f"{what} needs about {gb(need)}, more than --max-memory {gb(limit)}: {options}")
 
 
-__all__ = ["engine_estimate", "estimate_program_bytes", "check_memory", "default_max_memory", "parse_memory",
+__all__ = ["engine_estimate", "estimate_program_bytes", "estimate_verify_bytes", "check_verify", "check_memory", "default_max_memory", "parse_memory",
            "Estimate", "ops_per_piece", "AUTO_ENGINE_SECONDS"]
