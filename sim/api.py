@@ -19,6 +19,7 @@ from .collectives import get_collective
 from .engine import simulate_program
 from .errors import CollsimError
 from .presets import load_topology
+from .progress import DELAY_S as PROGRESS_DELAY_S, phases
 from .protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
 from .recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .result import Result, link_tables
@@ -116,6 +117,12 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
     est = _estimate(coll, nbytes, topo, algorithm, proto, opts)
     check_memory(f"the engine on {algorithm}/{proto.name} over {topo.nranks} GPUs ({est.describe(memory=False)})", est.bytes,
                  opts.max_memory, "use --model flow (or auto), a smaller cluster, or raise --max-memory")
+    with phases(f"engine {algorithm}/{proto.name}, {topo.nranks} GPUs", 3 * (2 if proto.name != IDEAL.name else 1),
+                enabled=None if est.seconds >= PROGRESS_DELAY_S else False):
+        return _run_engine(coll, nbytes, topo, algorithm, proto, opts)
+
+
+def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
     nchannels, pipeline, root, trace = opts.nchannels, opts.pipeline, opts.root, opts.trace
     if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl_run)
         from .nccl_run import run

@@ -38,6 +38,7 @@ import numpy as np
 from .engine_loop import run_ops
 from .errors import CollsimError
 from .program import Program
+from .progress import phase
 from .protocols import IDEAL, Protocol
 from .symmetry import Quotient, link_orbits
 from .topology import Topology
@@ -143,6 +144,7 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
         raise CollsimError("symmetry=on but the program or the topology is not rotation symmetric")
     quotient = Quotient(p) if orbits is not None else None
     sim_ops = quotient.reps if quotient else np.arange(p.nops)
+    phase("dependencies")
     order, lo, hi = dependencies(p, sim_ops)
     ndeps = (hi - lo).astype(np.int64)
     # every (lo, hi) range of ``order`` concatenated, without a Python loop per op
@@ -167,6 +169,7 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     lat = np.array([l.latency_us for l in links])
     link_slot = orbits if orbits is not None else np.arange(len(links))
     nslots = int(link_slot.max()) + 1 if len(links) else 0
+    phase("routes")
     # One route per distinct (src agent, dst agent) pair, each a tuple of (link slot, serialisation, latency).
     pair_ids, route_of = np.unique(p.src[sim_ops].astype(np.int64) * p.nagents + p.dst[sim_ops], return_inverse=True)
     routes = [tuple((int(link_slot[i]), wire / bw[i], float(lat[i]))
@@ -174,6 +177,7 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
               + _reduce_unit(p, topo, agent_node, a % p.nagents, nslots, wire)
               for a in pair_ids.tolist()]
 
+    phase("event loop")
     loop = run_ops(routes, route_of.reshape(-1), ndeps, succ, succ_ptr, nslots + len(p.switches), protocol.hop_latency_us)
     start_t, end_t, events = loop.start_us, loop.end_us, loop.events
     if loop.remaining.any():
