@@ -40,7 +40,7 @@ from .errors import CollsimError
 from .program import Program
 from .progress import phase
 from .protocols import IDEAL, Protocol
-from .symmetry import Quotient, link_orbits
+from .symmetry import Quotient, find_shift, host_shift, link_orbits
 from .topology import Topology
 
 
@@ -56,6 +56,7 @@ class EngineRun:
     link_busy_us: np.ndarray     # serialisation time per topology link
     symmetric: bool
     events: int                  # simpy events processed
+    quotient: object = None      # the sim.symmetry.Quotient of a symmetric run (maps ops to their orbit's)
 
 
 # ---- dependencies -----------------------------------------------------------------------------------
@@ -125,6 +126,33 @@ def _reduce_unit(p: Program, topo: Topology, agent_node, agent: int, nslots: int
     return ((nslots + agent - p.nranks, wire / (node.reduce_bandwidth_GBps * 1e3), float(node.reduce_latency_us)),)
 
 
+HOST_SHIFT_MAX_OPS = 4_000_000   # above this, proving the node-level rotation costs more than it saves
+
+
+def _host_quotient(p: Program, topo: Topology, agent_node) -> tuple:
+    """(Quotient, link orbits) for the node-level rotation (every host to the next), or (None, None).
+
+    It holds when the topology's hosts are images of each other (:func:`sim.symmetry.host_shift`), the
+    program is invariant under rank r -> r + GPUs per host (:func:`sim.symmetry.find_shift` proves it),
+    and no route of a representative op crosses a link the rotation fixes (one slot cannot stand for
+    every host's traffic on one link)."""
+    hs = host_shift(topo)
+    if hs is None:
+        return None, None
+    g, orbit, orbit_len = hs
+    sigma = find_shift(p, g)
+    if sigma is None:
+        return None, None
+    quotient = Quotient(p, sigma, g)
+    reps = quotient.reps
+    pairs = np.unique(p.src[reps].astype(np.int64) * p.nagents + p.dst[reps])
+    m = topo.nranks // g
+    for a in pairs.tolist():
+        if any(orbit_len[l] != m for l in topo.route_nodes(agent_node[a // p.nagents], agent_node[a % p.nagents])):
+            return None, None
+    return quotient, orbit
+
+
 # ---- the simulation ---------------------------------------------------------------------------------
 def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protocol = IDEAL, *,
                      symmetry: str = "auto") -> EngineRun:
@@ -137,12 +165,14 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
             raise CollsimError(f"{p.algorithm} reduces in switch {name!r}, which topology {topo.name!r} does not have")
         agent_node.append(topo.node_index[name])
 
-    orbits = None
+    orbits, quotient = None, None
     if symmetry != "off" and p.rotation is not None and p.nranks == topo.nranks and topo.meta.get("symmetry") == "rotation":
         orbits = link_orbits(topo)
+        quotient = Quotient(p) if orbits is not None else None
+    if quotient is None and symmetry != "off" and p.nranks == topo.nranks and (symmetry == "on" or p.nops <= HOST_SHIFT_MAX_OPS):
+        quotient, orbits = _host_quotient(p, topo, agent_node)
     if symmetry == "on" and orbits is None:
         raise CollsimError("symmetry=on but the program or the topology is not rotation symmetric")
-    quotient = Quotient(p) if orbits is not None else None
     sim_ops = quotient.reps if quotient else np.arange(p.nops)
     phase("dependencies")
     order, lo, hi = dependencies(p, sim_ops)
@@ -193,4 +223,4 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     link_bytes = slot_bytes[link_slot] if len(links) else np.zeros(0)
     link_busy = slot_busy[link_slot] if len(links) else np.zeros(0)
     total = float(end_t.max()) + protocol.launch_us if len(end_t) else protocol.launch_us
-    return EngineRun(total, start_t, end_t, sim_ops, link_bytes, link_busy, quotient is not None, events)
+    return EngineRun(total, start_t, end_t, sim_ops, link_bytes, link_busy, quotient is not None, events, quotient)
