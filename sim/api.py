@@ -168,15 +168,17 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
         r = _engine(coll, nbytes, topo, algorithm, proto, opts)
         r.explain["model_choice"] = f"engine: {est.describe()}"
         return r
-    try:
+    from .flow import flow_covers
+    reason = flow_covers(coll, algorithm, topo)
+    if reason is None:
         r = _flow(coll, nbytes, topo, algorithm, proto, opts)
-    except CollsimError as e:
-        if not fits:
-            raise CollsimError(f"{algorithm}/{proto.name} over {topo.nranks} GPUs: the engine needs {est.describe()}, "
-                               f"more than --max-memory {gb(limit)}, and the flow model cannot run it ({e}); "
-                               f"raise --max-memory or simulate a smaller cluster") from None
+    elif not fits:
+        raise CollsimError(f"{coll.name} over {topo.nranks} GPUs: the engine would need about {gb(est.bytes)} for "
+                           f"{algorithm}/{proto.name} ({est.describe(memory=False)}), more than --max-memory {gb(limit)}, "
+                           f"and the flow model cannot run it ({reason}): simulate fewer GPUs or raise --max-memory")
+    else:
         r = _engine(coll, nbytes, topo, algorithm, proto, opts)
-        r.explain["model_choice"] = f"engine (the flow model cannot run it: {e}): {est.describe()}"
+        r.explain["model_choice"] = f"engine (the flow model cannot run it: {reason}): {est.describe()}"
         return r
     r.explain["model_choice"] = f"flow: the engine would need {est.describe()}"
     return r

@@ -308,17 +308,27 @@ def flow_simulate(collective, nbytes: int, topology, algorithm: str = "auto", pr
     return best
 
 
+def flow_covers(coll, algorithm: str, topo: Topology) -> str | None:
+    """None if the flow model can time ``algorithm`` for ``coll`` on ``topo``, else a short reason."""
+    if algorithm in REPLICA_ALGORITHMS:
+        from .replica import covers
+        return covers(algorithm, topo)
+    if algorithm != "ring":
+        return f"it covers the ring, tree, NVLS and CollNet algorithms, not {algorithm}"
+    if coll.name not in RING_COLLECTIVES:
+        return f"its rings cover {', '.join(RING_COLLECTIVES)}, not {coll.name}"
+    return None
+
+
 def flow_predict(coll, nbytes: int, topo: Topology, algorithm: str, proto: Protocol, *, nchannels=None, pipeline=None,
                  root: int = 0, method: str = "auto", cache: dict | None = None) -> Result:
     """The flow model's prediction of one (algorithm, protocol): rings as flows (this module), the
     hierarchical algorithms through a replica of the cluster (:mod:`sim.replica`)."""
     if algorithm in REPLICA_ALGORITHMS:
         return replica_simulate(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
-    if algorithm != "ring":
-        raise CollsimError(f"the flow model covers {', '.join(FLOW_ALGORITHMS)}, not {algorithm}: use --model engine")
-    if coll.name not in RING_COLLECTIVES:
-        raise CollsimError(f"the flow model's rings cover {', '.join(RING_COLLECTIVES)}, not {coll.name}: "
-                           f"use --model engine")
+    reason = flow_covers(coll, algorithm, topo)
+    if reason:
+        raise CollsimError(f"the flow model cannot run {algorithm} {coll.name}: {reason}; use --model engine")
     run = _ideal if proto.name == IDEAL.name else _nccl
     return run(coll, int(nbytes), topo, proto, nchannels, pipeline, root, method, {} if cache is None else cache)
 
