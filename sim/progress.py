@@ -10,6 +10,7 @@ the predictor opens it with :func:`phases`, and the engine reports each phase it
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import contextmanager
 
 DELAY_S = 2.0  # bars appear for work that takes longer than this
@@ -40,7 +41,9 @@ def phases(desc: str, total: int, enabled: bool | None = None):
 def phase(name: str) -> None:
     """Report that the innermost open bar's work entered phase ``name``."""
     bar = _open[-1] if _open else None
-    if bar is not None:
+    if bar is not None and not bar.disable:
         if bar.n < bar.total:
             bar.update()
         bar.set_postfix_str(name, refresh=False)
+        if time.time() - bar.start_t >= bar.delay:   # past the delay: show the phase now, not at the next tick
+            bar.refresh()
