@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import numpy as np
 
 from . import analytic
 from .algorithms import build_program, get_algorithm
