@@ -1,0 +1,134 @@
+"""The reference engine: the link model of :mod:`sim.engine`, written as plain SimPy, to be read.
+
+One SimPy process per op, one ``simpy.Resource`` (capacity 1, FIFO) per link and per reducing switch's
+reduction unit. An op's process
+
+1. waits for the ops that write the chunk it sends (``yield env.all_of(...)``),
+2. queues on every link of its route at once (a link serves one transfer at a time, in request order),
+3. walks the route cut-through: on each link it starts once the link is free *and* the head of the
+   message has arrived; it holds the link for B/bandwidth, and at least until the tail has arrived
+   from the previous link; the head moves on after the link's latency,
+4. arrives when the tail has crossed the last link (plus the protocol's per-transfer latency).
+
+It is the oracle for the fast engine (``collsim simulate --engine reference``; tests compare both):
+same answer, no batching, no numpy, no symmetry, about ten times slower.
+
+>>> from sim.algorithms import build_program
+>>> from sim.presets import load_topology
+>>> run = simulate_program(build_program("ring", "all_gather", 4), load_topology("ring:n=4"), 4e6)
+>>> round(run.time_us, 3)  # 3 steps x (1 us + 1 MB / 100 GB/s), as the fast engine says
+33.0
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import simpy
+
+from .engine import EngineRun
+from .errors import CollsimError
+from .program import Program
+from .protocols import IDEAL, Protocol
+from .topology import Topology
+
+
+def waits_for(p: Program) -> list[list[int]]:
+    """For every op, the ops it waits for: the writes to the chunk it sends, made in earlier steps,
+    since (and including) the last overwrite. Within a step copies land before reductions."""
+    deps: list[list[int]] = [[] for _ in range(p.nops)]
+    writes: dict[tuple[int, int], list[int]] = {}        # (agent, chunk) -> ops whose data it holds
+    order = p.order()
+    bounds = np.flatnonzero(np.diff(p.step[order])) + 1
+    for step_ops in np.split(order, bounds):
+        for i in step_ops.tolist():                       # reads see the chunk as after the last step
+            deps[i] = list(writes.get((int(p.src[i]), int(p.chunk[i])), ()))
+        for i in sorted(step_ops.tolist(), key=lambda i: bool(p.reduce[i])):  # copies first, stable
+            slot = (int(p.dst[i]), int(p.chunk[i]))
+            writes[slot] = writes.get(slot, []) + [i] if p.reduce[i] else [i]
+    window = int(p.params.get("window") or 0)
+    if window:  # flow control: on each connection, op k waits for op k - window (NCCL's buffer slots)
+        connections: dict[tuple[int, int], list[int]] = {}
+        for i in np.lexsort((np.arange(p.nops), p.step)).tolist():
+            queue = connections.setdefault((int(p.src[i]), int(p.dst[i])), [])
+            if len(queue) >= window:
+                deps[i].append(queue[-window])
+            queue.append(i)
+    return deps
+
+
+class Arrival(simpy.Event):
+    """A timeout that also carries an order: transfers arriving at the same instant are delivered in
+    the order they were sent (simpy orders same-time events by priority, then by scheduling)."""
+
+    def __init__(self, env: simpy.Environment, delay: float, order: int):
+        super().__init__(env)
+        self._ok, self._value = True, None      # what simpy.Timeout does, with our priority
+        env.schedule(self, 1 + order, delay)    # 1 + ...: after simpy's own events at that instant
+
+
+def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protocol = IDEAL) -> EngineRun:
+    """Run ``p`` moving ``nbytes`` on ``topo``, one process per op: same result as the fast engine."""
+    if p.nranks > topo.nranks:
+        raise CollsimError(f"{p.algorithm} program has {p.nranks} ranks but topology {topo.name!r} has {topo.nranks} GPUs")
+    missing = [s for s in p.switches if s not in topo.node_index]
+    if missing:
+        raise CollsimError(f"{p.algorithm} reduces in switch {missing[0]!r}, which topology {topo.name!r} does not have")
+    env = simpy.Environment()
+    links = [simpy.Resource(env) for _ in topo.links]
+    units = {s: simpy.Resource(env) for s in p.switches}  # a reducing switch's reduction unit
+    node_of = [topo.gpus[r] for r in range(p.nranks)] + [topo.node_index[s] for s in p.switches]
+    wire = protocol.wire_bytes(p.nbytes_per_chunk(nbytes))
+    link_bytes, link_busy = np.zeros(len(topo.links)), np.zeros(len(topo.links))
+
+    routes: dict[tuple[int, int], list] = {}
+
+    def route(src: int, dst: int) -> list[tuple[simpy.Resource, float, float]]:
+        """(resource, serialisation us, latency us) for each link, then the switch's reduction unit."""
+        if (src, dst) in routes:
+            return routes[src, dst]
+        hops = routes[src, dst] = []
+        for k in topo.route_nodes(node_of[src], node_of[dst]):
+            hops.append((links[k], wire / (topo.links[k].bandwidth_GBps * 1e3), topo.links[k].latency_us, k))
+        node = topo.nodes[node_of[dst]]
+        if dst >= p.nranks and node.reduce and (node.reduce_bandwidth_GBps != float("inf") or node.reduce_latency_us):
+            hops.append((units[p.switches[dst - p.nranks]], wire / (node.reduce_bandwidth_GBps * 1e3),
+                         node.reduce_latency_us, None))
+        return hops
+
+    def hold(resource: simpy.Resource, request, until: float):
+        yield env.timeout(until - env.now)
+        resource.release(request)
+
+    def transfer(i: int, hops, after: list):
+        yield env.all_of(after)                       # 1. the data to send is complete
+        start[i], sent = env.now, next(launches)
+        requests = [res.request() for res, *_ in hops]  # 2. queue on every link of the route now
+        head, tail = env.now, None
+        for (res, serialise, latency, link), request in zip(hops, requests):
+            yield request                             # 3. this link is ours ...
+            if head > env.now:
+                yield env.timeout(head - env.now)     # ... and the head of the message is here
+            begin = env.now
+            end = max(begin + serialise, tail) if tail is not None else begin + serialise
+            env.process(hold(res, request, end))      # busy until the tail has passed
+            if link is not None:
+                link_bytes[link] += wire
+                link_busy[link] += serialise
+            head, tail = begin + latency, end + latency
+        arrive = (tail if tail is not None else env.now) + protocol.hop_latency_us
+        yield Arrival(env, arrive - env.now, sent)    # 4. the tail has crossed the last link
+        end_us[i] = env.now
+        arrived[i].succeed()
+
+    start, end_us = np.zeros(p.nops), np.zeros(p.nops)
+    launches = itertools.count()
+    arrived = [env.event() for _ in range(p.nops)]
+    for i, after in enumerate(waits_for(p)):
+        env.process(transfer(i, route(int(p.src[i]), int(p.dst[i])), [arrived[j] for j in after]))
+    env.run()
+    stuck = [i for i in range(p.nops) if not arrived[i].triggered]
+    if stuck:
+        raise CollsimError(f"{p.algorithm}: op {stuck[0]} never became ready (a dependency cycle in the program)")
+    total = float(end_us.max()) + protocol.launch_us
+    return EngineRun(total, start, end_us, np.arange(p.nops), link_bytes, link_busy, False, p.nops)
