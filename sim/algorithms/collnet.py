@@ -126,7 +126,7 @@ def sharp_reason(topology, n: int) -> str | None:
     return uniform_hosts(topology, n)
 
 
-class _Agents:
+class SwitchAgents:
     """Switch node index -> Program agent id (n, n+1, ... in order of first use)."""
 
     def __init__(self, topology, n: int):
@@ -148,7 +148,7 @@ def _requirement(topology, collective, n):
 def _build(coll, n, topology, nchannels, pipeline, chain: bool, name: str) -> Program:
     groups = host_groups(topology, n)
     k = len(groups[0])
-    agents = _Agents(topology, n)
+    agents = SwitchAgents(topology, n)
     intra = (k - 1) if chain else min(1, k - 1)
     parts = []
     inter_steps = 0

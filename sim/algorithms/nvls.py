@@ -30,7 +30,7 @@ import numpy as np
 
 from ..program import Program
 from . import algorithm
-from .collnet import _Agents, nearest_reducer, switch_tree_ops
+from .collnet import SwitchAgents, nearest_reducer, switch_tree_ops
 from .tree import WINDOW, concat, double_tree, tile, tree_ops
 
 _EXAMPLES = "e.g. dgx-h100 (nvls=1 by default), gb200-nvl72 or switch:n=8,nvls=1"
@@ -76,7 +76,7 @@ def _build(coll, n, topology, nchannels, pipeline, tree: bool) -> Program:
     name = "nvls_tree" if tree else "nvls"
     switches, domains = nvls_domains(topology, n)
     k, m = len(domains[0]), len(domains)
-    agents = _Agents(topology, n)
+    agents = SwitchAgents(topology, n)
     halves = 2 if tree else 1
     parts = []
 
