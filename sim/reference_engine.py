@@ -11,7 +11,9 @@ reduction unit. An op's process
 4. arrives when the tail has crossed the last link (plus the protocol's per-transfer latency).
 
 It is the oracle for the fast engine (``collsim simulate --engine reference``; tests compare both):
-same answer, no batching, no numpy, no symmetry, about ten times slower.
+same answer, no batching, no numpy, no symmetry, about ten times slower. Ties are broken as the fast
+engine breaks them: transfers arriving at one instant are delivered in the order they were sent, and
+the ops one arrival releases start in op order (data dependencies before flow control).
 
 >>> from sim.algorithms import build_program
 >>> from sim.presets import load_topology
@@ -33,10 +35,12 @@ from .protocols import IDEAL, Protocol
 from .topology import Topology
 
 
-def waits_for(p: Program) -> list[list[int]]:
-    """For every op, the ops it waits for: the writes to the chunk it sends, made in earlier steps,
-    since (and including) the last overwrite. Within a step copies land before reductions."""
+def waits_for(p: Program) -> tuple[list[list[int]], list[list[int]]]:
+    """For every op, the ops it waits for: (data) the writes to the chunk it sends, made in earlier
+    steps, since (and including) the last overwrite, copies landing before reductions within a step;
+    (window) the op ``window`` places back on its connection, if the program has flow control."""
     deps: list[list[int]] = [[] for _ in range(p.nops)]
+    slots: list[list[int]] = [[] for _ in range(p.nops)]
     writes: dict[tuple[int, int], list[int]] = {}        # (agent, chunk) -> ops whose data it holds
     order = p.order()
     bounds = np.flatnonzero(np.diff(p.step[order])) + 1
@@ -52,9 +56,9 @@ def waits_for(p: Program) -> list[list[int]]:
         for i in np.lexsort((np.arange(p.nops), p.step)).tolist():
             queue = connections.setdefault((int(p.src[i]), int(p.dst[i])), [])
             if len(queue) >= window:
-                deps[i].append(queue[-window])
+                slots[i].append(queue[-window])
             queue.append(i)
-    return deps
+    return deps, slots
 
 
 class Arrival(simpy.Event):
@@ -83,8 +87,9 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
 
     routes: dict[tuple[int, int], list] = {}
 
-    def route(src: int, dst: int) -> list[tuple[simpy.Resource, float, float]]:
-        """(resource, serialisation us, latency us) for each link, then the switch's reduction unit."""
+    def route(src: int, dst: int) -> list[tuple]:
+        """(resource, serialisation us, latency us, link index) for each link, then the switch's
+        reduction unit (link index None)."""
         if (src, dst) in routes:
             return routes[src, dst]
         hops = routes[src, dst] = []
@@ -100,8 +105,8 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
         yield env.timeout(until - env.now)
         resource.release(request)
 
-    def transfer(i: int, hops, after: list):
-        yield env.all_of(after)                       # 1. the data to send is complete
+    def transfer(i: int, hops, ready: simpy.Event):
+        yield ready                                   # 1. the data is complete, a buffer slot free
         start[i], sent = env.now, next(launches)
         requests = [res.request() for res, *_ in hops]  # 2. queue on every link of the route now
         head, tail = env.now, None
@@ -124,8 +129,13 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     start, end_us = np.zeros(p.nops), np.zeros(p.nops)
     launches = itertools.count()
     arrived = [env.event() for _ in range(p.nops)]
-    for i, after in enumerate(waits_for(p)):
-        env.process(transfer(i, route(int(p.src[i]), int(p.dst[i])), [arrived[j] for j in after]))
+    data, window = waits_for(p)
+    # data conditions first, then flow control, each in op order: ops that one arrival releases start
+    # in that order (the fast engine's); the order decides who queues first on a shared link
+    has_data = [env.all_of([arrived[j] for j in after]) for after in data]
+    has_slot = [env.all_of([arrived[j] for j in after]) for after in window]
+    for i in range(p.nops):
+        env.process(transfer(i, route(int(p.src[i]), int(p.dst[i])), has_data[i] & has_slot[i]))
     env.run()
     stuck = [i for i in range(p.nops) if not arrived[i].triggered]
     if stuck:
