@@ -85,19 +85,15 @@ class ChunkProgram:
 
     def send(self, src, dst, chunk, reduce=False, step=None, where=None) -> None:
         """Send ``chunk`` from ``src`` to ``dst`` (summed into it when ``reduce``): one op per element."""
-        src, dst = self._agent(src), self._agent(dst)
-        step = self.now if step is None else step
-        cols = np.broadcast_arrays(src, dst, np.asarray(chunk) % self.chunks, np.asarray(step), np.asarray(reduce, bool))
-        cols = [c.ravel() for c in cols]
+        cols = [np.asarray(v.agent if isinstance(v, Switch) else v) for v in (src, dst)]
+        cols += [np.asarray(chunk), np.asarray(self.now if step is None else step), np.asarray(reduce, bool)]
+        shape = np.broadcast_shapes(*(c.shape for c in cols))
+        cols = [c.ravel() if c.shape == shape else np.broadcast_to(c, shape).ravel() for c in cols]
         if where is not None:
-            keep = np.broadcast_to(np.asarray(where, bool), cols[0].shape).ravel()
+            keep = np.broadcast_to(np.asarray(where, bool), shape).ravel()
             cols = [c[keep] for c in cols]
-        self._cols.append(tuple(cols))
-
-    def _agent(self, x):
-        if isinstance(x, Switch):
-            return np.int64(x.agent)
-        return (np.asarray(x, dtype=np.int64) + self._shift) % self.n
+        # wrapping is done once for all sends in program(); switches are agents, not ranks: never wrapped
+        self._cols.append((*cols, isinstance(src, Switch), isinstance(dst, Switch)))
 
     # ---- the Program ----------------------------------------------------------------------------------
     def program(self, algorithm: str, *, steps: int, nchannels: int = 1, pipeline: int = 1, rotation=None,
@@ -105,10 +101,20 @@ class ChunkProgram:
         """Every (channel, piece) copy of the schedule, as a Program. ``steps``: the steps one piece
         takes (NCCL's nsteps); ``rotation``: chunk map of the rank -> rank+1 symmetry, if any;
         extra keyword arguments are recorded in ``Program.params``."""
-        src, dst, chunk, step, red = (np.concatenate([c[i] for c in self._cols]) for i in range(5))
+        src, dst, chunk, step, red = (np.concatenate([c[i] for c in self._cols]).astype(np.int64 if i < 4 else bool)
+                                      for i in range(5))
+        count = [len(c[0]) for c in self._cols]
+        for col, k in ((src, 5), (dst, 6)):    # ranks wrap around (and count from the root); switches not
+            if not any(c[k] for c in self._cols):
+                col += self._shift
+                np.remainder(col, self.n, out=col)
+            else:
+                rank = ~np.repeat([c[k] for c in self._cols], count)
+                col[rank] = (col[rank] + self._shift) % self.n
+        np.remainder(chunk, self.chunks, out=chunk)
         slots = nchannels * pipeline
         piece = np.repeat(np.arange(slots, dtype=np.int64), len(src))   # slot-major, the schedule inside
-        tiled = [np.tile(a, slots) for a in (src, dst, chunk, step, red)]
+        tiled = [np.tile(a, slots) if slots > 1 else a for a in (src, dst, chunk, step, red)]
         rot = None
         if rotation is not None:
             c = np.arange(self.chunks * slots)
