@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .analytic import ring_steps
 from .collectives import get_collective
 from .errors import CollsimError
 from .protocols import NCCL_ALGORITHMS, NCCL_PROTOCOLS, base_latency_us, get_protocol, hop_latency_us
@@ -281,7 +282,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         return Terms(algorithm, p, 0, 0.0, 0.0, math.inf, math.inf, {"disabled": why})
     bus, nch, detail = _bus_bandwidth(coll, algorithm, p, m)
     n = m.nranks
-    nsteps = 2 * (n - 1) if coll == "all_reduce" else n - 1 if coll in ("all_gather", "reduce_scatter") else n
+    nsteps = ring_steps(coll, n) if coll in ("all_reduce", "all_gather", "reduce_scatter") else n
     alg = bus
     if not (algorithm != "ring" and coll in ("all_gather", "reduce_scatter")):
         alg = bus * (n / nsteps if algorithm == "ring" else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
@@ -419,6 +420,6 @@ def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
 def _steps(coll: str, algorithm: str, topo) -> int:
     n = topo.nranks
     if algorithm == "ring":
-        return 2 * (n - 1) if coll == "all_reduce" else n - 1
+        return ring_steps(coll, n)
     from .algorithms import build_program
     return build_program(algorithm, coll, n, topology=topo).steps

@@ -24,15 +24,11 @@ does that, :mod:`sim.chunk_program`), which is how NCCL's chunks keep every link
 """
 from __future__ import annotations
 
+from ..analytic import ring_steps
 from ..chunk_program import ChunkProgram
 from . import algorithm
 
 _ALL = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
-
-
-def ring_steps(collective: str, n: int) -> int:
-    """Steps one piece of data takes around an n-rank ring (NCCL's ``nsteps``)."""
-    return 2 * (n - 1) if collective == "all_reduce" else n - 1
 
 
 @algorithm("ring", _ALL, "pipelined ring in rank order; bandwidth-optimal, 2(n-1) steps for all_reduce",
