@@ -27,7 +27,6 @@ from .protocols import NCCL_ALGORITHMS, NCCL_PROTOCOLS, base_latency_us, get_pro
 # ---- NCCL 2.27.7 constants (tuning.cc, search.cc, topo.h) ---------------------------------------------
 ARCHS = ("volta", "ampere", "hopper", "blackwell")
 NVLINK_LINK_GBps = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}  # SM70/80/90/100_NVLINK_BW
-PCI_GEN3_X16_GBps = 12.0          # PCI_BW; NCCL's PCIe speed = lanes x GT/s x 0.75 / 8 (i.e. 3/4 of raw)
 LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
 PER_CH_MAX_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (73.4,) * 3)
 PER_CH_MAX_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (73.4, 73.4, 58.0))
