@@ -2,9 +2,8 @@
 
 A ring all-reduce, as the textbook draws it (``r`` is every rank at once, a numpy array):
 
->>> from sim.collectives import get_collective
 >>> n = 4
->>> p = ChunkProgram(get_collective("all_reduce"), n, chunks=n)
+>>> p = ChunkProgram("all_reduce", n, chunks=n)
 >>> r = p.ranks
 >>> for s in p.steps(n - 1):                      # reduce-scatter: pass partial sums to the right
 ...     p.send(r, r + 1, chunk=r - s, reduce=True)
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .collectives import get_collective
 from .program import Program
 
 
@@ -53,7 +53,8 @@ class ChunkProgram:
 
     def __init__(self, collective, nranks: int, chunks: int, *, root: int = 0, topology=None,
                  ranks_from_root: bool = True):
-        self.collective, self.n, self.chunks = collective, int(nranks), int(chunks)
+        self.collective, self.n, self.chunks = get_collective(collective), int(nranks), int(chunks)
+        collective = self.collective
         self.root = int(root) if collective.rooted else 0
         self.topology = topology
         # False: sends name ranks as they are (an algorithm that places the root itself, like the tree)
