@@ -9,6 +9,12 @@ and rank i hands the result back (one more step). Steps: all_reduce ``2 log2 p'`
 reduce_scatter and all_gather ``log2 p'`` (+2). all_reduce cuts the buffer into p' chunks; the sharded
 collectives keep n shards, assigned to the virtual rank ``s mod p'`` that stands for their owner.
 
+Recursive halving on 8 ranks (partners at distance 4, then 2, then 1; doubling runs it backwards)::
+
+    step 0: 0-4 1-5 2-6 3-7      each sends the half its partner's side will own
+    step 1: 0-2 1-3 4-6 5-7      a quarter
+    step 2: 0-1 2-3 4-5 6-7      an eighth: rank v now owns chunk v, summed
+
 ``direct``: every rank sends straight to every other rank in one step (all_to_all, all_gather);
 contention is whatever the topology makes of n(n-1) simultaneous transfers.
 

@@ -1,5 +1,12 @@
 """CollNet: IB SHARP all_reduce, the network switches reduce (``collnet_direct``, ``collnet_chain``).
 
+::
+
+    host 0: g0 g1 .. g(k-1) --(1)--> head j --(2)--> SHARP switch (sums every host's shard j)
+    host 1: g0 g1 .. g(k-1) --(1)--> head j --(2)-->      |
+                      ^                   ^------(3)------+  multicast of the sum
+                      +--------(4)-------- head j
+
 Each host's buffer is cut into ``ppn`` shards, one per GPU (the *head* of shard j is local GPU j, which
 talks to the network through its own NIC, as NCCL makes one head per rail). A piece goes:
 

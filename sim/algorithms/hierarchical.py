@@ -1,5 +1,12 @@
 """``hierarchical_ring``: a two-level ring all_reduce, inside each host and then across hosts.
 
+::
+
+    host 0: g0 -> g1 -> .. -> g(k-1) -> g0     (1) and (3): a ring inside each host
+              |     |            |
+    host 1: g0 -> g1 -> .. -> g(k-1) -> g0     (2): k rings across hosts, one per local index
+              ...
+
 With m hosts of k GPUs each (local index l = position of the rank in its host):
 
 1. reduce-scatter on a ring inside every host (k-1 steps): local GPU l ends with shard l of its host's

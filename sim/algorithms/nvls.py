@@ -1,5 +1,10 @@
 """NVLS: NVLink SHARP, the NVSwitch reduces and multicasts (``nvls``, ``nvls_tree``).
 
+::
+
+    reduce-scatter:  g0 g1 .. g(k-1) --all shards--> NVSwitch (sums) --shard j--> g_j (its owner)
+    all-gather:      g_j --shard j--> NVSwitch --multicast--> g0 g1 .. g(k-1)
+
 An *NVLink domain* is the set of GPUs whose nearest NVLS switch (``reduce="nvls"``) is the same: a DGX
 H100 node, a GB200 NVL72 rack, ``switch:n=8,nvls=1``. Shard j of the buffer belongs to the domain's
 j-th GPU (its *owner*). Inside a domain NCCL's NVLS kernels do, per piece:

@@ -1,4 +1,4 @@
-"""NCCL's double binary tree: two complementary trees, each carrying half the data, pipelined.
+r"""NCCL's double binary tree: two complementary trees, each carrying half the data, pipelined.
 
 Across hosts the ranks form binary trees in *in-order* labelling: host position x with lowest set bit
 L sits at level log2(L); its parent is whichever of x-L, x+L has bit 2L set (x-L if x+L is past the
@@ -8,7 +8,15 @@ position h-1) when it is odd, so that (m even) every host that is a leaf in one 
 the other and the two trees' sends fall on different links. Inside a host the GPUs form a chain; the
 chain's *head* joins the inter-host tree (tree 0's head is the host's first GPU, tree 1's its last, so
 the two trees leave through different NICs on a rail-optimised cluster), as NCCL's TREE pattern does.
-Any world size works, not only powers of two.
+Any world size works, not only powers of two. Tree 0 over 8 hosts, and tree 1 (mirrored)::
+
+          0                      7
+          |                      |
+          4                      3
+        /   \                  /   \
+       2     6                5     1
+      / \   / \              / \   / \
+     1   3 5   7            6   4 2   0
 
 all_reduce: each tree reduces its half up to its root and broadcasts it back down (NCCL's
 ``reduce up, broadcast down``); a rank sends up once its children have, so with ``D`` the height of
