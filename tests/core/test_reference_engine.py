@@ -5,8 +5,6 @@ batched array loop with symmetry. They must give the same times and per-link byt
 collective and protocol (small worlds), so either one's bug shows up as a disagreement.
 """
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -55,16 +53,26 @@ def test_every_algorithm_is_covered():
     assert seen == set(algorithms()), f"no small topology runs {set(algorithms()) - seen}"
 
 
+@pytest.mark.parametrize("spec,name,coll", list(_cases()))
+def test_same_answer_through_the_nccl_plan(spec, name, coll):
+    # NCCL protocols: effective links, channels over NICs, flow-control windows, steady-state extrapolation
+    for protocol in ("LL", "LL128", "Simple"):
+        want = sim.simulate(coll, 1 << 20, spec, name, protocol)
+        got = sim.simulate(coll, 1 << 20, spec, name, protocol, engine="reference")
+        assert got.time_us == pytest.approx(want.time_us, rel=1e-9)
+        assert got.link_bytes.keys() == want.link_bytes.keys()
+        assert all(got.link_bytes[k] == pytest.approx(v, rel=1e-9) for k, v in want.link_bytes.items())
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm,protocol", [("ring", "LL"), ("tree", "LL128"), ("tree", "Simple"),
-                                                ("nvls_tree", "Simple"), ("ring", "Simple")])
-def test_same_answer_through_the_nccl_plan(algorithm, protocol):
-    # NCCL protocols: effective links, flow-control windows and the steady-state extrapolation
+                                                ("nvls_tree", "Simple"), ("nvls", "LL128")])
+def test_same_answer_on_two_dgx_nodes(algorithm, protocol):
+    # 16 ranks, thousands of ops, many same-instant ties between data dependencies and flow control
     kw = dict(algorithm=algorithm, protocol=protocol)
-    want = sim.simulate("all_reduce", 8 << 20, "dgx-h100:nodes=2", **kw)
-    got = sim.simulate("all_reduce", 8 << 20, "dgx-h100:nodes=2", engine="reference", **kw)
+    want = sim.simulate("all_reduce", 8 << 20, "dgx-h100:nodes=2,sharp=1", **kw)
+    got = sim.simulate("all_reduce", 8 << 20, "dgx-h100:nodes=2,sharp=1", engine="reference", **kw)
     assert got.time_us == pytest.approx(want.time_us, rel=1e-9)
-    assert got.link_bytes.keys() == want.link_bytes.keys()
-    assert all(got.link_bytes[k] == pytest.approx(v, rel=1e-9) for k, v in want.link_bytes.items())
 
 
 def test_fifo_and_cut_through_by_hand():
@@ -79,12 +87,13 @@ def test_fifo_and_cut_through_by_hand():
     assert run.op_end_us.tolist() == pytest.approx([up + lat, 2 * up + lat, 3 * up + lat])
 
 
-def test_cli_engine_reference_and_its_errors():
-    args = [sys.executable, "-m", "sim", "simulate", "-t", "ring:n=4", "-a", "ring", "-p", "ideal", "-b", "1M", "-e", "1M",
-            "--format", "json"]
-    runs = [json.loads(subprocess.run(args + e, capture_output=True, text=True, check=True).stdout)["results"][0]["time_us"]
-            for e in ([], ["--engine", "reference"])]
-    assert runs[0] == pytest.approx(runs[1], rel=1e-12)
-    bad = subprocess.run(args + ["--engine", "reference", "--model", "tuner"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "collsim: error:" in bad.stderr and "--model engine" in bad.stderr
-    assert "Traceback" not in bad.stderr
+def test_cli_engine_reference_and_its_errors(cli):
+    args = ["simulate", "-t", "ring:n=4", "-a", "ring", "-p", "ideal", "-b", "1M", "-e", "1M", "--format", "json"]
+    times = []
+    for extra in ([], ["--engine", "reference"]):
+        code, out, _ = cli(*args, *extra)
+        assert code == 0
+        times.append(json.loads(out)["results"][0]["time_us"])
+    assert times[0] == pytest.approx(times[1], rel=1e-12)
+    code, _, err = cli(*args, "--engine", "reference", "--model", "tuner")
+    assert code == 2 and "collsim: error:" in err and "--model engine" in err and "Traceback" not in err
