@@ -11,7 +11,8 @@ reduction unit. An op's process
 4. arrives when the tail has crossed the last link (plus the protocol's per-transfer latency).
 
 It is the oracle for the fast engine (``collsim simulate --engine reference``; tests compare both):
-same answer, no batching, no numpy, no symmetry, about ten times slower. Ties are broken as the fast
+same answer, no batching, no numpy, no symmetry: 15-45x slower than the fast engine run op by op (a
+few seconds for 10,000s of ops), so use it on small worlds. Ties are broken as the fast
 engine breaks them: transfers arriving at one instant are delivered in the order they were sent, and
 the ops one arrival releases start in op order (data dependencies before flow control).
 
@@ -39,12 +40,10 @@ def waits_for(p: Program) -> tuple[list[list[int]], list[list[int]]]:
     """For every op, the ops it waits for: (data) the writes to the chunk it sends, made in earlier
     steps, since (and including) the last overwrite, copies landing before reductions within a step;
     (window) the op ``window`` places back on its connection, if the program has flow control."""
-    deps: list[list[int]] = [[] for _ in range(p.nops)]
-    slots: list[list[int]] = [[] for _ in range(p.nops)]
+    deps, slots = [[] for _ in range(p.nops)], [[] for _ in range(p.nops)]
     writes: dict[tuple[int, int], list[int]] = {}        # (agent, chunk) -> ops whose data it holds
     order = p.order()
-    bounds = np.flatnonzero(np.diff(p.step[order])) + 1
-    for step_ops in np.split(order, bounds):
+    for step_ops in np.split(order, np.flatnonzero(np.diff(p.step[order])) + 1):
         for i in step_ops.tolist():                       # reads see the chunk as after the last step
             deps[i] = list(writes.get((int(p.src[i]), int(p.chunk[i])), ()))
         for i in sorted(step_ops.tolist(), key=lambda i: bool(p.reduce[i])):  # copies first, stable
@@ -61,6 +60,9 @@ def waits_for(p: Program) -> tuple[list[list[int]], list[list[int]]]:
     return deps, slots
 
 
+MAX_OPS = 250_000   # about a minute of plain SimPy; beyond that the fast engine is the tool
+
+
 class Arrival(simpy.Event):
     """A timeout that also carries an order: transfers arriving at the same instant are delivered in
     the order they were sent (simpy orders same-time events by priority, then by scheduling)."""
@@ -73,11 +75,11 @@ class Arrival(simpy.Event):
 
 def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protocol = IDEAL) -> EngineRun:
     """Run ``p`` moving ``nbytes`` on ``topo``, one process per op: same result as the fast engine."""
-    if p.nranks > topo.nranks:
-        raise CollsimError(f"{p.algorithm} program has {p.nranks} ranks but topology {topo.name!r} has {topo.nranks} GPUs")
-    missing = [s for s in p.switches if s not in topo.node_index]
-    if missing:
-        raise CollsimError(f"{p.algorithm} reduces in switch {missing[0]!r}, which topology {topo.name!r} does not have")
+    if p.nranks > topo.nranks or not set(p.switches) <= set(topo.node_index):
+        raise CollsimError(f"{p.algorithm} program does not fit topology {topo.name!r} (its ranks or switches)")
+    if p.nops > MAX_OPS:
+        raise CollsimError(f"the reference engine runs every op as a SimPy process and {p.algorithm} has {p.nops:,} ops "
+                           f"(limit {MAX_OPS:,}): use the default engine, or a smaller world or size")
     env = simpy.Environment()
     links = [simpy.Resource(env) for _ in topo.links]
     units = {s: simpy.Resource(env) for s in p.switches}  # a reducing switch's reduction unit
@@ -85,16 +87,10 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     wire = protocol.wire_bytes(p.nbytes_per_chunk(nbytes))
     link_bytes, link_busy = np.zeros(len(topo.links)), np.zeros(len(topo.links))
 
-    routes: dict[tuple[int, int], list] = {}
-
     def route(src: int, dst: int) -> list[tuple]:
-        """(resource, serialisation us, latency us, link index) for each link, then the switch's
-        reduction unit (link index None)."""
-        if (src, dst) in routes:
-            return routes[src, dst]
-        hops = routes[src, dst] = []
-        for k in topo.route_nodes(node_of[src], node_of[dst]):
-            hops.append((links[k], wire / (topo.links[k].bandwidth_GBps * 1e3), topo.links[k].latency_us, k))
+        """(resource, serialise us, latency us, link) per link, then a reducing switch's unit (link None)."""
+        hops = [(links[k], wire / (topo.links[k].bandwidth_GBps * 1e3), topo.links[k].latency_us, k)
+                for k in topo.route_nodes(node_of[src], node_of[dst])]
         node = topo.nodes[node_of[dst]]
         if dst >= p.nranks and node.reduce and (node.reduce_bandwidth_GBps != float("inf") or node.reduce_latency_us):
             hops.append((units[p.switches[dst - p.nranks]], wire / (node.reduce_bandwidth_GBps * 1e3),
@@ -109,25 +105,23 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
         yield ready                                   # 1. the data is complete, a buffer slot free
         start[i], sent = env.now, next(launches)
         requests = [res.request() for res, *_ in hops]  # 2. queue on every link of the route now
-        head, tail = env.now, None
+        head = tail = env.now
         for (res, serialise, latency, link), request in zip(hops, requests):
             yield request                             # 3. this link is ours ...
             if head > env.now:
                 yield env.timeout(head - env.now)     # ... and the head of the message is here
             begin = env.now
-            end = max(begin + serialise, tail) if tail is not None else begin + serialise
+            end = max(begin + serialise, tail)        # no sooner than the tail is in from the last link
             env.process(hold(res, request, end))      # busy until the tail has passed
             if link is not None:
                 link_bytes[link] += wire
                 link_busy[link] += serialise
             head, tail = begin + latency, end + latency
-        arrive = (tail if tail is not None else env.now) + protocol.hop_latency_us
-        yield Arrival(env, arrive - env.now, sent)    # 4. the tail has crossed the last link
+        yield Arrival(env, tail + protocol.hop_latency_us - env.now, sent)  # 4. the tail crossed the last link
         end_us[i] = env.now
         arrived[i].succeed()
 
-    start, end_us = np.zeros(p.nops), np.zeros(p.nops)
-    launches = itertools.count()
+    start, end_us, launches = np.zeros(p.nops), np.zeros(p.nops), itertools.count()
     arrived = [env.event() for _ in range(p.nops)]
     data, window = waits_for(p)
     # data conditions first, then flow control, each in op order: ops that one arrival releases start
@@ -137,8 +131,7 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     for i in range(p.nops):
         env.process(transfer(i, route(int(p.src[i]), int(p.dst[i])), has_data[i] & has_slot[i]))
     env.run()
-    stuck = [i for i in range(p.nops) if not arrived[i].triggered]
-    if stuck:
-        raise CollsimError(f"{p.algorithm}: op {stuck[0]} never became ready (a dependency cycle in the program)")
-    total = float(end_us.max()) + protocol.launch_us
-    return EngineRun(total, start, end_us, np.arange(p.nops), link_bytes, link_busy, False, p.nops)
+    if not all(a.triggered for a in arrived):
+        raise CollsimError(f"{p.algorithm}: some op never became ready (a dependency cycle in the program)")
+    return EngineRun(float(end_us.max()) + protocol.launch_us, start, end_us, np.arange(p.nops), link_bytes,
+                     link_busy, False, p.nops)     # events: counted as one process per op

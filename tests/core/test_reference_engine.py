@@ -97,3 +97,8 @@ def test_cli_engine_reference_and_its_errors(cli):
     assert times[0] == pytest.approx(times[1], rel=1e-12)
     code, _, err = cli(*args, "--engine", "reference", "--model", "tuner")
     assert code == 2 and "collsim: error:" in err and "--model engine" in err and "Traceback" not in err
+
+
+def test_a_program_too_big_to_read_is_refused_not_run(cli):
+    code, _, err = cli("simulate", "-t", "ring:n=512", "-a", "ring", "-p", "ideal", "-b", "1M", "-e", "1M", "--engine", "reference")
+    assert code == 2 and "collsim: error:" in err and "default engine" in err
