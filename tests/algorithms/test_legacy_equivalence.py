@@ -33,12 +33,17 @@ def same(new, old):
         assert np.array_equal(new.rotation, old.rotation)
 
 
-def test_every_algorithm_has_its_oracle():
-    assert set(LEGACY) == set(algorithms())
+def test_every_algorithm_of_the_rewrite_has_its_oracle():
+    # algorithms added after the rewrite were written in the language from the start: no oracle
+    assert set(LEGACY) <= set(algorithms())
+    assert {"ring", "tree", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "recursive_hd", "direct",
+            "binomial", "hierarchical_ring"} <= set(LEGACY)
 
 
 def _topology_free():
     for name, algo in algorithms().items():
+        if name not in LEGACY:
+            continue
         for coll in algo.collectives:
             if why_not(name, coll, 4, None) is None:
                 yield pytest.param(name, coll, id=f"{name}-{coll}")
@@ -62,7 +67,7 @@ def test_same_program_on_topologies(spec):
     checked = 0
     for name, algo in algorithms().items():
         for coll in algo.collectives:
-            if why_not(name, coll, n, topo) is not None:
+            if name not in LEGACY or why_not(name, coll, n, topo) is not None:
                 continue
             c = get_collective(coll)
             for nch, pipe, root in [(1, 1, 0), (2, 3, n - 1)]:
