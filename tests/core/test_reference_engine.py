@@ -102,3 +102,8 @@ def test_cli_engine_reference_and_its_errors(cli):
 def test_a_program_too_big_to_read_is_refused_not_run(cli):
     code, _, err = cli("simulate", "-t", "ring:n=512", "-a", "ring", "-p", "ideal", "-b", "1M", "-e", "1M", "--engine", "reference")
     assert code == 2 and "collsim: error:" in err and "default engine" in err
+
+
+def test_unknown_engine_is_named():
+    with pytest.raises(sim.CollsimError, match="unknown engine 'fast'.*default, reference"):
+        sim.simulate("all_reduce", 1 << 20, "ring:n=4", "ring", "ideal", engine="fast")
