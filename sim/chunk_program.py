@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .collectives import get_collective
+from .errors import CollsimError
 from .program import Program
 
 
@@ -88,8 +89,12 @@ class ChunkProgram:
         """Send ``chunk`` from ``src`` to ``dst`` (summed into it when ``reduce``): one op per element."""
         cols = [np.asarray(v.agent if isinstance(v, Switch) else v) for v in (src, dst)]
         cols += [np.asarray(chunk), np.asarray(self.now if step is None else step), np.asarray(reduce, bool)]
+        for name, c in zip(("src", "dst", "chunk", "step"), cols):
+            if c.dtype.kind not in "iu" and c.size:
+                raise CollsimError(f"send: {name} must be whole numbers (ranks, chunks, steps), got {c.dtype} {c.ravel()[:3]}")
         shape = np.broadcast_shapes(*(c.shape for c in cols))
-        cols = [c.ravel() if c.shape == shape else np.broadcast_to(c, shape).ravel() for c in cols]
+        cols = [c.ravel() if c.shape == shape else np.full(shape, c) if c.ndim == 0 else np.broadcast_to(c, shape).ravel()
+                for c in cols]
         if where is not None:
             keep = np.broadcast_to(np.asarray(where, bool), shape).ravel()
             cols = [c[keep] for c in cols]
@@ -102,12 +107,13 @@ class ChunkProgram:
         """Every (channel, piece) copy of the schedule, as a Program. ``steps``: the steps one piece
         takes (NCCL's nsteps); ``rotation``: chunk map of the rank -> rank+1 symmetry, if any;
         extra keyword arguments are recorded in ``Program.params``."""
-        src, dst, chunk, step, red = (np.concatenate([c[i] for c in self._cols]).astype(np.int64 if i < 4 else bool)
-                                      for i in range(5))
+        src, dst, chunk, step, red = (np.concatenate([c[i] for c in self._cols], dtype=np.int64 if i < 4 else bool,
+                                                     casting="unsafe") for i in range(5))
         count = [len(c[0]) for c in self._cols]
         for col, k in ((src, 5), (dst, 6)):    # ranks wrap around (and count from the root); switches not
             if not any(c[k] for c in self._cols):
-                col += self._shift
+                if self._shift:
+                    col += self._shift
                 np.remainder(col, self.n, out=col)
             else:
                 rank = ~np.repeat([c[k] for c in self._cols], count)

@@ -92,3 +92,9 @@ def test_bad_ops_are_refused_by_the_program():
     p.send(0, 2, chunk=0)          # rank 2 wraps to rank 0: a send to itself
     with pytest.raises(sim.CollsimError, match="to itself"):
         p.program("bad", steps=1)
+
+
+def test_a_fractional_chunk_is_an_error_not_a_truncation():
+    p = ChunkProgram("all_gather", 4, chunks=4)
+    with pytest.raises(sim.CollsimError, match="chunk must be whole numbers"):
+        p.send(p.ranks, p.ranks + 1, chunk=p.ranks / 2)
