@@ -70,7 +70,7 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
         if value is not None and model in ("tuner", "alpha-beta"):
             raise CollsimError(f"--{name} has no effect on the {model} model (its channels come from NCCL's "
                                f"search or the formula): drop it, or use --model engine")
-    if check_engine(engine) != "default" and model != "engine":
+    if check_engine(engine) != "default" and model not in ("engine", "auto"):
         raise CollsimError(f"--engine {engine} times programs for the engine model, not the {model} model: "
                            f"drop it, or use --model engine")
     if model == "flow":  # ring collectives on huge clusters; picks among the algorithms it covers itself
