@@ -118,7 +118,7 @@ def performance(ns):
 def check(ns: dict):
     """All checks on the student's namespace, in order (later ones skip if their basis failed)."""
     return run_checks(ns, [
-        ("defines ring_reduce_scatter", defines),
+        ("defines ring_reduce_scatter", defines, [], 0),
         ("returns a reduce_scatter Program", returns_program, ["defines ring_reduce_scatter"]),
         ("correct (sim.verify)", correct, ["returns a reduce_scatter Program"]),
         ("only ring neighbours", neighbours, ["returns a reduce_scatter Program"]),

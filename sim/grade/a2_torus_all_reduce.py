@@ -99,7 +99,7 @@ def small(ns):
 
 def check(ns: dict):
     return run_checks(ns, [
-        ("defines torus_all_reduce", defines),
+        ("defines torus_all_reduce", defines, [], 0),
         ("returns an all_reduce Program", returns_program, ["defines torus_all_reduce"]),
         ("correct (sim.verify)", correct, ["returns an all_reduce Program"]),
         ("only torus neighbours", neighbours, ["returns an all_reduce Program"]),

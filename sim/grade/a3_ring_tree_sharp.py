@@ -22,8 +22,6 @@ functions may not run the simulator (the grader blocks it while calling them): p
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from .checks import Fail, call, close, need, run_checks
 
 TITLE = "predict the ring/tree crossover and the SHARP gain"
@@ -43,27 +41,8 @@ def _sim(algorithm, n, nbytes, bw, lat):
                         protocol="ideal")
 
 
-@contextmanager
-def _no_simulator():
-    """While the student's predictions run, the engine refuses to: a prediction is a formula."""
-    import sim
-    import sim.api
-    import sim.engine
-
-    def refuse(*_a, **_k):
-        raise RuntimeError("predict with a formula: your prediction functions may not run the simulator "
-                           "(the grader compares your formula with it)")
-    saved = (sim.simulate, sim.api.simulate, sim.api.run_engine, sim.engine.simulate_program)
-    sim.simulate = sim.api.simulate = sim.api.run_engine = sim.engine.simulate_program = refuse
-    try:
-        yield
-    finally:
-        sim.simulate, sim.api.simulate, sim.api.run_engine, sim.engine.simulate_program = saved
-
-
 def predict(ns, name, *args) -> float:
-    with _no_simulator():
-        value = call(ns, name, *args)
+    value = call(ns, name, *args, forbid=("simulator",))   # a prediction is a formula: the engine refuses to run
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -74,9 +53,6 @@ def predict(ns, name, *args) -> float:
 
 
 def defines(ns):
-    missing = [f for f in FUNCTIONS if f not in ns]
-    if missing:
-        need(ns, missing[0])
     for f in FUNCTIONS:
         need(ns, f)
     return "all seven functions defined"
@@ -164,7 +140,7 @@ def speedup(ns):
 def check(ns: dict):
     base = ["defines the seven functions"]
     return run_checks(ns, [
-        ("defines the seven functions", defines),
+        ("defines the seven functions", defines, [], 0),
         ("step counts", steps, base),
         ("ring time (exact)", ring, base),
         ("tree time (within 25%)", tree, base),
