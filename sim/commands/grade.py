@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import tempfile
 
 
 def register(sub) -> None:
@@ -35,35 +33,10 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def write_atomic(path: str, text: str, inputs: list[str]) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (no half-written file, a symlink at
-    ``path`` is replaced, not followed); refuse to write over one of the command's inputs."""
-    from ..errors import CollsimError
-    real = os.path.realpath(path)
-    for i in inputs:
-        if os.path.exists(i) and (os.path.realpath(i) == real or (os.path.isdir(i) and real.startswith(os.path.realpath(i) + os.sep)
-                                                                   and real.endswith((".ipynb", ".py")))):
-            raise CollsimError(f"{path} is one of the submissions being graded: write the output somewhere else")
-    if os.path.isdir(path):
-        raise CollsimError(f"{path} is a folder: give a file name for the output")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise CollsimError(f"the folder of {path} does not exist: create it first")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".collsim-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def run(args) -> int:
     from ..errors import CollsimError
     from ..grade.batch import (ProgressBar, collect, csv_text, feedback_markdown, feedback_name, grade_many,
-                               gradescope)
+                               gradescope, write_atomic)
     from ..grade.runner import assignment_module, grade
     from ..grade.sandbox import Limits
     if not args.timeout > 0 or args.timeout > 86400:
@@ -111,4 +84,4 @@ def run(args) -> int:
     return 0 if reports[0].passed else 1
 
 
-__all__ = ["register", "run", "write_atomic"]
+__all__ = ["register", "run"]
