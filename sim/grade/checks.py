@@ -42,7 +42,7 @@ class Check:
 
     @property
     def score(self) -> float:
-        return self.points if self.ok else 0.0
+        return float(self.points) if self.ok else 0.0
 
 
 @dataclass(frozen=True)
