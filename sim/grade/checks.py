@@ -16,10 +16,10 @@ reads is the one to fix first.
 from __future__ import annotations
 
 import json
-import traceback
 from dataclasses import asdict, dataclass, field
 
 from ..errors import CollsimError
+from .where import student_error
 
 
 class Fail(Exception):
@@ -106,17 +106,6 @@ class GradeReport:
         d["checks"] = tuple(Check(**c) for c in d.get("checks", ()))
         d["warnings"] = tuple(d.get("warnings", ()))
         return cls(**d)
-
-
-def student_error(e: BaseException) -> str:
-    """``ValueError: bad (cell 3, line 4)``: the exception and the innermost place in the student's code."""
-    where = ""
-    for frame in reversed(traceback.extract_tb(e.__traceback__)):
-        if frame.filename.startswith("<student"):
-            where = f" ({frame.filename[len('<student '):-1]}, line {frame.lineno})"
-            break
-    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return f"{type(e).__name__}{': ' + text if text else ''}{where}"
 
 
 def as_student(ns):

@@ -24,7 +24,7 @@ import os
 import sys
 from contextlib import ExitStack, contextmanager
 
-from .checks import student_error
+from .where import student_error
 from .wire import WireError, encode
 
 MAX_NAMES = 5000
