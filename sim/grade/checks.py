@@ -82,6 +82,8 @@ class GradeReport:
             tag = "PASS" if c.ok else ("SKIP" if c.skipped else "FAIL")
             worth = f" [{c.score:g}/{c.points:g}]" if c.points else ""
             lines.append(f"  {tag}{worth} {c.name}" + (f": {c.message}" if c.message else ""))
+            if not c.ok and not c.skipped and (c.expected or c.got):
+                lines.append(f"      expected {c.expected or '-'}; got {c.got or '-'}")
         if verbose and self.output:
             lines.append("  --- your code printed (last lines) ---")
             lines.extend("  | " + l for l in self.output.rstrip().splitlines()[-20:])

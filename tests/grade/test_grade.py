@@ -292,3 +292,23 @@ def test_cli_timeout_and_bad_files(tmp_path, cli):
     assert code == 2 and "cannot tell which assignment" in err
     code, _, err = cli("grade", g, "--assignment", "a9")
     assert code == 2 and "unknown assignment 'a9'" in err
+
+
+# ---- every failure says, in short, what was expected and what the code did ------------------------------------
+def test_every_failure_says_what_was_expected_and_what_the_code_did():
+    direct = solution_code("a1") + CELL + """
+def ring_reduce_scatter(n):
+    src, dst = zip(*[(r, k) for r in range(n) for k in range(n) if r != k])
+    return sim.Program.from_ops("reduce_scatter", n, n, src, dst, dst, [0] * len(src), [True] * len(src),
+                                algorithm="direct", steps=1)
+"""
+    cases = [("a1", direct), ("a1", mutate(solution_code("a1"), A1_CHUNK, "chunk=(r - s) % n")),
+             ("a3", mutate(solution_code("a3"), "return 2 * (n - 1)", "return 2 * n"))]
+    for key, code in cases:
+        checks, _ = run(key, code)
+        bad = [c for c in checks.values() if not c.ok and not c.skipped]
+        assert bad
+        for c in bad:
+            assert c.expected and c.got and c.expected != c.got, (key, c)
+    steps = run("a1", direct)[0]["n-1 steps"]
+    assert (steps.expected, steps.got) == ("3 rounds", "1 rounds")   # n=4: a ring reduce-scatter takes n-1 rounds
