@@ -94,7 +94,7 @@ def detect_assignment(path: str, cells: list[Cell], metadata: dict, known: dict)
     (``a1_...``), else a line ``ASSIGNMENT = "a1"`` in the code."""
     collsim_meta = metadata.get("collsim")
     meta = collsim_meta.get("assignment") if isinstance(collsim_meta, dict) else None
-    if meta in known:
+    if isinstance(meta, str) and meta in known:
         return meta
     stem = os.path.basename(path).lower()
     m = re.match(r"(a\d+)[_\-.]", stem)

@@ -209,3 +209,13 @@ def test_output_is_never_written_over_a_submission(tmp_path):
     code, _, err = collsim("grade", f, "--csv", f)
     assert code == 2 and "one of the submissions" in err
     assert f.read_text() == "x = 1\n"
+
+
+@pytest.mark.parametrize("text", ['[1, 2]', '{"cells": [1]}', '{"cells": [{"cell_type": "code", "source": 5}]}',
+                                  '{"cells": [{"cell_type": "code", "source": "x = 1"}], "metadata": {"collsim": {"assignment": {"a": 1}}}}',
+                                  '{"cells": [], "metadata": "odd"}', '{"cells": [{"cell_type": "code", "sou'])
+def test_odd_notebooks_get_a_one_line_error(tmp_path, text):
+    f = tmp_path / "odd.ipynb"
+    f.write_text(text)
+    code, out, err = collsim("grade", f)
+    assert code == 2 and err.startswith("collsim: error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
