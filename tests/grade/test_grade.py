@@ -312,3 +312,71 @@ def ring_reduce_scatter(n):
             assert c.expected and c.got and c.expected != c.got, (key, c)
     steps = run("a1", direct)[0]["n-1 steps"]
     assert (steps.expected, steps.got) == ("3 rounds", "1 rounds")   # n=4: a ring reduce-scatter takes n-1 rounds
+
+
+# ---- a4: NVLS ---------------------------------------------------------------------------------------------------
+A4_MULTICAST = "ops += [(switch, r, k, 3, False) for k in range(n) for r in range(n)]"
+
+
+def test_a4_switch_multicasting_the_sum_itself_breaks_nvls_rules_and_bytes():
+    # skip the owner's read and write-back: the switch sends the sum on its own (SHARP can, NVLS cannot)
+    code = mutate(solution_code("a4"), "ops += [(switch, k, k, 1, False) for k in range(n)]", "")
+    code = mutate(code, "ops += [(k, switch, k, 2, False) for k in range(n)]", "")
+    code = mutate(code, A4_MULTICAST, "ops += [(switch, r, k, 1, False) for k in range(n) for r in range(n)]")
+    code = mutate(code, "steps=4,", "steps=2,")
+    checks, _ = run("a4", code)
+    bad = failed(checks)
+    assert checks["correct (sim.verify)"].ok                     # it is a correct all-reduce ...
+    assert "4 steps" in bad and "NVLS bytes on every link" in bad  # ... but not NVLS: 1.000 S up, not (n+1)/n S
+    assert "carries 1.000 S" in bad["NVLS bytes on every link"] and "1.125 S" in bad["NVLS bytes on every link"]
+
+
+def test_a4_gpu_to_gpu_transfers_and_a_missing_switch_are_named():
+    code = solution_code("a4") + CELL + """
+def nvls_all_reduce(n):
+    return sim.build_program("ring", "all_reduce", n)
+"""
+    bad = failed(run("a4", code)[0])
+    assert 'switches=("switch",)' in bad["returns an all_reduce Program with the switch"]
+
+
+def test_a4_ring_formula_of_a_reduce_scatter_only_is_caught():
+    checks, _ = run("a4", mutate(solution_code("a4"), "return 2 * (n - 1) / n * nbytes", "return (n - 1) / n * nbytes"))
+    bad = failed(checks)
+    assert "`ring_link_bytes(4, 67108864)`" in bad["byte formulas = engine"] and "traffic saving" in bad
+
+
+# ---- a5: a hung job ---------------------------------------------------------------------------------------------
+def test_a5_a_diagnosis_that_only_finds_missing_ranks_fails_the_mismatch_jobs():
+    code = solution_code("a5") + CELL + """
+def diagnose(dump_dir):
+    dumps = {int(re.search(r"(\\d+)", n).group(1)): json.load(open(os.path.join(dump_dir, n))) for n in os.listdir(dump_dir)}
+    last = {r: d["pg_status"]["0"]["last_enqueued_collective"] for r, d in dumps.items()}
+    r = min(last, key=last.get)
+    return {"rank": r, "seq": last[r] + 1, "collective": "all_reduce", "kind": "missing_rank"}
+"""
+    checks, _ = run("a5", code)
+    assert checks["unseen job: skip"].ok
+    for kind in ("dtype", "size", "wrong_collective"):
+        assert not checks[f"unseen job: {kind}"].ok and "the dumps say" in checks[f"unseen job: {kind}"].message
+
+
+def test_a5_calling_the_analyzer_is_refused_and_seed_must_be_set():
+    code = solution_code("a5") + CELL + """
+def diagnose(dump_dir):
+    from sim.flight.analyze import analyze
+    from sim.flight.loader import load_dir
+    d = analyze(load_dir(dump_dir).dumps)
+    return {"rank": d["culprits"][0], "seq": d["collective_seq_id"], "collective": "all_reduce", "kind": d["error_type"]}
+"""
+    checks, _ = run("a5", code)
+    assert "may not run the flight-recorder analyzer" in checks["your job: the culprit rank"].message
+    checks, _ = run("a5", mutate(solution_code("a5"), "SEED = 12345", "SEED = 'me'"))
+    assert "set `SEED = <your student number>`" in failed(checks)["defines diagnose and SEED"]
+
+
+def test_a5_jobs_are_reproducible_per_seed_and_differ_across_seeds():
+    from sim.grade.hung_job import ground_truth, make_job
+    assert make_job(3) == make_job(3)
+    truths = [ground_truth(s) for s in range(12)]
+    assert len({t["kind"] for t in truths}) >= 3 and len({t["rank"] for t in truths}) >= 3
