@@ -180,7 +180,9 @@ class Session:
         self._rep_r, rep_w = os.pipe()
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
-        env.update(PYTHONPATH=root, MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", HOME=workdir, TMPDIR=workdir,
+        # the grader's own import path (a user site-packages under the real HOME included), this sim first
+        path = [root] + [p for p in sys.path if p and p != root and os.path.isdir(p)]
+        env.update(PYTHONPATH=os.pathsep.join(path), MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", HOME=workdir, TMPDIR=workdir,
                    OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
         student_config = os.path.join(tmpdir, "student.json")
         with open(student_config, "w") as f:
