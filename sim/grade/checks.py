@@ -88,8 +88,8 @@ class GradeReport:
             lines.append("  --- your code printed (last lines) ---")
             lines.extend("  | " + l for l in self.output.rstrip().splitlines()[-20:])
         got, total = self.score
-        verdict = "all checks pass" if self.passed else ("could not grade" if self.error and not self.checks
-                                                         else f"{len(self.failures()) or 'some'} check(s) to fix")
+        verdict = ("all checks pass" if self.passed else "could not grade" if self.error and not self.checks
+                   else "stopped early (see ERROR)" if self.error else f"{len(self.failures())} check(s) to fix")
         lines.append(f"score {got:g}/{total:g}: {verdict} ({self.seconds:.1f} s)")
         return "\n".join(lines)
 

@@ -172,7 +172,7 @@ class Session:
     """The checker's handle on one sandboxed student process (use as a context manager)."""
 
     def __init__(self, cells: list[tuple[str, str]], tmpdir: str, limits: Limits = Limits()):
-        self.limits, self.deadline = limits, time.monotonic() + limits.wall_s
+        self.limits, self.remaining_s = limits, limits.wall_s   # spent only while the student's code runs
         self.output_file = os.path.join(tmpdir, "output.txt")
         workdir = os.path.join(tmpdir, "work")
         os.makedirs(workdir)
@@ -209,8 +209,15 @@ class Session:
         self.notes = [str(n)[:2000] for n in self.ready.get("notes", [])][:200] if isinstance(self.ready.get("notes"), list) else []
 
     def _read(self) -> dict:
+        started = time.monotonic()
+        try:
+            return self._read_line(started + self.remaining_s)
+        finally:
+            self.remaining_s -= time.monotonic() - started
+
+    def _read_line(self, deadline: float) -> dict:
         while b"\n" not in self._buffer:
-            left = self.deadline - time.monotonic()
+            left = deadline - time.monotonic()
             if left <= 0:
                 raise StudentGone(f"your code ran for more than {self.limits.wall_s:.0f} s and was stopped: look for an "
                                   "endless loop, or a size far larger than the assignment asks for")

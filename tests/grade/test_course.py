@@ -219,3 +219,17 @@ def test_odd_notebooks_get_a_one_line_error(tmp_path, text):
     f.write_text(text)
     code, out, err = collsim("grade", f)
     assert code == 2 and err.startswith("collsim: error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
+
+
+@pytest.mark.slow
+def test_a_function_that_never_returns_fails_its_check_and_stops_the_rest(tmp_path):
+    f = tmp_path / "a1_spin.py"
+    f.write_text("def ring_reduce_scatter(n):\n    while True:\n        pass\n")
+    t0 = time.monotonic()
+    r = grade(str(f), "a1", timeout_s=4)
+    assert time.monotonic() - t0 < 30
+    by = {c.name: c for c in r.checks}
+    assert by["defines ring_reduce_scatter"].ok
+    assert "ran for more than 4 s" in by["returns a reduce_scatter Program"].message
+    assert all(c.message.startswith("not run:") for c in r.checks[2:]) and r.score[0] == 0
+    assert "ran for more than 4 s" in r.error
