@@ -86,8 +86,11 @@ class Topology:
                 raise CollsimError(f"topology {self.name!r}: node {n.name!r} has reduce={n.reduce!r}: use sharp, nvls or leave it out")
             if n.reduce and n.kind != "switch":
                 raise CollsimError(f"topology {self.name!r}: node {n.name!r} reduces ({n.reduce}) but is a {n.kind}: only switches reduce in the network")
-            if not n.reduce_bandwidth_GBps > 0:
+            if not (isinstance(n.reduce_bandwidth_GBps, (int, float)) and n.reduce_bandwidth_GBps > 0):
                 raise CollsimError(f"topology {self.name!r}: switch {n.name!r} has reduce_bandwidth_GBps={n.reduce_bandwidth_GBps}: it must be positive")
+            if not (isinstance(n.reduce_latency_us, (int, float)) and 0 <= n.reduce_latency_us < math.inf):
+                raise CollsimError(f"topology {self.name!r}: switch {n.name!r} has reduce_latency_us={n.reduce_latency_us}: "
+                                   "it must be zero or more microseconds (a negative latency would make reduction free)")
         if len(self.gpus) < 2:
             raise CollsimError(f"topology {self.name!r} has {len(self.gpus)} GPU(s): a collective needs at least 2")
         for l in self.links:
