@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 from ..errors import CollsimError
 
-MAX_DUMP_BYTES = 1 << 30  # a dump larger than 1 GiB is not a flight-recorder dump; don't read it
+MAX_DUMP_BYTES = 256 << 20  # PyTorch's default 2,000-entry buffer dumps ~1-5 MB; 256 MiB is 50x its largest
+MAX_DUMP_NODES = 10_000_000  # values in one dump, shared references counted each time (~20,000 entries with stacks)
 _PLAIN = (dict, list, tuple, str, int, float, bool, type(None), bytes)
 _OPS = {  # profiling names PyTorch uses (nccl and gloo, old and new) -> one vocabulary
     "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "all_reduce_coalesced": "all_reduce",
@@ -59,18 +60,40 @@ class PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("it uses a persistent id; only plain data is allowed")
 
 
-def _check_plain(x, depth=0):
-    if depth > 64:
-        raise RefusedDump("nesting deeper than 64 levels: not a flight-recorder dump")
-    if not isinstance(x, _PLAIN):
-        raise RefusedDump(f"it contains a {type(x).__name__}; only plain data is allowed")
-    if isinstance(x, dict):
-        for k, v in x.items():
-            _check_plain(k, depth + 1)
-            _check_plain(v, depth + 1)
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            _check_plain(v, depth + 1)
+def _check_plain(root) -> None:
+    """Refuse anything but plain data, nesting past 64 levels, cycles, and more than
+    :data:`MAX_DUMP_NODES` values *counting shared references each time they are used*: a pickle can
+    reference one list from many places, so 249 bytes can stand for 10**9 values (a "billion laughs").
+    Each distinct container is visited once (memoised by identity), so the check itself is linear in
+    the size of the file, whatever the sharing."""
+    expanded: dict[int, int] = {}  # id(container) -> values it stands for, counted with repetitions
+    stack = [(root, 0, False)]
+    on_path: set[int] = set()
+    while stack:
+        x, depth, done = stack.pop()
+        if not isinstance(x, _PLAIN):
+            raise RefusedDump(f"it contains a {type(x).__name__}; only plain data is allowed")
+        if not isinstance(x, (dict, list, tuple)):
+            continue
+        key = id(x)
+        children = [v for kv in x.items() for v in kv] if isinstance(x, dict) else x
+        if done:
+            on_path.discard(key)
+            total = 1 + sum(expanded.get(id(c), 1) for c in children)
+            if total > MAX_DUMP_NODES:
+                raise RefusedDump(f"it expands to more than {MAX_DUMP_NODES:,} values (shared references repeated): "
+                                  "not a flight-recorder dump")
+            expanded[key] = total
+            continue
+        if key in expanded:
+            continue
+        if key in on_path:
+            raise RefusedDump("it contains a reference cycle: not a flight-recorder dump")
+        if depth > 64:
+            raise RefusedDump("nesting deeper than 64 levels: not a flight-recorder dump")
+        on_path.add(key)
+        stack.append((x, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if not (isinstance(c, (dict, list, tuple)) and id(c) in expanded))
 
 
 def read_raw(path: str) -> dict:
