@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
+from sim.safe_io import read_input
 from sim.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 
 MAX_FILE_BYTES = 64 << 20
@@ -106,13 +107,10 @@ def read_measurement(path: str, collective: str | None = None, nranks: int | Non
     ``collective`` / ``nranks`` fill in what a text file does not say (and must agree with what a JSON
     file says).
     """
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise CollsimError(f"measured file {path!r} does not exist: pass the output of `collsim bench --format json` "
                            "or of an nccl-tests binary such as all_reduce_perf")
-    if os.path.getsize(path) > MAX_FILE_BYTES:
-        raise CollsimError(f"measured file {path!r} is over {MAX_FILE_BYTES >> 20} MiB: is it really a benchmark output?")
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8", errors="replace")
+    text = read_input(path, "measured file", MAX_FILE_BYTES)  # regular files only (not /dev/zero, a FIFO)
     if text.lstrip().startswith("{"):
         try:
             doc = json.loads(text)

@@ -28,9 +28,11 @@ from ..collectives import get_collective
 from ..errors import CollsimError
 from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 from ..presets import load_topology
+from ..safe_io import read_input
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
+MAX_MEASUREMENT_BYTES = 64 << 20  # nccl-tests output of every size and type is well under 1 MiB
 PUBLIC_CASES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "public_cases.json")
 
 
@@ -55,10 +57,7 @@ def register(sub) -> None:
 def load_cases(path: str | None, topology: str | None = None, collective: str | None = None) -> list[dict]:
     """Cases ``{"id", "topology", "collective", "rows": [{"size", "time_us", "busbw"}], ...}`` from ``path``."""
     path = path or PUBLIC_CASES
-    try:
-        text = open(path, encoding="utf-8").read()
-    except OSError as e:
-        raise CollsimError(f"cannot read {path}: {e.strerror}: give a cases .json or an nccl-tests output file") from None
+    text = read_input(path, "measurement file", MAX_MEASUREMENT_BYTES)  # regular files only: not /dev/zero, a FIFO
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -75,7 +74,8 @@ def load_cases(path: str | None, topology: str | None = None, collective: str | 
         rows = [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r.get("busbw_GBps", 0.0)}
                 for r in data["results"] if "nbytes" in r and "time_us" in r]
         return [{"id": os.path.basename(path), "topology": topology or data.get("topology"),
-                 "collective": collective or data.get("collective", "all_reduce"), "rows": rows, "source": path}]
+                 "collective": collective or data.get("collective", "all_reduce"), "rows": rows, "source": path,
+                 "nranks": data.get("nranks")}]
     rows = parse_nccl_tests(text)
     meta = parse_nccl_tests_meta(text)
     return [{"id": os.path.basename(path), "topology": topology, "collective": collective or meta["collective"] or "all_reduce",
@@ -91,7 +91,7 @@ def score_case(case: dict, *, model: str = "engine", algorithm: str | None = Non
         raise CollsimError(f"case {case['id']}: no topology: pass --topology SPEC describing the machine it ran on")
     topo = load_topology(spec)
     coll = get_collective(case.get("collective", "all_reduce"))
-    if case.get("nranks") and case["nranks"] != topo.nranks:
+    if case.get("nranks") is not None and case["nranks"] != topo.nranks:
         raise CollsimError(f"case {case['id']}: the measurement has {case['nranks']} ranks but {spec} has {topo.nranks} GPUs: "
                            f"fix --topology (e.g. nodes=, gpus_per_node=)")
     algo = algorithm or case.get("algorithm") or "auto"
