@@ -26,8 +26,9 @@ from .errors import CollsimError
 # typo (1e308K), and keeping sizes below 2**53 keeps every byte count exact in a float.
 MAX_BYTES = 1 << 50
 # A sweep of more sizes than this would run for hours (and hold every row in memory): nccl-tests' usual
-# -b 8 -e 8G -f 2 is 31 sizes; -b 1M -e 1G -i 1M is 1024.
-MAX_SWEEP_SIZES = 10_000
+# -b 8 -e 8G -f 2 is 31 sizes; -b 1M -e 1G -i 1M is 1024; -b 64K -e 1G -i 64K, about the finest sweep
+# anyone runs, is 16,384. -b 8 -e 8T with the default -i 1M would be 8 million.
+MAX_SWEEP_SIZES = 65_536
 # Bandwidths above 1e9 GB/s (an exabyte per second) and latencies above 1e9 us (17 minutes) describe no
 # hardware; they are typos that would silently make one link free or dominant.
 MAX_GBPS = 1e9
