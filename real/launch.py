@@ -166,9 +166,8 @@ def launch_local(opts: BenchOptions) -> int:
                 "WORLD_SIZE": str(opts.nprocs), "LOCAL_WORLD_SIZE": str(opts.nprocs), OPTIONS_FILE_VAR: options_file,
                 "COLLSIM_LOCAL_RUN": "1", "PYTHONUNBUFFERED": "1"})
     lo = loopback_interface()
-    if lo:
-        for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
-            env.setdefault(var, lo)  # the user's own choice (e.g. a NIC for a test) wins
+    if lo:  # the backend's own sockets on loopback too; the user's own choice (e.g. a NIC for a test) wins
+        env.setdefault("NCCL_SOCKET_IFNAME" if opts.backend == "nccl" else "GLOO_SOCKET_IFNAME", lo)
     env.update(dict(opts.nccl_env))
     try:
         others = sys.stderr.fileno()  # ranks 1.. print nothing useful on stdout: keep ours clean for JSON

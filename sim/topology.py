@@ -105,6 +105,11 @@ class Topology:
                 raise CollsimError(f"topology {self.name!r}: link {l.src}->{l.dst} has latency_us={l.latency_us}: latency must be zero or more microseconds")
             if l.kind not in LINK_KINDS:
                 raise CollsimError(f"topology {self.name!r}: link {l.src}->{l.dst} has kind {l.kind!r}: use one of {', '.join(LINK_KINDS)}")
+        linked = {end for l in self.links for end in (l.src, l.dst)}
+        for n in self.nodes:
+            if n.name not in linked and n.kind != "gpu":  # (a GPU gets "no route" below) e.g. a SHARP switch declared but never cabled: it would be chosen, then fail
+                raise CollsimError(f"topology {self.name!r}: {n.kind} {n.name!r} has no links: connect it (links: "
+                                   f"- {{src: ..., dst: {n.name}, duplex: true}}) or remove it")
         # Every GPU must reach every other GPU: check reachability from GPU 0 and back to it.
         first = self.node_index[self.nodes[self.gpus[0]].name]
         fwd, back = self._reachable(first, self._out), self._reachable(first, self._in)
