@@ -29,6 +29,7 @@ from ..errors import CollsimError
 from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 from ..presets import load_topology
 from ..safe_io import read_input
+from ..validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
@@ -55,8 +56,25 @@ def register(sub) -> None:
 
 # ---- reading measurements ------------------------------------------------------------------------
 def load_cases(path: str | None, topology: str | None = None, collective: str | None = None) -> list[dict]:
-    """Cases ``{"id", "topology", "collective", "rows": [{"size", "time_us", "busbw"}], ...}`` from ``path``."""
-    path = path or PUBLIC_CASES
+    """Cases ``{"id", "topology", "collective", "rows": [{"size", "time_us", "busbw"}], ...}`` from ``path``,
+    every number checked (sizes up to 1 PiB, finite non-negative times, a world size from 2 ranks)."""
+    cases = _read_cases(path or PUBLIC_CASES, topology, collective)
+    for c in cases:
+        where = f"{path or PUBLIC_CASES}: case {str(c.get('id'))[:40]}"
+        if c.get("nranks") is not None:
+            c["nranks"] = whole(c["nranks"], f"{where}: nranks", low=2, high=MAX_RANKS)
+        if not isinstance(c.get("rows"), list):
+            raise CollsimError(f"{where}: 'rows' must be a list of {{size, time_us, busbw}}")
+        for i, r in enumerate(c["rows"]):
+            if not isinstance(r, dict):
+                raise CollsimError(f"{where}: row #{i} must be a mapping {{size, time_us, busbw}}")
+            whole(r.get("size"), f"{where}: row #{i} size", low=0, high=MAX_BYTES)
+            number(r.get("time_us"), f"{where}: row #{i} time_us", low=0, high=MAX_US)
+            number(r.get("busbw", 0.0), f"{where}: row #{i} busbw", low=0, high=MAX_GBPS)
+    return cases
+
+
+def _read_cases(path: str, topology: str | None, collective: str | None) -> list[dict]:
     text = read_input(path, "measurement file", MAX_MEASUREMENT_BYTES)  # regular files only: not /dev/zero, a FIFO
     try:
         data = json.loads(text)
