@@ -49,7 +49,7 @@ def read_input(path: str, what: str, max_bytes: int, binary: bool = False):
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise CollsimError(f"{what} {path!r} does not exist: check the path") from None
+        raise CollsimError(f"cannot read {what} {path!r}: it does not exist: check the path") from None
     except OSError as e:
         raise CollsimError(f"cannot read {what} {path!r}: {e.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
