@@ -100,6 +100,12 @@ def build_options(args):
     backends.type_plan(opts, get_collective(collective).reduces)  # raises for a type/op the backend lacks
     if opts.impl.startswith("program:"):
         from . import executor
+        spec = opts.impl.split(":", 1)[1]
+        if spec.endswith(".py"):  # your own code: first in a child with a time limit, so exit() or a loop is reported
+            from sim.commands.verify_user import run_user_file
+            _, fatal = run_user_file(spec, [(collective, nprocs)], min(opts.timeout_s, 60.0))
+            if fatal:
+                raise CollsimError(f"--impl {opts.impl}: {fatal}")
         executor.load_program(opts.impl, collective, nprocs, opts.root)  # refuse bad programs before starting
     return opts
 
