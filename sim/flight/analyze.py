@@ -54,12 +54,15 @@ def _members(dumps: dict, refused: tuple) -> dict[str, tuple]:
     """pg name -> member ranks. gloo leaves pg_config names empty, so the default group falls back to
     every rank that left a file, and other groups to the ranks whose records mention them."""
     everyone = set(dumps) | set(refused)
-    names, mentioned, listed, default = set(), {}, {}, set()
+    names, mentioned, listed, default, merged = set(), {}, {}, set(), set()
     for r, d in dumps.items():
         for name, cfg in d["pg_config"].items():
-            if cfg["ranks"]:
-                listed.setdefault(name, set(cfg["ranks"]))
-                everyone |= set(cfg["ranks"]) if name == "" else set()
+            if cfg["ranks"]:  # equal lists are one shared object across dumps (loader): set() each once
+                if name not in listed:
+                    listed[name] = set(cfg["ranks"])
+                if name == "" and id(cfg["ranks"]) not in merged:
+                    merged.add(id(cfg["ranks"]))
+                    everyone |= set(cfg["ranks"])
         for name in d["pg_status"]:
             mentioned.setdefault(name, set()).add(r)
             names.add(name)

@@ -136,14 +136,21 @@ def _int(x, default=None):
         return default
 
 
-def _ranks(text) -> list[int]:
-    if isinstance(text, (list, tuple)):
-        return [int(r) for r in text]
+def _ranks(text, cache: dict | None = None) -> list[int]:
+    """A group's member list. Every rank's dump repeats the default group's list (``"[0, 1, ...,
+    N-1]"``), so identical lists are parsed once and shared through ``cache``: N dumps then hold one
+    list, not N (memory linear in the number of dumps, not quadratic)."""
+    key = text if isinstance(text, str) else tuple(text) if isinstance(text, (list, tuple)) else None
+    if cache is not None and key in cache:
+        return cache[key]
     try:
-        v = json.loads(text) if text else []
-        return [int(r) for r in v]
+        v = json.loads(text) if isinstance(text, str) and text else text if isinstance(text, (list, tuple)) else []
+        out = [int(r) for r in v]
     except (ValueError, TypeError):
-        return []
+        out = []
+    if cache is not None and key is not None:
+        cache[key] = out
+    return out
 
 
 def op_name(profiling_name: str) -> str:
@@ -152,12 +159,13 @@ def op_name(profiling_name: str) -> str:
     return _OPS.get(base, base)
 
 
-def normalise(raw: dict) -> dict:
-    """The canonical shape the analyzer reads (see the module docstring)."""
+def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
+    """The canonical shape the analyzer reads (see the module docstring); ``ranks_cache`` shares equal
+    member lists between dumps (see :func:`_ranks`)."""
     status = {str(k): {kk: _int(vv, -1) for kk, vv in (v or {}).items()}
               for k, v in (raw.get("pg_status") or {}).items() if isinstance(v, dict)}
     config = {str(k): {"name": str((v or {}).get("name", k)), "desc": str((v or {}).get("desc", "")),
-                       "ranks": _ranks((v or {}).get("ranks"))}
+                       "ranks": _ranks((v or {}).get("ranks"), ranks_cache)}
               for k, v in (raw.get("pg_config") or {}).items() if isinstance(v, dict)}
     entries = []
     for e in raw.get("entries") or []:
@@ -213,7 +221,7 @@ def load_dir(directory: str) -> DumpSet:
     """Every rank's dump in ``directory`` (one file per rank, the rank at the end of its name)."""
     if not os.path.isdir(directory):
         raise CollsimError(f"{directory!r} is not a directory: give the directory holding rank_0, rank_1, ... dumps")
-    dumps, refused, refused_ranks, skipped = {}, {}, [], []
+    dumps, refused, refused_ranks, skipped, ranks_cache = {}, {}, [], [], {}
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         rank = rank_of(name)
@@ -225,7 +233,7 @@ def load_dir(directory: str) -> DumpSet:
         try:
             raw = read_raw(path)
             try:
-                dumps[rank] = normalise(raw)
+                dumps[rank] = normalise(raw, ranks_cache)
             except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as e:
                 # a field of the wrong type (entries: 5, pg_config: [1], ranks: [0, "a"]): refuse the
                 # file like any other non-dump, so one bad rank does not hide the others' findings
@@ -236,4 +244,30 @@ def load_dir(directory: str) -> DumpSet:
     if not dumps:
         why = "; ".join(refused.values()) or "no file named like rank_0, rank_1, ..."
         raise CollsimError(f"no readable flight-recorder dump in {directory!r} ({why})")
+    check_one_job(dumps, directory)
     return DumpSet(dumps, refused, tuple(refused_ranks), tuple(skipped))
+
+
+def check_one_job(dumps: dict, directory: str = "") -> None:
+    """Refuse dumps that cannot come from one job: a process group whose member list differs between
+    ranks, a rank outside its own default group, or different recorder versions. Matching records of
+    two jobs by sequence id would blame ranks for another job's calls."""
+    fix = f"keep one job's dumps per directory{f' ({directory})' if directory else ''}"
+    versions = {d["version"] for d in dumps.values() if d.get("version")}
+    if len(versions) > 1:
+        raise CollsimError(f"the dumps were written by different flight-recorder versions ({', '.join(sorted(versions))}): "
+                           f"they come from different jobs; {fix}")
+    seen: dict[str, tuple[int, list]] = {}
+    for rank, d in sorted(dumps.items()):
+        for name, cfg in d["pg_config"].items():
+            members = cfg["ranks"]
+            if not members:
+                continue
+            if name in seen and seen[name][1] is not members and seen[name][1] != members:  # shared: O(1)
+                other, theirs = seen[name]
+                raise CollsimError(f"rank {other}'s dump says process group {name!r} has ranks {theirs[:16]}, rank {rank}'s "
+                                   f"says {members[:16]}: the dumps come from different jobs; {fix}")
+            seen.setdefault(name, (rank, members))
+            if (cfg["desc"] == "default_pg" or name == "0") and rank not in members:
+                raise CollsimError(f"the dump of rank {rank} lists its default group as ranks {members[:16]}, which do not "
+                                   f"include {rank}: a dump of another job (or a renamed file); {fix}")
