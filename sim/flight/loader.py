@@ -143,11 +143,13 @@ def _ranks(text, cache: dict | None = None) -> list[int]:
     key = text if isinstance(text, str) else tuple(text) if isinstance(text, (list, tuple)) else None
     if cache is not None and key in cache:
         return cache[key]
-    try:
-        v = json.loads(text) if isinstance(text, str) and text else text if isinstance(text, (list, tuple)) else []
-        out = [int(r) for r in v]
-    except (ValueError, TypeError):
-        out = []
+    if isinstance(text, (list, tuple)):
+        out = [int(r) for r in text]  # a non-number here makes the dump malformed (load_dir refuses it)
+    else:
+        try:
+            out = [int(r) for r in (json.loads(text) if text else [])]
+        except (ValueError, TypeError):
+            out = []
     if cache is not None and key is not None:
         cache[key] = out
     return out
