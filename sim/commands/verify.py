@@ -9,14 +9,13 @@ time limit.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 
 from ..algorithms import algorithms, build_program, why_not
 from ..collectives import COLLECTIVES, get_collective
 from ..errors import CollsimError
 from ..verify import VerificationError, verify
-from .verify_user import program_mismatch, run_user_file
+from .verify_user import load_user_builder, program_mismatch, run_user_file  # noqa: F401 (load_user_builder: API)
 
 
 def register(sub) -> None:
@@ -58,22 +57,6 @@ def parse_ranks(text: str) -> list[int]:
         if len(out) > MAX_WORLD_SIZES:
             raise CollsimError(f"--ranks {text!r} lists more than {MAX_WORLD_SIZES} world sizes: use fewer, e.g. 2-16 or 2,4,8,64")
     return out
-
-
-def load_user_builder(path: str):
-    """Import a user's algorithm file (their own code, run on purpose) and return (build, collectives)."""
-    if not os.path.isfile(path):
-        raise CollsimError(f"no such file {path!r}: give a built-in algorithm name or a .py file")
-    spec = importlib.util.spec_from_file_location("collsim_user_algorithm", path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # the student's code: report its error in one line
-        raise CollsimError(f"{path} failed to import: {type(e).__name__}: {e}") from None
-    build = getattr(module, "build", None)
-    if not callable(build):
-        raise CollsimError(f"{path} defines no function build(collective, nranks) returning a sim.Program")
-    return build, list(getattr(module, "COLLECTIVES", COLLECTIVES))
 
 
 def run(args) -> int:

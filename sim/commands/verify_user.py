@@ -13,6 +13,7 @@ the parent never hears about failed.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -20,7 +21,24 @@ import subprocess
 import sys
 import time
 
+from ..collectives import COLLECTIVES
 from ..errors import CollsimError
+
+
+def load_user_builder(path: str):
+    """Import a user's algorithm file (their own code, run on purpose) and return (build, collectives)."""
+    if not os.path.isfile(path):
+        raise CollsimError(f"no such file {path!r}: give a built-in algorithm name or a .py file")
+    spec = importlib.util.spec_from_file_location("collsim_user_algorithm", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the student's code: report its error in one line
+        raise CollsimError(f"{path} failed to import: {type(e).__name__}: {e}") from None
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise CollsimError(f"{path} defines no function build(collective, nranks) returning a sim.Program")
+    return build, list(getattr(module, "COLLECTIVES", COLLECTIVES))
 
 
 def program_mismatch(program, collective: str, nranks: int) -> str | None:
@@ -45,7 +63,6 @@ def _child(path: str, jobs: list[tuple[str, int]]) -> int:
         report.write(json.dumps(kw) + "\n")
 
     from ..verify import verify
-    from .verify import load_user_builder
     try:
         build, supported = load_user_builder(path)
     except CollsimError as e:
