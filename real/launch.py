@@ -38,6 +38,7 @@ OPTIONS_FILE_VAR = "COLLSIM_BENCH_OPTIONS_FILE"  # path of the JSON options file
 STORE_FD_VAR = "COLLSIM_STORE_FD"  # rank 0 only: the launcher's loopback listening socket for the TCPStore
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK")
 GRACE_S = 3.0  # from SIGTERM to SIGKILL
+MAX_LOCAL_RANKS = 1024  # local processes one `collsim bench --nprocs` may start
 _POLL_S = 0.05
 
 
@@ -154,6 +155,10 @@ def _on_sigterm(signum, frame):
 
 def launch_local(opts: BenchOptions) -> int:
     """Run ``opts.nprocs`` local ranks to completion; returns the exit status for ``collsim bench``."""
+    if opts.nprocs > MAX_LOCAL_RANKS:
+        from sim.errors import CollsimError
+        raise CollsimError(f"--nprocs {opts.nprocs} is over {MAX_LOCAL_RANKS} local ranks: each is a Python process "
+                           "with torch loaded (~300 MB); run across hosts with torchrun for larger jobs")
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # so ranks import this checkout
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

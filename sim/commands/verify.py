@@ -14,6 +14,7 @@ import os
 from ..algorithms import algorithms, build_program, why_not
 from ..collectives import COLLECTIVES, get_collective
 from ..errors import CollsimError
+from ..validation import number
 from ..verify import VerificationError, verify
 from .verify_user import load_user_builder, program_mismatch, run_user_file  # noqa: F401 (load_user_builder: API)
 
@@ -36,6 +37,7 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: longer is a typo, and larger values overflow the OS's timers
 MAX_VERIFY_RANKS = 1024  # symbolic verification holds n x chunks rank sets: past ~1e3 ranks it takes minutes
 MAX_WORLD_SIZES = 256
 
@@ -105,8 +107,7 @@ def _run_user_file(args, colls: list[str], ranks: list[int]) -> int:
     path = args.algorithm
     if not os.path.isfile(path):
         raise CollsimError(f"no such file {path!r}: give a built-in algorithm name or a .py file")
-    if not args.timeout > 0 or args.timeout != args.timeout:
-        raise CollsimError(f"--timeout {args.timeout} must be a positive number of seconds, e.g. 60")
+    number(args.timeout, "--timeout", low=0, low_open=True, high=MAX_TIMEOUT_S, example="60")
     results, fatal = run_user_file(path, [(c, n) for c in colls for n in ranks], args.timeout)
     label = os.path.basename(path)
     failures, summary = 0, {}

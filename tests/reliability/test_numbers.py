@@ -75,5 +75,13 @@ def test_plan_with_a_number_for_the_gpu_name_is_refused(user, tmp_path):
     refused(user("plan", "w.yaml", "--topology", "ring:n=8"), "compute.gpu")
 
 
-def test_verify_absurd_rank_range_is_refused(user):
-    refused(user("verify", "ring", "--ranks", "2-1000000000", timeout=20), "1000000000", "limit")
+@pytest.mark.parametrize("args,words", [
+    (("flight", "analyze", ".", "--straggler-ms", "nan"), ("--straggler-ms", "finite")),
+    (("flight", "analyze", ".", "--slow-factor", "0.5"), ("--slow-factor", "above 1")),
+    (("verify", "ring", "--ranks", "2-1000000000"), ("1000000000", "limit")),
+    (("bench", "--backend", "gloo", "-b", "1K", "-e", "1K", "--timeout", "inf"), ("--timeout", "finite")),
+])
+def test_hostile_flags_are_refused(user, args, words):
+    if args[0] == "bench":
+        pytest.importorskip("torch", reason="bench needs torch")
+    refused(user(*args, timeout=30), *words)
