@@ -64,6 +64,8 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
         raise CollsimError(f"size {nbytes!r} must be a non-negative number of bytes")
     if model not in MODELS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < topo.nranks:  # every model, not only the engine
+        raise CollsimError(f"root {root!r} is not a rank of {topo.name}: choose 0..{topo.nranks - 1}")
     for name, value in (("nchannels", nchannels), ("pipeline", pipeline)):
         if value is not None and value < 1:
             raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
