@@ -16,7 +16,7 @@ from . import analytic
 from .algorithms import algorithms, build_program, candidates, get_algorithm, why_not
 from .budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
 from .collectives import get_collective
-from .engine import simulate_program
+from .engines import check_engine, run_program
 from .errors import CollsimError
 from .presets import load_topology
 from .progress import DELAY_S as PROGRESS_DELAY_S, phases
@@ -38,11 +38,12 @@ class RunOptions:
     root: int = 0
     trace: bool = False
     max_memory: int | None = None    # bytes; None: half of the memory available (sim.budget)
+    engine: str = "default"          # which engine times programs (sim.engines)
 
 
 def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protocol: str = "auto", *,
              model: str = "auto", nchannels: int | None = None, pipeline: int | None = None, root: int = 0,
-             trace: bool = False, max_memory=None) -> Result:
+             trace: bool = False, max_memory=None, engine: str = "default") -> Result:
     """Predict ``collective`` moving ``nbytes`` (nccl-tests' size) on ``topology``.
 
     ``topology``: a Topology, a preset spec (``"dgx-h100:nodes=2"``) or a .yaml/.json path.
@@ -52,6 +53,7 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     model beyond), ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or
     ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.flow`).
     ``max_memory``: bytes (or ``"2G"``) a run may take; default half of the available memory.
+    ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.reference_engine`).
     Every predictor is one function of :data:`PREDICTORS`; selection gets the chosen one.
     """
     topo = load_topology(topology)
@@ -60,15 +62,18 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
         raise CollsimError(f"size {nbytes!r} must be a non-negative number of bytes")
     if model not in PREDICTORS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < topo.nranks:  # every model, not only the engine
+        raise CollsimError(f"root {root!r} is not a rank of {topo.name}: choose 0..{topo.nranks - 1}")
     for name, value in (("nchannels", nchannels), ("pipeline", pipeline)):
         if value is not None and value < 1:
             raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
         if value is not None and model in ("tuner", "alpha-beta"):
             raise CollsimError(f"--{name} has no effect on the {model} model (its channels come from NCCL's "
                                f"search or the formula): drop it, or use --model engine")
-    if coll.rooted and not 0 <= root < topo.nranks:
-        raise CollsimError(f"root {root} is not a rank: choose 0..{topo.nranks - 1}")
-    opts = RunOptions(nchannels, pipeline, root, trace, None if max_memory is None else parse_memory(max_memory))
+    if check_engine(engine) != "default" and model not in ("engine", "auto"):
+        raise CollsimError(f"--engine {engine} times programs for the engine model, not the {model} model: "
+                           f"drop it, or use --model engine")
+    opts = RunOptions(nchannels, pipeline, root, trace, None if max_memory is None else parse_memory(max_memory), engine)
     predictor = PREDICTORS[model]
 
     def predict(algo: str, proto: str) -> Result:
@@ -92,9 +97,9 @@ def _why_not(algo: str, coll, topo: Topology) -> str | None:
 
 
 def run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None,
-               root: int = 0, trace: bool = False) -> Result:
-    """The discrete-event prediction for one (algorithm, protocol)."""
-    return _engine(coll, nbytes, topo, algorithm, proto, RunOptions(nchannels, pipeline, root, trace))
+               root: int = 0, trace: bool = False, engine: str = "default") -> Result:
+    """The discrete-event prediction for one (algorithm, protocol), timed by ``engine``."""
+    return _engine(coll, nbytes, topo, algorithm, proto, RunOptions(nchannels, pipeline, root, trace, None, engine))
 
 
 def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Estimate:
@@ -123,17 +128,18 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
 
 
 def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
-    nchannels, pipeline, root, trace = opts.nchannels, opts.pipeline, opts.root, opts.trace
+    nchannels, pipeline, root, trace, engine = opts.nchannels, opts.pipeline, opts.root, opts.trace, opts.engine
     if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl_run)
         from .nccl_run import run
-        return run(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace)
+        return run(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace,
+                   engine=engine)
     nch = nchannels or 1
     if pipeline is None:
         steps = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=1, pipeline=1, root=root).steps \
             if coll.name in get_algorithm(algorithm).pipelined else 0
         pipeline = default_pipeline(algorithm, coll.name, nbytes, topo, proto, nch, steps)
     program = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=nch, pipeline=pipeline, root=root)
-    run = simulate_program(program, topo, nbytes, proto)
+    run = run_program(program, topo, nbytes, proto, engine=engine)
     link_bytes, link_busy = link_tables(topo, run.link_bytes, run.link_busy_us)
     tr = None
     if trace:
@@ -164,7 +170,7 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
     est = _estimate(coll, nbytes, topo, algorithm, proto, opts)
     limit = default_max_memory() if opts.max_memory is None else opts.max_memory
     fits = est.bytes <= limit
-    if fits and (est.seconds <= AUTO_ENGINE_SECONDS or opts.trace):
+    if fits and (est.seconds <= AUTO_ENGINE_SECONDS or opts.trace or opts.engine != "default"):
         r = _engine(coll, nbytes, topo, algorithm, proto, opts)
         r.explain["model_choice"] = f"engine: {est.describe()}"
         return r

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import api
 from ..algorithms import candidates, why_not
 from ..collectives import get_collective
+from ..engines import ENGINES
 from ..errors import CollsimError
 from ..presets import load_topology
 from .common import check_output_path, DEFAULT_TOPOLOGY, DTYPE_BYTES, add_size_args, emit, sizes_from_args
@@ -23,6 +24,8 @@ def register(sub) -> None:
     p.add_argument("--max-memory", default=None, metavar="SIZE",
                    help="memory a run may take, e.g. 4G (default: half of the available memory); runs estimated "
                         "above it switch to the flow model (auto) or are refused")
+    p.add_argument("--engine", default="default", choices=ENGINES,
+                   help="what times the engine model: default (fast) or reference (readable SimPy, the oracle)")
     p.add_argument("--nchannels", type=int, default=None, help="channels (default 1, or the model's choice)")
     p.add_argument("--pipeline", type=int, default=None, help="pieces per channel (default: chosen from the protocol)")
     p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce")
@@ -66,7 +69,8 @@ def run(args) -> int:
     # in this process the loaded topology is reused; worker processes get the spec and load it once each
     where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 else args.topology
     tasks = [sweep.Task(coll.name, nbytes, where, a, args.protocol,
-                        {"model": args.model, "max_memory": args.max_memory, "nchannels": args.nchannels, "pipeline": args.pipeline, "root": args.root,
+                        {"model": args.model, "max_memory": args.max_memory, "nchannels": args.nchannels,
+                         "pipeline": args.pipeline, "root": args.root, "engine": args.engine,
                          "trace": bool(args.trace) and nbytes == sizes[-1]})
              for nbytes in sizes for a in algos]
     done = iter(sweep.run(tasks, args.jobs, desc=f"simulate {coll.name}"))
