@@ -80,7 +80,7 @@ def test_cli_refuses_a_run_over_the_budget_in_one_line(cli):
 
 def test_verify_refuses_a_huge_world_before_building_it(cli):
     code, _, err = cli("verify", "ring", "-c", "all_reduce", "--ranks", "200000")
-    assert code == 2 and "fewer ranks" in err and "Traceback" not in err
+    assert code == 2 and "ranks" in err and "Traceback" not in err
 
 
 @pytest.mark.slow
