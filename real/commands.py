@@ -34,6 +34,9 @@ def register(subparsers) -> None:
     p.add_argument("-i", "--stepbytes", default="1M", help="size increment when -f is not given (default 1M)")
     p.add_argument("-f", "--stepfactor", type=float, default=0.0, help="size multiplier (default: use -i)")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the whole sweep R times and pool each size's iterations (default 1): on a shared "
+                        "machine a burst of load then hits every size a little instead of one size a lot")
     p.add_argument("-w", "--warmup_iters", type=int, default=1, help="warm-up iterations (default 1)")
     p.add_argument("-c", "--check", type=int, default=1, help="correctness checks per size, 0 = none (default 1)")
     p.add_argument("-o", "--op", default="sum", help="sum, prod, min, max, avg or all (default sum)")
@@ -88,7 +91,7 @@ def build_options(args):
         nprocs = 2  # the smallest job that communicates
     opts = BenchOptions(
         collective=collective, sizes=sizes, minbytes=min(sizes), maxbytes=max(sizes), stepfactor=args.stepfactor,
-        stepbytes=parse_size(args.stepbytes), iters=args.iters,
+        stepbytes=parse_size(args.stepbytes), iters=args.iters, repeat=args.repeat,
         warmup=args.warmup_iters, check=args.check, ops=parse_ops(args.op), dtypes=parse_dtypes(args.datatype),
         root=args.root, average=args.average, backend=backend, nprocs=nprocs, timeout_s=args.timeout,
         timer=args.timer, impl=parse_impl(args.impl), fmt=args.format,

@@ -24,7 +24,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
@@ -32,6 +32,8 @@ from sim.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 
 MAX_FILE_BYTES = 64 << 20
 TIME_CHOICES = ("best", "out-of-place", "in-place")
+STATISTICS = ("mean", "median", "min")
+DEFAULT_STATISTIC = "median"
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,13 @@ class MeasuredRow:
     dtype: str | None = None
     redop: str | None = None
     wrong: float | None = None            # #wrong elements (or the old max-error column)
+    # what collsim bench records beside the mean (None in nccl-tests text and older JSON)
+    median_time_us: float | None = None
+    inplace_median_time_us: float | None = None
+    min_time_us: float | None = None
+    inplace_min_time_us: float | None = None
+    samples_us: tuple[float, ...] = ()            # every timed iteration, out-of-place
+    inplace_samples_us: tuple[float, ...] = ()
 
     def time(self, which: str = "best") -> float | None:
         """The time to compare with: ``best`` (the faster of out-of-place and in-place: interference on
@@ -61,7 +70,13 @@ class MeasuredRow:
 
     def observations(self) -> list[float]:
         """Every positive time this row holds (out-of-place, in-place): calibration fits them all."""
-        return [t for t in (self.time_us, self.inplace_time_us) if t is not None and t > 0]
+        return [t for t, _ in self.observed_samples()]
+
+    def observed_samples(self) -> list[tuple[float, tuple[float, ...]]]:
+        """:meth:`observations`, each with the timed iterations behind it (``()`` where not recorded):
+        what calibration's bootstrap resamples."""
+        return [(t, xs) for t, xs in ((self.time_us, self.samples_us), (self.inplace_time_us, self.inplace_samples_us))
+                if t is not None and t > 0]
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,9 @@ class Measurement:
     label: str = ""                  # where it ran: "local:gloo:2", a GPU name...
     env: dict = field(default_factory=dict)
 
+    statistic: str = "mean"          # which statistic of the iterations the rows' times are (with_statistic)
+    statistic_note: str = ""         # why it is not the one asked for, when it is not
+
     @property
     def sizes(self) -> list[int]:
         return [r.nbytes for r in self.rows]
@@ -85,6 +103,37 @@ class Measurement:
         where = f" on {self.label}" if self.label else ""
         return (f"{self.collective}, {self.nranks} ranks{where} ({len(self.rows)} sizes "
                 f"{_size(min(self.sizes))}..{_size(max(self.sizes))}, {os.path.basename(self.source)})")
+
+
+def with_statistic(m: Measurement, statistic: str = DEFAULT_STATISTIC) -> Measurement:
+    """``m`` with each row's out-of-place and in-place time replaced by ``statistic`` of its timed
+    iterations: ``mean`` (what nccl-tests prints), ``median`` (the default: a few stalled iterations on
+    a shared machine do not move it), or ``min`` (the least disturbed iteration). Files that record
+    only the mean (nccl-tests text, older collsim JSON) keep it, and ``statistic_note`` says so.
+
+    >>> row = MeasuredRow(4096, 30.0, 28.0, median_time_us=12.0, inplace_median_time_us=11.0)
+    >>> m = with_statistic(Measurement("<x>", "collsim-json", "all_reduce", 2, (row,)), "median")
+    >>> m.rows[0].time("best"), m.statistic
+    (11.0, 'median')
+    """
+    if statistic not in STATISTICS:
+        raise CollsimError(f"unknown --statistic {statistic!r}: choose one of {', '.join(STATISTICS)}")
+    if statistic == "mean" or m.statistic == statistic:
+        return replace(m, statistic=m.statistic if statistic == "mean" else statistic)
+    rows, missing = [], 0
+    for r in m.rows:
+        out, inp = getattr(r, f"{statistic}_time_us"), getattr(r, f"inplace_{statistic}_time_us")
+        if out is None and inp is None:
+            missing += 1
+            rows.append(r)
+        else:
+            rows.append(replace(r, time_us=out, inplace_time_us=inp))
+    if missing == len(m.rows):
+        return replace(m, statistic="mean", statistic_note=(
+            f"{os.path.basename(m.source)} records only the mean of its iterations (nccl-tests' time), so it is "
+            f"compared on the mean, not the {statistic}"))
+    note = (f"{missing} of {len(m.rows)} sizes record only the mean and use it" if missing else "")
+    return replace(m, rows=tuple(rows), statistic=statistic, statistic_note=note)
 
 
 def size_text(nbytes: int) -> str:
@@ -144,7 +193,10 @@ def measurement_from_json(doc, source: str = "<json>", collective: str | None = 
         if not isinstance(r, dict) or not isinstance(r.get("nbytes"), int):
             raise CollsimError(f"{source!r}: result #{i} has no whole 'nbytes'")
         rows.append(MeasuredRow(r["nbytes"], _num(r.get("time_us")), _num(r.get("inplace_time_us")),
-                                r.get("count"), r.get("dtype"), r.get("redop"), _num(r.get("wrong"))))
+                                r.get("count"), r.get("dtype"), r.get("redop"), _num(r.get("wrong")),
+                                _num(r.get("median_time_us")), _num(r.get("inplace_median_time_us")),
+                                _num(r.get("min_time_us")), _num(r.get("inplace_min_time_us")),
+                                _samples(r.get("time_samples_us")), _samples(r.get("inplace_time_samples_us"))))
     backend = doc.get("backend")
     return _finish(Measurement(source, "collsim-json", coll, n, tuple(rows), backend, str(doc.get("topology") or ""),
                                doc.get("env") if isinstance(doc.get("env"), dict) else {}))
@@ -192,6 +244,14 @@ def _finish(m: Measurement) -> Measurement:
     if not any(r.time("best") for r in m.rows):
         raise CollsimError(f"{m.source!r}: no size has a positive time")
     return m
+
+
+def _samples(v) -> tuple[float, ...]:
+    """The positive finite numbers of a JSON list (an iteration list), or () for anything else."""
+    if not isinstance(v, list):
+        return ()
+    vals = [_num(x) for x in v]
+    return tuple(x for x in vals if x is not None and x > 0)
 
 
 def _num(v):
