@@ -147,8 +147,9 @@ def table_footer(rows: list[dict]) -> str:
     bws = [r[k] for r in rows for k in ("busbw_GBps", "inplace_busbw_GBps")]
     avg = sum(bws) / len(bws) if bws else 0.0
     warning = noise_warning(rows)
-    return "\n".join([f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
-                      f"# Avg bus bandwidth    : {avg:.4f}", "#"] + ([f"# warning: {warning}"] if warning else []))
+    return "\n".join(([f"# warning: {warning}"] if warning else []) +  # before nccl-tests' own footer lines
+                     [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
+                      f"# Avg bus bandwidth    : {avg:.4f}", "#"])
 
 
 def document(topology: str, collective: str, nranks: int, backend: str, impl: str, timer: str,

@@ -243,7 +243,7 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
                          + (f"; --measured-latency uses the files' measured message latency, {p2p:.3g} us)"
                             if p2p is not None else ")"))
     x, weights = robust_fit(a, y, scale_to=measured)
-    spread = bootstrap_fit(a, [o[6] for o in obs], measured, y - measured, statistic, bootstrap)
+    spread = bootstrap_fit(a, [o[6] for o in obs], measured, y - measured, [o[0].statistic for o in obs], bootstrap)
     t0 = float(x[0])
     alpha = float(x[1]) if identifiable else float(latency_us or 0.0)
     inv_b = float(x[-1])
@@ -260,8 +260,9 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
                 col = 1.0 / col[col > 0] if (col > 0).any() else np.array([math.inf])
             lo, hi = (float(v) for v in np.percentile(col, [2.5, 97.5]))
             uncertainty[name_] = {"low": lo, "high": hi}
-        uncertainty["method"] = (f"bootstrap: {bootstrap} resamples of each size's timed iterations, {statistic} of "
-                                 "each, refitted; low/high are the 2.5% and 97.5% points")
+        uncertainty["method"] = (f"bootstrap: {bootstrap} resamples of each size's timed iterations, "
+                                 f"{'/'.join(sorted({m.statistic for m in measurements}))} of each, refitted; "
+                                 "low/high are the 2.5% and 97.5% points")
         values = {"launch_us": t0, "link_latency_us": alpha, "link_bandwidth_GBps": bw}
         loose = [k for k, v in uncertainty.items() if k != "method" and _loose(values[k], v)]
         if loose:
@@ -312,9 +313,9 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
 
 
 def bootstrap_fit(a: np.ndarray, samples: list[tuple[float, ...]], measured: np.ndarray, shift: np.ndarray,
-                  statistic: str, rounds: int, seed: int = BOOTSTRAP_SEED) -> np.ndarray | None:
+                  statistic: str | list[str], rounds: int, seed: int = BOOTSTRAP_SEED) -> np.ndarray | None:
     """The fit refitted on ``rounds`` resamples: each observation's iterations drawn with replacement
-    and summarised by ``statistic`` (observations without iterations keep their value); ``shift`` is
+    and summarised by ``statistic`` (one name, or one per observation; observations without iterations keep their value); ``shift`` is
     what the fitted target adds to the measured time (``-alpha * L`` when alpha is fixed). Returns one
     row of fitted parameters per resample, or None when nothing has iterations.
 
@@ -327,12 +328,13 @@ def bootstrap_fit(a: np.ndarray, samples: list[tuple[float, ...]], measured: np.
     if rounds <= 0 or not any(len(xs) > 1 for xs in samples):
         return None
     rng = np.random.default_rng(seed)
-    summarise = {"mean": np.mean, "median": np.median, "min": np.min}[statistic]
+    funcs = {"mean": np.mean, "median": np.median, "min": np.min}
+    names = [statistic] * len(samples) if isinstance(statistic, str) else list(statistic)
     arrays = [np.asarray(xs, dtype=float) for xs in samples]
     fits = []
     for _ in range(rounds):
-        t = np.array([summarise(rng.choice(xs, size=len(xs))) if len(xs) > 1 else m
-                      for xs, m in zip(arrays, measured)])
+        t = np.array([funcs[name](rng.choice(xs, size=len(xs))) if len(xs) > 1 else m
+                      for xs, m, name in zip(arrays, measured, names)])
         y = t + shift
         if (y <= 0).any():
             continue

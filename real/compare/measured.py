@@ -32,8 +32,8 @@ from sim.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 
 MAX_FILE_BYTES = 64 << 20
 TIME_CHOICES = ("best", "out-of-place", "in-place")
-STATISTICS = ("mean", "median", "min")
-DEFAULT_STATISTIC = "median"
+STATISTICS = ("auto", "mean", "median", "min")
+DEFAULT_STATISTIC = "auto"
 
 
 @dataclass(frozen=True)
@@ -105,11 +105,29 @@ class Measurement:
                 f"{_size(min(self.sizes))}..{_size(max(self.sizes))}, {os.path.basename(self.source)})")
 
 
+def noisy_sizes(m: Measurement) -> list[int]:
+    """Sizes whose recorded iterations disagree by collsim bench's own test (:func:`real.report.noise_warning`:
+    interquartile range over 25% of the median, or a mean 1.5x the median)."""
+    from real.report import NOISY_MEAN_RATIO, NOISY_SPREAD, row_spread
+    noisy = []
+    for r in m.rows:
+        spread = row_spread({"time_samples_us": list(r.samples_us), "inplace_time_samples_us": list(r.inplace_samples_us)})
+        ratio = max((t / med for t, med in ((r.time_us, r.median_time_us), (r.inplace_time_us, r.inplace_median_time_us))
+                     if t and med), default=1.0)
+        if (spread or 0.0) > NOISY_SPREAD or ratio > NOISY_MEAN_RATIO:
+            noisy.append(r.nbytes)
+    return noisy
+
+
 def with_statistic(m: Measurement, statistic: str = DEFAULT_STATISTIC) -> Measurement:
     """``m`` with each row's out-of-place and in-place time replaced by ``statistic`` of its timed
-    iterations: ``mean`` (what nccl-tests prints), ``median`` (the default: a few stalled iterations on
-    a shared machine do not move it), or ``min`` (the least disturbed iteration). Files that record
-    only the mean (nccl-tests text, older collsim JSON) keep it, and ``statistic_note`` says so.
+    iterations: ``mean`` (what nccl-tests prints), ``median`` (a few stalled iterations do not move
+    it), ``min`` (the least disturbed iteration), or ``auto`` (the default): the median, unless the
+    bench's own noise test flags the file (:func:`noisy_sizes`), then the minimum. Why: on a shared
+    machine the load of other processes changes from minute to minute, and it moves the median with
+    it (gloo all_gather sweeps on 2 busy cores: fitted bandwidth 1.04-1.36 GB/s over four runs with
+    the median, 1.53-1.66 with the minimum; docs/compare.md). Files that record only the mean
+    (nccl-tests text, older collsim JSON) keep it, and ``statistic_note`` says so.
 
     >>> row = MeasuredRow(4096, 30.0, 28.0, median_time_us=12.0, inplace_median_time_us=11.0)
     >>> m = with_statistic(Measurement("<x>", "collsim-json", "all_reduce", 2, (row,)), "median")
@@ -118,6 +136,14 @@ def with_statistic(m: Measurement, statistic: str = DEFAULT_STATISTIC) -> Measur
     """
     if statistic not in STATISTICS:
         raise CollsimError(f"unknown --statistic {statistic!r}: choose one of {', '.join(STATISTICS)}")
+    if statistic == "auto":
+        noisy = noisy_sizes(m)
+        picked = with_statistic(m, "min" if noisy else "median")
+        if noisy and picked.statistic == "min":
+            return replace(picked, statistic_note=(
+                f"{os.path.basename(m.source)}: iterations are noisy at {len(noisy)} of {len(m.rows)} sizes, so the "
+                "minimum of each size's iterations is used, not the median (--statistic median to insist)"))
+        return picked
     if statistic == "mean" or m.statistic == statistic:
         return replace(m, statistic=m.statistic if statistic == "mean" else statistic)
     rows, missing = [], 0
