@@ -10,7 +10,8 @@ from .common import check_output_path
 def register(sub) -> None:
     p = sub.add_parser("topo", help="describe a topology (and draw it with --plot)",
                        description="Summarise a topology: GPUs, hosts, link classes, reducing switches.")
-    p.add_argument("spec", nargs="?", help="preset spec NAME[:k=v,...] or .yaml/.json file; omit to list presets")
+    p.add_argument("spec", nargs="?", help="preset spec NAME[:k=v,...], .yaml/.json file, or NCCL topology FILE.xml[:nodes=N,...]; "
+                        "omit to list presets")
     p.add_argument("--plot", metavar="FILE.png", help="draw the topology to an image file")
     p.add_argument("--format", default="text", choices=("text", "json"), help="json: the file format (loadable)")
     p.set_defaults(func=run)
@@ -24,6 +25,8 @@ def run(args) -> int:
             print(f"{name:16s} {pr.summary}\n{'':16s} ({params})")
         return 0
     topo = load_topology(args.spec)
+    if args.format == "text" and topo.meta.get("xml_read"):   # an NCCL topology XML: what was read from it
+        print("\n".join(f"# read: {line}" for line in topo.meta["xml_read"]))
     print(json.dumps(topo.to_dict(), indent=1) if args.format == "json" else topo.summary())
     if args.plot:
         from ..viz.topology_plot import plot_topology
