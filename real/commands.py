@@ -63,6 +63,9 @@ def register(subparsers) -> None:
     e = subparsers.add_parser("env", help="what this machine can run: torch, CUDA, GPUs, NCCL, gloo",
                               description="Print the versions and devices collsim bench would use, and what they mean.")
     e.add_argument("--format", choices=("text", "json"), default="text")
+    e.add_argument("--topology-out", metavar="FILE.yaml", default=None,
+                   help="on a GPU machine: write this machine as a topology file (from `nvidia-smi topo -m` and the "
+                        "GPU names), for `collsim compare/simulate --topology FILE.yaml`")
     e.set_defaults(func=env)
 
 
@@ -114,6 +117,34 @@ def bench(args) -> int:
     return launch.launch_local(opts)
 
 
+def topology_out(path: str, rec: dict) -> str:
+    """Write the machine ``rec`` (:func:`real.envinfo.collect`) describes as a topology file; returns
+    what was read. Needs ``nvidia-smi topo -m`` output and a GPU name (a GPU machine)."""
+    import tempfile
+
+    import yaml
+
+    from sim.commands.common import check_output_path
+    from sim.topology_nvsmi import load_topology_nvsmi
+    check_output_path(path, "--topology-out", (".yaml", ".yml", ".json"))
+    matrix = rec.get("nvidia_smi_topo") or ""
+    gpus = [str(g) for g in rec.get("gpus") or []] if isinstance(rec.get("gpus"), list) else []
+    if "GPU0" not in matrix:
+        raise CollsimError("--topology-out needs a GPU machine: this one has no `nvidia-smi topo -m` matrix "
+                           f"({'no nvidia-smi' if not matrix else matrix.splitlines()[0][:80]}); run it where the GPUs are")
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(matrix + "\n" + "\n".join(f"GPU: {g}" for g in gpus) + "\n")
+    try:
+        topo = load_topology_nvsmi(f.name)
+    finally:
+        os.unlink(f.name)
+    doc = topo.to_dict()
+    with open(path + ".tmp", "w", encoding="utf-8") as out:
+        out.write(json.dumps(doc, indent=1) if path.lower().endswith(".json") else yaml.safe_dump(doc, sort_keys=False))
+    os.replace(path + ".tmp", path)
+    return "\n".join(topo.meta.get("xml_read", [])) + f"\nwrote {path}: use it with `collsim compare --topology {path}`"
+
+
 def env(args) -> int:
     from . import envinfo
     try:
@@ -123,4 +154,6 @@ def env(args) -> int:
         return 1
     rec = envinfo.collect(world_size=1)
     print(json.dumps(rec, indent=2) if args.format == "json" else envinfo.render(rec))
+    if args.topology_out:
+        print(topology_out(args.topology_out, rec))
     return 0

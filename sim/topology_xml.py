@@ -40,7 +40,8 @@ from .errors import CollsimError
 MAX_XML_BYTES = 8 << 20
 SM_ARCH = {7: "volta", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell"}
 # gpu= names for files without <gpu sm=>: the architecture and the preset of that platform
-GPU_NAMES = {"v100": "volta", "a100": "ampere", "h100": "hopper", "h200": "hopper", "h800": "hopper",
+GPU_NAMES = {"v100": "volta", "a100": "ampere", "a800": "ampere", "h100": "hopper", "h200": "hopper", "h800": "hopper",
+             "h20": "hopper",
              "b200": "blackwell", "gb200": "blackwell", "ampere": "ampere", "hopper": "hopper", "blackwell": "blackwell"}
 NVSWITCH_PRESET = {"ampere": "dgx-a100", "hopper": "dgx-h100", "blackwell": "dgx-b200"}
 H200_NAMES = ("h200",)
