@@ -13,7 +13,7 @@ node is then built as for an NCCL topology XML (:func:`sim.topology_xml.preset_f
 
 >>> import os
 >>> f = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "nccl_topo", "h20-nvidia-smi-topo.txt")
->>> t = load_topology_nvsmi(f)
+>>> t = load_topology_nvsmi(f + ":gpu=h20")
 >>> t.meta["gpu_arch"], t.nranks, t.meta["nics_per_node"]
 ('hopper', 8, 8)
 """
