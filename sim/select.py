@@ -45,7 +45,7 @@ def nccl_env(algorithm: str, protocol: str) -> str:
 
 
 def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model="engine", nchannels=None,
-           pipeline=None, root=0, trace=False, select="nccl") -> Result:
+           pipeline=None, root=0, trace=False, engine="default", select="nccl") -> Result:
     """The selected pair's Result (``select``: nccl or fastest, see the module docstring); ``explain``
     records how it was chosen."""
     from .api import protocols_for, simulate
@@ -58,7 +58,7 @@ def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model=
         raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
     protos = protocols_for(protocol)
     run = lambda a, p: simulate(coll, nbytes, topo, a, p, model=model, nchannels=nchannels, pipeline=pipeline,
-                                root=root, trace=trace)
+                                root=root, trace=trace, engine=engine)
     if IDEAL.name not in protos:
         nccl_algos = [a for a in algos if a in NCCL_ALGORITHMS]
         ranked = rank_pairs(coll, nbytes, topo, nccl_algos, protos) if nccl_algos else []
@@ -88,7 +88,7 @@ def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model=
 
 
 def faster_choice(chosen: Result, coll, nbytes: int, topo, *, model="engine", nchannels=None, pipeline=None,
-                  root=0) -> Result | None:
+                  root=0, engine="default") -> Result | None:
     """The fastest other pair NCCL can run when the ``model`` predicts it more than NOTE_MARGIN faster
     than ``chosen`` (NCCL's pick), else None; its ``explain`` names the ``NCCL_ALGO``/``NCCL_PROTO``
     that would get it."""
@@ -106,7 +106,7 @@ def faster_choice(chosen: Result, coll, nbytes: int, topo, *, model="engine", nc
         if t.time_us > NOTE_TUNER_RANGE * ranked[0].time_us:
             break   # ranked is sorted: the rest are further off still
         r = simulate(coll, nbytes, topo, t.algorithm, t.protocol, model=model, nchannels=nchannels, pipeline=pipeline,
-                     root=root)
+                     root=root, engine=engine)
         if best is None or r.time_us < best.time_us:
             best = r
     if best is None or best.time_us >= chosen.time_us * (1 - NOTE_MARGIN):

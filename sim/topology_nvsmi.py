@@ -77,14 +77,10 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
 def load_topology_nvsmi(spec: str):
     """A Topology from ``FILE[:gpu=NAME,nodes=N,...]`` holding ``nvidia-smi topo -m`` output."""
     path, _, rest = spec.partition(":") if not os.path.isfile(spec) else (spec, "", "")
-    if not os.path.isfile(path):
-        raise CollsimError(f"--from-nvidia-smi {path!r} does not exist: save `nvidia-smi topo -m` to a file first")
-    if os.path.getsize(path) > MAX_TEXT_BYTES:
-        raise CollsimError(f"{path} is over 1 MiB: `nvidia-smi topo -m` prints a few KiB")
     from .presets import parse_spec
+    from .safe_io import read_input
     params = parse_spec("x:" + rest)[1] if rest else {}
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8", errors="replace")
+    text = read_input(path, "`nvidia-smi topo -m` output", MAX_TEXT_BYTES, binary=True).decode("utf-8", errors="replace")
     node, name = parse_nvidia_smi_topo(text, path)
     if "gpu" not in params and name:
         params["gpu"] = name

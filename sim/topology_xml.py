@@ -156,12 +156,8 @@ def load_topology_xml(spec: str):
     if split is None:
         raise CollsimError(f"{spec!r} is not an .xml topology file spec")
     path, params = split
-    if not os.path.isfile(path):
-        raise CollsimError(f"topology file {path!r} does not exist: pass an NCCL topology XML (NCCL_TOPO_DUMP_FILE output)")
-    if os.path.getsize(path) > MAX_XML_BYTES:
-        raise CollsimError(f"{path} is over {MAX_XML_BYTES >> 20} MiB: an NCCL topology file of one node is a few KiB")
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8", errors="replace")
+    from .safe_io import read_input
+    text = read_input(path, "NCCL topology XML", MAX_XML_BYTES, binary=True).decode("utf-8", errors="replace")
     node = parse_topology_xml(text, path)
     preset_spec, read = preset_for(node, params, path)
     from .presets import load_topology

@@ -59,15 +59,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from .common import check_output_path
-    check_output_path(args.out, "--out")
+    from ..safe_io import check_not_input, check_output
+    check_output(args.out, "--out")
     colls = _collectives(args.collective)
     lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
     if hi < 1 or lo < 1 or lo > hi:
         raise CollsimError(f"-b {args.minbytes} / -e {args.maxbytes}: need 1 <= -b <= -e (e.g. -b 1 -e 16G)")
     if args.measured:
-        if any(os.path.abspath(args.out) == os.path.abspath(m) for m in args.measured):
-            raise CollsimError(f"--out {args.out} is one of the --measured files: write the config elsewhere")
+        check_not_input(args.out, "--out", args.measured)
         choices, nnodes, nranks, source = measured_choices(args.measured, colls)
     else:
         from ..presets import load_topology
@@ -80,10 +79,8 @@ def run(args) -> int:
               f"# from: {source}",
               f"# job: nNodes {nnodes}, nRanks {nranks}; sizes 0..{hi} B; each range takes the choice at its upper end",
               "# colltype,minbytes,maxbytes,algorithm,protocol,channels,nNodes,nRanks  (channels -1: NCCL's own count)"]
-    tmp = args.out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(header + lines) + "\n")
-    os.replace(tmp, args.out)
+    from ..safe_io import write_output
+    write_output(args.out, "\n".join(header + lines) + "\n", "--out")
     per = {c: sum(1 for ln in lines if ln.startswith(COLLTYPES[c] + ",")) for c in choices}
     print(f"wrote {args.out}: {len(lines)} ranges ({', '.join(f'{COLLTYPES[c]} {n}' for c, n in per.items())}) "
           f"for nNodes {nnodes}, nRanks {nranks}")

@@ -73,6 +73,6 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     p = _tune("--measured", str(unforced), "--out", str(tmp_path / "x.conf"))
     assert p.returncode == 2 and "--nccl-algo" in p.stderr and "Traceback" not in p.stderr
     p = _tune("--measured", str(unforced), "--out", str(unforced))
-    assert p.returncode == 2 and "one of the --measured files" in p.stderr
+    assert p.returncode == 2 and "also an input of this command" in p.stderr
     p = _tune("--topology", TOPO, "--collective", "all_to_all", "--out", str(tmp_path / "y.conf"))
     assert p.returncode == 2 and "does not cover all_to_all" in p.stderr
