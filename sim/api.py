@@ -43,7 +43,7 @@ class RunOptions:
 
 def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protocol: str = "auto", *,
              model: str = "auto", nchannels: int | None = None, pipeline: int | None = None, root: int = 0,
-             trace: bool = False, max_memory=None, engine: str = "default") -> Result:
+             trace: bool = False, max_memory=None, engine: str = "default", select: str = "nccl") -> Result:
     """Predict ``collective`` moving ``nbytes`` (nccl-tests' size) on ``topology``.
 
     ``topology``: a Topology, a preset spec (``"dgx-h100:nodes=2"``) or a .yaml/.json path.
@@ -54,6 +54,8 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.flow`).
     ``max_memory``: bytes (or ``"2G"``) a run may take; default half of the available memory.
     ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.reference_engine`).
+    ``select`` (with ``auto``): ``nccl``, the pair NCCL's tuner picks (what nccl-tests measures), or
+    ``fastest``, the model's fastest pair among those NCCL can run (:mod:`sim.select`).
     Every predictor is one function of :data:`PREDICTORS`; selection gets the chosen one.
     """
     topo = load_topology(topology)
@@ -85,7 +87,7 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     if algorithm == "auto" or protocol == "auto":
         usable = [a for a in algorithms() if _why_not(a, coll, topo) is None] if algorithm == "auto" else None
         return choose(coll, int(nbytes), topo, predict, algorithm=algorithm, protocol=protocol, model=model,
-                      usable=usable)
+                      usable=usable, select=select)
     return predict(algorithm, protocol)
 
 
