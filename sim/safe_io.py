@@ -26,21 +26,31 @@ import yaml
 from .errors import CollsimError
 
 MAX_DEPTH = 64  # no collsim file nests deeper than ~6 levels; 64 leaves room and stops stack exhaustion
-_inputs: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> path, for every file this process read
+# (st_dev, st_ino) -> path of every file the running command read; None outside a command (Python API,
+# notebooks: rewriting a file read earlier in a session is a normal workflow there, not a mistake)
+_inputs: dict[tuple[int, int], str] | None = None
+
+
+@contextlib.contextmanager
+def command_inputs():
+    """The scope of one CLI command: files read inside it may not be written over inside it."""
+    global _inputs
+    outer, _inputs = _inputs, {}
+    try:
+        yield
+    finally:
+        _inputs = outer
 
 
 def remember_input(path: str) -> None:
     """Record ``path`` as an input of this command (:func:`write_output` will refuse to write over it)."""
+    if _inputs is None:
+        return
     try:
         st = os.stat(path)
     except OSError:
         return
     _inputs[(st.st_dev, st.st_ino)] = path
-
-
-def forget_inputs() -> None:
-    """Clear the inputs recorded so far (between commands run in one process: tests, notebooks)."""
-    _inputs.clear()
 
 
 def read_input(path: str, what: str, max_bytes: int, binary: bool = False):
@@ -164,7 +174,7 @@ def check_output(path: str, flag: str) -> None:
         st = os.stat(path)
     except OSError:
         return
-    original = _inputs.get((st.st_dev, st.st_ino))
+    original = (_inputs or {}).get((st.st_dev, st.st_ino))
     if original is not None:
         raise CollsimError(f"{flag} {path} is an input of this command ({original}): writing there would destroy it; "
                            "choose another output name")
