@@ -21,7 +21,7 @@ import os
 from .errors import CollsimError
 from .safe_io import load_json, load_yaml, read_input
 from .topology import Link, Node, Topology
-from .validation import MAX_GBPS, MAX_RANKS, bandwidth_GBps, latency_us, number, whole
+from .validation import MAX_RANKS, bandwidth_GBps, latency_us, whole
 
 MAX_FILE_BYTES = 32 << 20
 MAX_ITEMS = 2_000_000
@@ -46,12 +46,15 @@ def _check_meta(meta: dict, source: str) -> dict:
     for key, value in meta.items():
         k = str(key)
         what = f"topology file {source!r}: meta.{k}"
-        if k.lower().endswith("_gbps"):  # 0 means "none" here (a server without NICs); negative never
-            number(value, what, low=0, high=MAX_GBPS, example="100")
+        if k.lower().endswith("_gbps"):
+            if k.lower().startswith("nic_") and value == 0 and meta.get("nics_per_node") == 0:
+                continue  # a box without NICs: no NIC speed to check
+            bandwidth_GBps(value, what)
         elif k.endswith("_us"):
             latency_us(value, what)
         elif k in _META_COUNTS or k.endswith(("_links", "_per_node")):
-            whole(value, what, low=1 if k in ("nodes", "gpus", "nranks", "gpus_per_node") else 0, high=MAX_RANKS)
+            # a single box may have no NICs (nics_per_node: 0) and PCIe GPUs no NVLinks
+            whole(value, what, low=0 if k in ("nvlink_links", "nics_per_node") else 1, high=MAX_RANKS)
         elif k in _META_FLAGS and not isinstance(value, bool):
             raise CollsimError(f"{what} {value!r} must be true or false")
     return meta
