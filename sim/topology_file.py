@@ -47,11 +47,14 @@ def _check_meta(meta: dict, source: str) -> dict:
         k = str(key)
         what = f"topology file {source!r}: meta.{k}"
         if k.lower().endswith("_gbps"):
+            if k.lower().startswith("nic_") and value == 0 and meta.get("nics_per_node") == 0:
+                continue  # a box without NICs: no NIC speed to check
             bandwidth_GBps(value, what)
         elif k.endswith("_us"):
             latency_us(value, what)
         elif k in _META_COUNTS or k.endswith(("_links", "_per_node")):
-            whole(value, what, low=1 if k != "nvlink_links" else 0, high=MAX_RANKS)
+            # a single box may have no NICs (nics_per_node: 0) and PCIe GPUs no NVLinks
+            whole(value, what, low=0 if k in ("nvlink_links", "nics_per_node") else 1, high=MAX_RANKS)
         elif k in _META_FLAGS and not isinstance(value, bool):
             raise CollsimError(f"{what} {value!r} must be true or false")
     return meta
