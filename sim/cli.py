@@ -21,6 +21,7 @@ from .safe_io import command_inputs
 COMMAND_MODULES = (
     "sim.commands.simulate",
     "sim.commands.topo",
+    "sim.commands.tune",
     "sim.commands.verify",
     "sim.commands.validate",
     "sim.commands.demo",
