@@ -63,8 +63,9 @@ def load_cases(path: str | None, topology: str | None = None, collective: str | 
         where = f"{path or PUBLIC_CASES}: case {str(c.get('id'))[:40]}"
         if c.get("nranks") is not None:
             c["nranks"] = whole(c["nranks"], f"{where}: nranks", low=2, high=MAX_RANKS)
-        if not isinstance(c.get("rows"), list):
-            raise CollsimError(f"{where}: 'rows' must be a list of {{size, time_us, busbw}}")
+        if not isinstance(c.get("rows"), list) or not c["rows"]:
+            raise CollsimError(f"{where}: no measured sizes: 'rows' must be a non-empty list of {{size, time_us, busbw}} "
+                               "(a collsim JSON needs 'nbytes' and 'time_us' per result)")
         for i, r in enumerate(c["rows"]):
             if not isinstance(r, dict):
                 raise CollsimError(f"{where}: row #{i} must be a mapping {{size, time_us, busbw}}")
@@ -80,7 +81,11 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
         data = json.loads(text)
     except json.JSONDecodeError:
         data = None
+    except RecursionError:
+        raise CollsimError(f"{path}: JSON nested too deeply: not a measurement or cases file") from None
     if isinstance(data, dict) and isinstance(data.get("cases"), list):
+        if not all(isinstance(c, dict) for c in data["cases"]):
+            raise CollsimError(f"{path}: every case must be a mapping with 'id' and 'rows' (see sim/data/public_cases.json)")
         cases = [dict(c) for c in data["cases"]]
         for c in cases:
             if "rows" not in c or "id" not in c:
