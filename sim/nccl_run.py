@@ -36,6 +36,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import calibration
 from .algorithms import build_program, get_algorithm
 from .errors import CollsimError
 from .program import Program
@@ -49,14 +50,12 @@ from .tuner import NVLINK_LINK_GBps, Machine, Terms, machine, tuner_terms
 NVLINK_EFFICIENCY = {arch: bw / (50.0 if arch == "blackwell" else 25.0) for arch, bw in NVLINK_LINK_GBps.items()}
 PCIE_EFFICIENCY = 0.75
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}   # tuning.cc nvlsEfficiency (2.28+)
-# Global calibration (fitted, documented in docs/nccl-model.md):
-# NET_EFFICIENCY: share of a NIC's line rate an NCCL collective sustains; fitted on the network-bound
-# public cases C1 (2x p4de, EFA, tree: 0.84), C6-2 and C6-8 (Polaris, Slingshot, ring: 0.73).
-NET_EFFICIENCY = 0.78
-# HOST_BOUNCE_EFFICIENCY: share of the PCIe rate left when GPUs without peer-to-peer exchange data
-# through host memory (NCCL's SHM transport: SM loads from host memory); fitted on E1 (2x RTX 2080 Ti,
-# p2p=0: 4.0 GB/s measured against 6 GB/s = half of PCIe gen3 at 3/4 of raw).
-HOST_BOUNCE_EFFICIENCY = 2.0 / 3.0
+# Global calibration (fitted, sim/calibration.py, docs/nccl-model.md): each fabric's share of a NIC's
+# line rate an NCCL collective sustains (meta["fabric"], InfiniBand by default), and the share of PCIe left
+# when GPUs without peer-to-peer exchange data through host memory (NCCL's SHM transport: SM loads from
+# host memory; fitted on E1). The names are the in-sample InfiniBand and host-bounce values, for reference.
+NET_EFFICIENCY = calibration.DEFAULTS["efficiency.ib"]
+HOST_BOUNCE_EFFICIENCY = calibration.DEFAULTS["host_bounce_efficiency"]
 OPS_BUDGET = 60_000              # simulated ops per engine run before extrapolating the steady state
 SPREAD_ALGORITHMS = ("ring", "tree")
 
@@ -71,12 +70,13 @@ def link_efficiency(topo: Topology, link: Link, nvls: bool = False) -> float:
         eff = NVLINK_EFFICIENCY.get(arch, 0.8)
         return eff * (NVLS_EFFICIENCY.get(arch, 1.0) if nvls else 1.0)
     if link.kind == "pcie":
-        return PCIE_EFFICIENCY * (HOST_BOUNCE_EFFICIENCY if meta.get("p2p") is False else 1.0)
+        return PCIE_EFFICIENCY * (calibration.value("host_bounce_efficiency") if meta.get("p2p") is False else 1.0)
     if link.kind == "net":
-        return NET_EFFICIENCY
+        return calibration.fabric_efficiency(meta.get("fabric"))
     return 1.0
 
 
+@calibration.depends_on_calibration
 @lru_cache(maxsize=16)
 def effective_topology(topo: Topology, nvls: bool = False) -> Topology:
     """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology.
@@ -192,10 +192,13 @@ class NcclPlan:
 
 def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, m: Machine | None = None) -> tuple[bool, int]:
     """(spread, channels) the engine runs: across nodes with several GPUs per node, rings and trees run
-    one channel per NIC, spread over the NICs (:func:`channel_order`); else ``nchannels`` or 1."""
+    one channel per NIC port, spread over the ports (:func:`channel_order`); else ``nchannels`` or 1. (A
+    preset draws the NICs behind one GPU's PCIe switch as one port: NCCL spreads that GPU's channels over
+    them, which moves the same bytes.)"""
     m = m or machine(topo)
     spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
-    nch = nchannels or (m.nics if spread and m.nics > 1 else 1)
+    ports = int(topo.meta.get("nic_ports") or m.nics)   # NICs behind one GPU's switch are one port (presets)
+    nch = nchannels or (ports if spread and ports > 1 else 1)
     return spread and nch > 1, nch
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from . import calibration
 from .collectives import get_collective
 from .errors import CollsimError
 from .protocols import NCCL_ALGORITHMS, NCCL_PROTOCOLS, base_latency_us, get_protocol, hop_latency_us
@@ -47,13 +48,13 @@ SPEEDS_INTER = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
 MAX_SEARCH_CHANNELS = 32          # MAXCHANNELS / 2: what one search may find before duplication
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
 NVLS_BUS_TO_ALG = 5.0 / 6.0       # 2.21-2.27: NVLS/NVLSTree algBw = busBw * 5/6
-# Global calibration (hardware presets only; fitted on the public cases, see docs/nccl-model.md):
-# LAUNCH_OVERHEAD_US: what one nccl-tests iteration costs beyond NCCL's modelled latency (host enqueue
-# and kernel launch), fitted on the small sizes of B1, E1, C6-2 and C6-8.
-# NET_SOFTWARE_LATENCY_US: latency a network hop adds beyond NCCL's InfiniBand-measured NET table and
-# the NIC (net plugin, proxy thread), as NCCL's graph.latencyInter; fitted on C6-2 and C6-8.
-LAUNCH_OVERHEAD_US = 5.5
-NET_SOFTWARE_LATENCY_US = 6.0
+# Global calibration (hardware presets only; fitted on the public cases, see sim/calibration.py and
+# docs/nccl-model.md): the per-call launch overhead, the per-GPU cost of one thread launching several GPUs
+# (nccl-tests -g N) and each fabric's software latency per network hop (net plugin, proxy thread), which
+# NCCL counts in graph.latencyInter. The names below are the in-sample values, kept for reference; the
+# model reads sim.calibration.VALUES, which --cross-validate refits per fold.
+LAUNCH_OVERHEAD_US = calibration.DEFAULTS["launch_overhead_us"]
+NET_SOFTWARE_LATENCY_US = calibration.DEFAULTS["latency.slingshot"]
 
 
 # ---- the machine as NCCL sees it ---------------------------------------------------------------------
@@ -84,6 +85,22 @@ class Machine:
     nic_latency_us: float
     intra_wire_us: float
     inter_wire_us: float
+    fabric: str | None = None      # the scale-out network (sim.calibration.FABRICS); None off hardware presets
+    gpus_per_process: int = 1      # GPUs one thread launches (nccl-tests -g N)
+
+    @property
+    def net_latency_us(self) -> float:
+        """NCCL's graph.latencyInter: the NIC plus the fabric's software latency (fitted, per fabric)."""
+        extra = calibration.fabric_latency_us(self.fabric) if self.arch and self.inter_class == "net" else 0.0
+        return self.nic_latency_us + extra
+
+    @property
+    def call_overhead_us(self) -> float:
+        """What one nccl-tests call costs beyond NCCL's latency: launch, and one more enqueue and launch
+        per further GPU the same thread drives (``-g N``). Hardware presets only."""
+        if self.arch is None:
+            return 0.0
+        return calibration.value("launch_overhead_us") + (self.gpus_per_process - 1) * calibration.value("per_gpu_launch_us")
 
     @property
     def cc_index(self) -> int:
@@ -143,9 +160,9 @@ def _read_machine(topo) -> Machine:
     return Machine(arch, n, nnodes, ppn, intra_class, inter_class, gpu, pair, nic, nics,
                    bool(meta.get("nvswitch")), bool(topo.reducing_switches("nvls")), bool(topo.reducing_switches("sharp")),
                    bool(meta.get("nvls_sharp", not meta.get("gpu_arch"))), str(meta.get("cpu", "intel")),
-                   float(meta.get("nic_latency_us", 0.0)) + (NET_SOFTWARE_LATENCY_US if arch and inter_class == "net" else 0.0)
-                   if nnodes > 1 else 0.0,
-                   intra_wire, inter_wire)
+                   float(meta.get("nic_latency_us", 0.0)) if nnodes > 1 else 0.0,
+                   intra_wire, inter_wire, meta.get("fabric", "ib" if arch else None) if nnodes > 1 else None,
+                   int(meta.get("gpus_per_process", 1)))
 
 
 # ---- topology search (search.cc, simplified) ---------------------------------------------------------
@@ -294,8 +311,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and coll == "all_reduce" and nbytes / (nch * n) >= 64:
         lat *= 1.9 if m.cc_index == 0 else 1.4   # "plateau effect of ring"
         detail["ring_plateau"] = True
-    if m.arch is not None:
-        lat += LAUNCH_OVERHEAD_US
+    lat += m.call_overhead_us
     time = lat + nbytes / (1000 * bw) if bw > 0 else math.inf
     return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
 
@@ -349,9 +365,9 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
         row = "tree" if m.ppn == 1 else a
         inter = hop_latency_us(m.inter_class, row, p)
         inter = max(inter, m.inter_wire_us) if textbook else inter
-        inter += m.nic_latency_us   # NCCL's graph.latencyInter (the net plugin's latency)
+        inter += m.net_latency_us   # NCCL's graph.latencyInter (the net plugin's latency)
         if p == "Simple":
-            inter += m.nic_latency_us  # flush
+            inter += m.net_latency_us  # flush
     lat = base_latency_us(a, p)
     nodes, ppn, n = m.nnodes, m.ppn, m.nranks
     if a == "ring":
