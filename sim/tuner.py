@@ -165,6 +165,25 @@ def _read_machine(topo) -> Machine:
                    int(meta.get("gpus_per_process", 1)))
 
 
+def with_gpus_per_process(topo, gpus_per_process: int | None):
+    """``topo`` run the way nccl-tests ``-g N`` runs: one thread launching ``gpus_per_process`` GPUs per
+    call (the launch mode travels in ``meta['gpus_per_process']``, so every model sees it).
+
+    >>> from sim.presets import load_topology
+    >>> machine(with_gpus_per_process(load_topology("dgx-a100"), 8)).gpus_per_process
+    8
+    """
+    from .topology import Topology
+    n = gpus_per_process
+    if n is None or n == topo.meta.get("gpus_per_process", 1):
+        return topo
+    ppn = max(len(h) for h in topo.hosts)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= ppn:
+        raise CollsimError(f"--gpus-per-process {n!r}: one process drives GPUs of its own node, so it is a whole "
+                           f"number from 1 to {ppn} (the GPUs per node of {topo.name}), like nccl-tests' -g N")
+    return Topology.build(topo.name, topo.nodes, topo.links, {**topo.meta, "gpus_per_process": n})
+
+
 # ---- topology search (search.cc, simplified) ---------------------------------------------------------
 @dataclass(frozen=True)
 class Graph:

@@ -28,6 +28,7 @@ from ..collectives import get_collective
 from ..errors import CollsimError
 from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 from ..presets import load_topology
+from ..tuner import with_gpus_per_process
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
@@ -79,7 +80,7 @@ def load_cases(path: str | None, topology: str | None = None, collective: str | 
     rows = parse_nccl_tests(text)
     meta = parse_nccl_tests_meta(text)
     return [{"id": os.path.basename(path), "topology": topology, "collective": collective or meta["collective"] or "all_reduce",
-             "nranks": meta["nranks"], "source": path,
+             "nranks": meta["nranks"], "source": path, "gpus_per_process": meta["gpus_per_process"],
              "rows": [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r["busbw_GBps"] or 0.0} for r in rows]}]
 
 
@@ -89,7 +90,7 @@ def score_case(case: dict, *, model: str = "engine", algorithm: str | None = Non
     spec = case.get("topology")
     if not spec:
         raise CollsimError(f"case {case['id']}: no topology: pass --topology SPEC describing the machine it ran on")
-    topo = load_topology(spec)
+    topo = with_gpus_per_process(load_topology(spec), case.get("gpus_per_process"))   # nccl-tests -g N
     coll = get_collective(case.get("collective", "all_reduce"))
     if case.get("nranks") and case["nranks"] != topo.nranks:
         raise CollsimError(f"case {case['id']}: the measurement has {case['nranks']} ranks but {spec} has {topo.nranks} GPUs: "
