@@ -15,7 +15,9 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   (nccl-tests ``-g N``, ``collsim simulate --gpus-per-process N``): the thread enqueues the collective and
   launches a kernel for each of its GPUs one after the other inside ``ncclGroupStart/End``;
 * ``host_bounce_efficiency``: share of the PCIe rate left when GPUs without peer-to-peer exchange data
-  through host memory.
+  through host memory;
+* ``p2p_peer_latency_us``: what each remote peer adds to an all_to_all (one send/recv pair per peer,
+  each progressed by the proxy thread), on top of the fabric's software latency per message.
 
 The values below are the in-sample fit (every public case); ``docs/nccl-model.md`` lists them with
 their sources. :func:`override` swaps values in for a block (the cross-validation folds) and clears the
@@ -71,6 +73,7 @@ DEFAULTS: dict[str, float] = {
     "launch_overhead_us": 5.5,
     "per_gpu_launch_us": 2.5,
     "host_bounce_efficiency": 2.0 / 3.0,
+    "p2p_peer_latency_us": 5.0,
     **{f"efficiency.{f.name}": f.efficiency for f in FABRICS.values()},
     **{f"latency.{f.name}": f.latency_us for f in FABRICS.values()},
 }

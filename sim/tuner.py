@@ -48,6 +48,7 @@ SPEEDS_INTER = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
 MAX_SEARCH_CHANNELS = 32          # MAXCHANNELS / 2: what one search may find before duplication
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
 NVLS_BUS_TO_ALG = 5.0 / 6.0       # 2.21-2.27: NVLS/NVLSTree algBw = busBw * 5/6
+P2P_LL_THRESHOLD = 16384          # NCCL_P2P_LL_THRESHOLD: p2p sends of at most this many bytes use LL
 # Global calibration (hardware presets only; fitted on the public cases, see sim/calibration.py and
 # docs/nccl-model.md): the per-call launch overhead, the per-GPU cost of one thread launching several GPUs
 # (nccl-tests -g N) and each fabric's software latency per network hop (net plugin, proxy thread), which
@@ -278,8 +279,11 @@ def _disabled(a: str, p: str, coll: str, m: Machine) -> str | None:
         return "NCCL runs broadcast/reduce with rings only"
     if coll in ("all_gather", "reduce_scatter") and a not in ("ring", "pat", "nvls", "collnet_direct"):
         return f"NCCL has no {a} {coll}"
-    if coll == "all_to_all":
-        return "all_to_all is point-to-point in NCCL (no tuner entry)"
+    if (coll == "all_to_all") != (a == "p2p"):
+        return ("NCCL runs all_to_all as grouped point-to-point sends (p2p)" if coll == "all_to_all"
+                else "p2p is how NCCL runs all_to_all only")
+    if a == "p2p" and p == "LL128":
+        return "NCCL's point-to-point sends use LL (small) or Simple"
     if coll == "all_reduce" and a == "pat":
         return "PAT serves all_gather/reduce_scatter only"
     if a in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") and p != "Simple":
@@ -313,14 +317,16 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         raise CollsimError(f"the tuner models NCCL's algorithms ({', '.join(NCCL_ALGORITHMS)}), not {algorithm!r}")
     m = m or machine(topo)
     why = _disabled(algorithm, p, coll, m)
+    if algorithm == "p2p" and not why and (p == "LL") != (nbytes / m.nranks <= P2P_LL_THRESHOLD):
+        why = f"NCCL's p2p uses LL up to {P2P_LL_THRESHOLD} B per peer (NCCL_P2P_LL_THRESHOLD), Simple above"
     if why:
         return Terms(algorithm, p, 0, 0.0, 0.0, math.inf, math.inf, {"disabled": why})
     bus, nch, detail = _bus_bandwidth(coll, algorithm, p, m)
     n = m.nranks
-    nsteps = 2 * (n - 1) if coll == "all_reduce" else n - 1 if coll in ("all_gather", "reduce_scatter") else n
+    nsteps = 2 * (n - 1) if coll == "all_reduce" else n - 1 if coll in ("all_gather", "reduce_scatter", "all_to_all") else n
     alg = bus
     if not (algorithm != "ring" and coll in ("all_gather", "reduce_scatter")):
-        alg = bus * (n / nsteps if algorithm == "ring" else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
+        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
     lat = _latency(coll, algorithm, p, m, nsteps)
     bw = alg
     log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
@@ -348,7 +354,7 @@ def _bus_bandwidth(coll: str, a: str, p: str, m: Machine) -> tuple[float, int, d
         bw = min(graph.bw_intra, graph.bw_inter if m.nnodes <= 2 else graph.bw_inter / 2)
     bus = nch * bw
     ll_max = LL_MAX_BW[ci if m.nnodes == 1 else int(m.cpu == "amd")][col]
-    if a == "ring" and p == "LL":
+    if a in ("ring", "p2p") and p == "LL":
         bus = min(ll_max, bus * 0.5)
     if a == "ring" and p == "LL128":
         bus = min(bus * 0.92, nch * PER_CH_MAX_RING_LL128[ci][col])
@@ -410,6 +416,10 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
         return intra + (inter if nodes > 1 else 0.0)
     if a == "nvls_tree":
         return lat + intra + 2 * lg * inter
+    if a == "p2p":   # one message per peer: a hop inside the node; across it one per remote peer (proxy progress)
+        remote = n - ppn if nodes > 1 else 0
+        per_peer = calibration.value("p2p_peer_latency_us") + (calibration.fabric_latency_us(m.fabric) if m.arch else 0.0)
+        return lat + intra + (inter + remote * per_peer if remote else 0.0)
     return 8.0 + lg * (inter / 3.5) + n * 2.8   # pat (2.27: a formula)
 
 
