@@ -14,8 +14,9 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
 * ``per_gpu_launch_us``: what each further GPU costs when one thread launches several
   (nccl-tests ``-g N``, ``collsim simulate --gpus-per-process N``): the thread enqueues the collective and
   launches a kernel for each of its GPUs one after the other inside ``ncclGroupStart/End``;
-* ``host_bounce_efficiency``: share of the PCIe rate left when GPUs without peer-to-peer exchange data
-  through host memory;
+* ``host_bounce_efficiency``, ``host_bounce_duplex_efficiency``: share of the PCIe rate left when GPUs
+  without peer-to-peer exchange data through host memory, one way (2-GPU broadcast/reduce) or with every
+  GPU sending and receiving at once (everything else);
 * ``p2p_peer_latency_us``: what each remote peer adds to an all_to_all (one send/recv pair per peer,
   each progressed by the proxy thread), on top of the fabric's software latency per message.
 
@@ -72,7 +73,8 @@ FABRICS: dict[str, Fabric] = {f.name: f for f in (
 DEFAULTS: dict[str, float] = {
     "launch_overhead_us": 5.5,
     "per_gpu_launch_us": 2.5,
-    "host_bounce_efficiency": 2.0 / 3.0,
+    "host_bounce_efficiency": 0.92,
+    "host_bounce_duplex_efficiency": 2.0 / 3.0,
     "p2p_peer_latency_us": 5.0,
     **{f"efficiency.{f.name}": f.efficiency for f in FABRICS.values()},
     **{f"latency.{f.name}": f.latency_us for f in FABRICS.values()},

@@ -48,6 +48,9 @@ def register(sub) -> None:
     p.add_argument("--auto", action="store_true", help="ignore the algorithms/protocols the cases pin (as the acceptance check runs)")
     p.add_argument("--case", action="append", default=None, help="only this case id (repeatable)")
     p.add_argument("--rows", action="store_true", help="also print every size: measured vs predicted")
+    p.add_argument("--cross-validate", action="store_true",
+                   help="also score every case out of sample: each fitted constant refitted without that case "
+                        "(leave-one-case-out), reported beside the in-sample score")
     p.add_argument("--format", default="table", choices=("table", "json"))
     p.set_defaults(func=run)
 
@@ -142,8 +145,20 @@ def run(args) -> int:
             c = {k: v for k, v in c.items() if k not in ("algorithm", "protocol")}
         scores.append(score_case(c, model=args.model, algorithm=args.algorithm, protocol=args.protocol))
     total = summarize(scores)
+    cv, cv_total, refit = None, None, None
+    if args.cross_validate:
+        from .crossval import cross_validate
+        cases_cv = [{k: v for k, v in c.items() if k not in ("algorithm", "protocol")} if args.auto else c for c in cases]
+        cv, refit = cross_validate(cases_cv, score_case, algorithm=args.algorithm, protocol=args.protocol, model=args.model)
+        cv_total = summarize(cv)
     if args.format == "json":
-        print(json.dumps({"model": args.model, "cases": scores, "overall": total}, indent=1))
+        out = {"model": args.model, "cases": scores, "overall": total}
+        if cv is not None:
+            out.update({"cross_validated": cv_total, "cross_validated_cases": [
+                {"id": s["id"], "bw_median": s["bw_median"], "lat_median": s["lat_median"], "bw_errors": s["bw_errors"],
+                 "lat_errors": s["lat_errors"], "fitted": s["fitted"]} for s in cv],
+                "fit_all_cases": {k: round(v, 4) for k, v in refit.items()}})
+        print(json.dumps(out, indent=1))
         return 0
     pct = lambda x: f"{x:6.1%}" if x is not None else "   n/a"
     print(f"# collsim validate: model {args.model}; busbw error over sizes >= 64 MiB, time error over sizes <= 64 KiB")
@@ -160,6 +175,17 @@ def run(args) -> int:
     print(f"overall: busbw median error {pct(total['bw_median']).strip()} over {total['bw_points']} sizes, "
           f"small-size time median error {pct(total['lat_median']).strip()} over {total['lat_points']} sizes; "
           f"worst case {total['worst_bw_case']} ({pct(total['worst_bw_median']).strip()}); {total['seconds']:.1f} s")
+    if cv is not None:
+        print("# cross-validated (leave-one-case-out: every fitted constant refitted without the case scored)")
+        print(f"# {'case':8s} {'bw in':>7s} {'bw out':>7s} {'lat in':>7s} {'lat out':>7s}  refitted constants used")
+        for s_in, s_out in zip(scores, cv):
+            fitted = ", ".join(f"{k}={v:g}" for k, v in s_out["fitted"].items())
+            print(f"  {s_in['id']:8s} {pct(s_in['bw_median']):>7s} {pct(s_out['bw_median']):>7s} "
+                  f"{pct(s_in['lat_median']):>7s} {pct(s_out['lat_median']):>7s}  {fitted}")
+        print(f"cross-validated: busbw median error {pct(cv_total['bw_median']).strip()} over {cv_total['bw_points']} sizes, "
+              f"small-size time median error {pct(cv_total['lat_median']).strip()} over {cv_total['lat_points']} sizes "
+              f"(in-sample {pct(total['bw_median']).strip()} / {pct(total['lat_median']).strip()})")
+        print("# fit on every case: " + ", ".join(f"{k}={v:.4g}" for k, v in refit.items()))
     return 0
 
 
