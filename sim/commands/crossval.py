@@ -79,8 +79,17 @@ class Case:
         return ("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency") if self.p2p_off else None
 
 
+TIE = 0.005   # medians closer than half a percentage point are a tie, broken toward the prior
+
+
 def _median(xs) -> float:
     return statistics.median(xs) if xs else float("inf")
+
+
+def _score(errors, value: float, prior: float) -> tuple:
+    """Sort key of a candidate value: its pooled median error (to :data:`TIE`), then its distance from the
+    prior, so data that cannot tell two values apart leaves the constant at its public figure."""
+    return round(_median(errors) / TIE), abs(value - prior)
 
 
 def _bw_errors(case: Case, key: str, value: float) -> list[float]:
@@ -122,7 +131,7 @@ def fit(cases: list[Case]) -> dict:
         train = [c for c in cases if c.bw_key() == key and c.bw_rows]
         grid = EFFICIENCY_GRID if key.startswith("efficiency.") else BOUNCE_GRID
         fine = np.arange(grid[0], grid[-1] + 1e-9, 0.01)
-        out[key] = float(min(fine, key=lambda v: (_median([e for c in train for e in _bw_errors(c, key, v)]), abs(v - PRIORS[key]))))
+        out[key] = float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v)], v, PRIORS[key])))
     # latency: coordinate descent over the fabric latencies and the three linear constants
     lat_cases = [c for c in cases if c.lat_rows]
     groups = {"launch_overhead_us": lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
@@ -131,12 +140,12 @@ def fit(cases: list[Case]) -> dict:
     for _ in range(3):
         for f in fabrics:
             key, train = f"latency.{f}", [c for c in lat_cases if c.fabric == f]
-            out[key] = float(min(FABRIC_LATENCY_GRID, key=lambda v: (_median([e for c in train for e in _lat_errors(c, {**out, key: v})]),
-                                                                        abs(v - PRIORS[key]))))
+            out[key] = float(min(FABRIC_LATENCY_GRID, key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
+                                                                            v, PRIORS[key])))
         for key, train in groups.items():
             if train:
-                out[key] = float(min(LINEAR_GRID[key], key=lambda v: (_median([e for c in train for e in _lat_errors(c, {**out, key: v})]),
-                                                                         abs(v - PRIORS[key]))))
+                out[key] = float(min(LINEAR_GRID[key], key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
+                                                                             v, PRIORS[key])))
     return out
 
 
