@@ -50,7 +50,8 @@ def register(subparsers) -> None:
                    help="host clock + device sync (nccl-tests' way, default) or CUDA events")
     p.add_argument("--impl", default="torch",
                    help="torch (the backend's collective, default), program:ALGO (a sim algorithm, e.g. program:ring) "
-                        "or program:FILE.py (a file defining build(collective, nranks, root) -> Program)")
+                        "or program:FILE.py (a file defining build(collective, nranks, root) -> Program; it is your "
+                        "own code and runs as you in every rank, not sandboxed beyond --timeout)")
     p.add_argument("--nccl-algo", default=None, help="NCCL_ALGO for this run (Ring, Tree, NVLS, CollNetDirect...)")
     p.add_argument("--nccl-proto", default=None, help="NCCL_PROTO for this run (LL, LL128, Simple)")
     p.add_argument("--nccl-channels", type=int, default=None, help="NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS")
@@ -70,6 +71,7 @@ def build_options(args):
 
     from . import backends, launch
     from .options import BenchOptions, check_sweep, nccl_env, parse_dtypes, parse_impl, parse_ops, sweep_sizes
+    launch.check_torchrun_env()  # stale RANK/WORLD_SIZE from another job: refused before anything starts
     collective = get_collective(args.collective).name
     sizes = sweep_sizes(args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes)
     if importlib.util.find_spec("torch") is None:  # cheap: importing torch here costs ~1 s per run
@@ -98,6 +100,12 @@ def build_options(args):
     backends.type_plan(opts, get_collective(collective).reduces)  # raises for a type/op the backend lacks
     if opts.impl.startswith("program:"):
         from . import executor
+        spec = opts.impl.split(":", 1)[1]
+        if spec.endswith(".py"):  # your own code: first in a child with a time limit, so exit() or a loop is reported
+            from sim.commands.verify_user import run_user_file
+            _, fatal = run_user_file(spec, [(collective, nprocs)], min(opts.timeout_s, 60.0))
+            if fatal:
+                raise CollsimError(f"--impl {opts.impl}: {fatal}")
         executor.load_program(opts.impl, collective, nprocs, opts.root)  # refuse bad programs before starting
     return opts
 

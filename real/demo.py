@@ -26,6 +26,7 @@ import sys
 import tempfile
 
 from sim.errors import CollsimError
+from sim.safe_io import write_output
 
 CPU_SWEEP = ("-b", "4K", "-e", "16M", "-f", "4", "-n", "20", "-w", "2")
 GPU_SWEEP = ("-b", "8", "-e", "1G", "-f", "4", "-n", "20", "-w", "5")
@@ -75,8 +76,7 @@ def bench(collective: str, sweep: tuple, out_path: str, *, backend: str, nprocs:
     if rc != 0:
         tail = "; ".join(err.strip().splitlines()[-3:])
         raise CollsimError(f"`{' '.join(cmd[2:])}` failed (exit {rc}): {tail or 'no message'}")
-    with open(out_path, "w", encoding="utf-8") as f:
-        f.write("".join(lines))
+    write_output(out_path, "".join(lines), "--report")
     return read_measurement(out_path, collective=collective)
 
 
@@ -126,8 +126,7 @@ def run_real_demo(nprocs: int, report: str | None) -> int:
         commands += [f"collsim compare --measured {c}.json --topology {spec}" for c in ("all_gather", "all_reduce")]
     topo_path = os.path.join(outdir, "calibrated.yaml")
     cal = calibrate([ag], holdout=[ar])
-    with open(topo_path, "w", encoding="utf-8") as f:
-        f.write(cal.to_yaml())
+    write_output(topo_path, cal.to_yaml(), "--report")
     held = cal.holdout[0]
     comparisons = [held] + comparisons
     commands += ["collsim calibrate all_gather.json --out calibrated.yaml --holdout all_reduce.json",

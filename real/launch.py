@@ -1,10 +1,15 @@
 """Start N local ranks of ``collsim bench`` and always clean them up; or join a torchrun job.
 
-``--nprocs N`` starts N processes (``python -m real.worker``) on a free loopback port
-(``MASTER_ADDR=127.0.0.1``), each in its own session so that one signal reaches a rank and anything it
-started. The launcher watches them and stops *all* of them (SIGTERM, then SIGKILL after a grace period)
+``--nprocs N`` starts N processes (``python -m real.worker``), each in its own session so that one signal
+reaches a rank and anything it started. Nothing listens on the network: the launcher binds the
+rendezvous socket (rank 0's TCPStore) to 127.0.0.1 itself and hands it to rank 0 (``master_listen_fd``;
+torch's own store would listen on every interface, unauthenticated), and gloo/NCCL are told to use the
+loopback interface (``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``, unless you set them). The options
+travel in a private file (``COLLSIM_BENCH_OPTIONS_FILE``, mode 0600), not in the environment, whose size
+the kernel limits. The launcher watches them and stops *all* of them (SIGTERM, then SIGKILL after a grace period)
 when they finish, when one fails (a rank that dies leaves the others blocked in a collective), when
-``--timeout`` seconds pass, on Ctrl-C and on SIGTERM. Ranks also die with the launcher if it is killed
+``--timeout`` seconds pass (naming any rank found stopped, e.g. by SIGSTOP or Ctrl-Z), on Ctrl-C and on
+SIGTERM. Ranks also die with the launcher if it is killed
 outright (Linux ``PR_SET_PDEATHSIG``).
 
 Rank 0 writes the results to the launcher's stdout; the other ranks' output goes to stderr.
@@ -15,26 +20,85 @@ True
 from __future__ import annotations
 
 import ctypes
+import datetime
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 from .options import BenchOptions
 
 WRONG = 4  # real.worker's exit status for "finished, but with wrong elements"
-OPTIONS_VAR = "COLLSIM_BENCH_OPTIONS"  # the options travel to the ranks as JSON in this variable
+OPTIONS_FILE_VAR = "COLLSIM_BENCH_OPTIONS_FILE"  # path of the JSON options file each rank reads
+STORE_FD_VAR = "COLLSIM_STORE_FD"  # rank 0 only: the launcher's loopback listening socket for the TCPStore
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK")
 GRACE_S = 3.0  # from SIGTERM to SIGKILL
+MAX_LOCAL_RANKS = 1024  # local processes one `collsim bench --nprocs` may start
 _POLL_S = 0.05
 
 
 def in_torchrun(environ=None) -> bool:
-    """True inside a torchrun (torch.distributed.run) job: its rank variables are set."""
+    """True inside a torchrun (torch.distributed.run) job: its rank variables are set (and consistent:
+    see :func:`check_torchrun_env`)."""
     environ = os.environ if environ is None else environ
-    return all(k in environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK"))
+    return all(k in environ for k in TORCHRUN_VARS)
+
+
+def check_torchrun_env(environ=None) -> None:
+    """Refuse stale or partial torchrun variables (``RANK=5 WORLD_SIZE=2`` left in a shell) clearly,
+    instead of a rank joining a job that does not exist."""
+    from sim.errors import CollsimError
+    environ = os.environ if environ is None else environ
+    present = [k for k in (*TORCHRUN_VARS, "MASTER_PORT", "LOCAL_WORLD_SIZE") if k in environ]
+    if not present:
+        return
+    fix = f"unset {' '.join(present)} to start local ranks, or run under torchrun"
+    if not in_torchrun(environ):
+        missing = [k for k in TORCHRUN_VARS if k not in environ]
+        raise CollsimError(f"torchrun variables {', '.join(present)} are set but {', '.join(missing)} not: stale from "
+                           f"another job? {fix}")
+    try:
+        rank, world, local = (int(environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+        port = int(environ.get("MASTER_PORT", "29500"))
+    except ValueError:
+        raise CollsimError(f"torchrun variables RANK/WORLD_SIZE/LOCAL_RANK/MASTER_PORT must be whole numbers: {fix}") from None
+    if not (world >= 1 and 0 <= rank < world and 0 <= local <= rank and 0 < port < 65536):
+        raise CollsimError(f"torchrun variables RANK={rank} WORLD_SIZE={world} LOCAL_RANK={local} MASTER_PORT={port} "
+                           f"do not describe a job (need 0 <= LOCAL_RANK <= RANK < WORLD_SIZE): stale? {fix}")
+
+
+def loopback_listener() -> socket.socket:
+    """A TCP socket listening on 127.0.0.1 at a port the OS picks: the rendezvous of a local run."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(128)
+    return s
+
+
+def loopback_interface() -> str | None:
+    """Name of the loopback interface (``lo`` on Linux, ``lo0`` on macOS), or None if none is found."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return None
+    return next((n for n in names if n == "lo"), next((n for n in names if n.startswith("lo")), None))
+
+
+def make_store(rank: int, world: int, timeout_s: float):
+    """The TCPStore of a local run: rank 0 serves it on the launcher's loopback socket
+    (``$COLLSIM_STORE_FD``), the others connect to 127.0.0.1. Returns None outside a local run."""
+    import torch.distributed as dist
+    port = os.environ.get("MASTER_PORT")
+    if os.environ.get("COLLSIM_LOCAL_RUN") != "1" or not port:
+        return None
+    fd = os.environ.get(STORE_FD_VAR) if rank == 0 else None
+    return dist.TCPStore("127.0.0.1", int(port), world, rank == 0, datetime.timedelta(seconds=timeout_s),
+                         wait_for_workers=False, master_listen_fd=int(fd) if fd else None)
 
 
 def free_port() -> int:
@@ -75,18 +139,40 @@ def _stop(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
+def _is_stopped(pid: int) -> bool:
+    """True if process ``pid`` is stopped by a signal (state T in /proc; False where /proc is absent)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:][:1] in ("T", "t")
+
+
 def _on_sigterm(signum, frame):
     raise KeyboardInterrupt  # same cleanup path as Ctrl-C
 
 
 def launch_local(opts: BenchOptions) -> int:
     """Run ``opts.nprocs`` local ranks to completion; returns the exit status for ``collsim bench``."""
+    if opts.nprocs > MAX_LOCAL_RANKS:
+        from sim.errors import CollsimError
+        raise CollsimError(f"--nprocs {opts.nprocs} is over {MAX_LOCAL_RANKS} local ranks: each is a Python process "
+                           "with torch loaded (~300 MB); run across hosts with torchrun for larger jobs")
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # so ranks import this checkout
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(opts.nprocs),
-                "LOCAL_WORLD_SIZE": str(opts.nprocs), OPTIONS_VAR: json.dumps(opts.to_json()),
-                "PYTHONUNBUFFERED": "1"})
+    private = tempfile.mkdtemp(prefix="collsim-bench-")  # mode 0700: only this user reads the options
+    options_file = os.path.join(private, "options.json")
+    with open(os.open(options_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        json.dump(opts.to_json(), f)
+    listener = loopback_listener()
+    env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(listener.getsockname()[1]),
+                "WORLD_SIZE": str(opts.nprocs), "LOCAL_WORLD_SIZE": str(opts.nprocs), OPTIONS_FILE_VAR: options_file,
+                "COLLSIM_LOCAL_RUN": "1", "PYTHONUNBUFFERED": "1"})
+    lo = loopback_interface()
+    if lo:  # the backend's own sockets on loopback too; the user's own choice (e.g. a NIC for a test) wins
+        env.setdefault("NCCL_SOCKET_IFNAME" if opts.backend == "nccl" else "GLOO_SOCKET_IFNAME", lo)
     env.update(dict(opts.nccl_env))
     try:
         others = sys.stderr.fileno()  # ranks 1.. print nothing useful on stdout: keep ours clean for JSON
@@ -97,13 +183,18 @@ def launch_local(opts: BenchOptions) -> int:
     try:
         sys.stdout.flush()
         for rank in range(opts.nprocs):
+            extra = {STORE_FD_VAR: str(listener.fileno())} if rank == 0 else {}
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "real.worker"], env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                [sys.executable, "-m", "real.worker"], env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank), **extra},
                 stdout=None if rank == 0 else others, start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid())))
+                pass_fds=(listener.fileno(),) if rank == 0 else (), preexec_fn=_die_with_parent(os.getpid())))
+            if rank == 0:
+                listener.close()  # rank 0 holds it now
         return _watch(procs, opts.timeout_s)
     finally:
+        listener.close()
         _stop(procs)
+        shutil.rmtree(private, ignore_errors=True)
         signal.signal(signal.SIGTERM, old)
 
 
@@ -124,8 +215,11 @@ def _watch(procs: list[subprocess.Popen], timeout_s: float) -> int:
         if all(c == 0 for c in codes):
             return 0
         if time.monotonic() > deadline:
+            stopped = [r for r, p in enumerate(procs) if _is_stopped(p.pid)]
+            why = (f" Rank(s) {', '.join(map(str, stopped))} (pid {', '.join(str(procs[r].pid) for r in stopped)}) "
+                   "were stopped (SIGSTOP or Ctrl-Z), so the others waited for them." if stopped else "")
             print(f"collsim: error: the run did not finish within --timeout {timeout_s:g} s; stopped all "
-                  f"{len(procs)} ranks. Give a longer --timeout, or fewer sizes (-b/-e/-f) or iterations (-n).",
+                  f"{len(procs)} ranks.{why} Give a longer --timeout, or fewer sizes (-b/-e/-f) or iterations (-n).",
                   file=sys.stderr)
             return 1
         time.sleep(_POLL_S)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from sim.collectives import get_collective
 from sim.errors import CollsimError
 from sim.units import parse_size, size_sweep
+from sim.validation import number
 
 
 @dataclass(frozen=True)
@@ -156,8 +157,7 @@ def check_sweep(opts: BenchOptions) -> None:
             raise CollsimError(f"{name} {value} is below {low}: give a whole number >= {low}")
     if opts.average not in (0, 1, 2, 3):
         raise CollsimError(f"-a/--average {opts.average} is not 0 (rank 0), 1 (average), 2 (min) or 3 (max)")
-    if opts.timeout_s <= 0:
-        raise CollsimError(f"--timeout {opts.timeout_s} must be a positive number of seconds, e.g. 300")
+    number(opts.timeout_s, "--timeout", low=0, low_open=True, high=7 * 24 * 3600, example="300")  # nan/inf too
     if get_collective(opts.collective).rooted and not 0 <= opts.root < opts.nprocs:
         raise CollsimError(f"root {opts.root} is not a rank of a {opts.nprocs}-rank job: use -r 0..{opts.nprocs - 1}")
     for dname in opts.dtypes:

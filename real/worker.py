@@ -1,8 +1,9 @@
 """One rank of ``collsim bench``: join the process group, run the sweep, and (rank 0) print the results.
 
-Started by :mod:`real.launch` as ``python -m real.worker`` with the options in ``$COLLSIM_BENCH_OPTIONS``
-and torch's rank variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); under torchrun
-``collsim bench`` calls :func:`run_rank` directly.
+Started by :mod:`real.launch` as ``python -m real.worker`` with the options in the JSON file
+``$COLLSIM_BENCH_OPTIONS_FILE`` and torch's rank variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT); rank 0 serves the rendezvous on the launcher's loopback socket (see :mod:`real.launch`).
+Under torchrun ``collsim bench`` calls :func:`run_rank` directly and torchrun's rendezvous is used.
 
 Exit status: 0 when every check passed, 4 (``WRONG``) when rank 0 found wrong elements (it has said
 so already), 1 when the rank failed.
@@ -23,7 +24,7 @@ import warnings
 
 from . import report
 from .backends import notes_for, type_plan
-from .launch import OPTIONS_VAR, WRONG
+from .launch import OPTIONS_FILE_VAR, WRONG, make_store
 from .options import BenchOptions
 
 
@@ -60,7 +61,8 @@ def run_rank(opts: BenchOptions, out=None) -> int:
     device = torch.device("cuda", local) if opts.backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(opts.backend, rank=rank, world_size=world,
+    store = make_store(rank, world, opts.timeout_s)  # local runs: our loopback store; torchrun: env://
+    dist.init_process_group(opts.backend, rank=rank, world_size=world, store=store,
                             timeout=datetime.timedelta(seconds=opts.timeout_s),
                             device_id=device if device.type == "cuda" else None)
     try:
@@ -116,11 +118,16 @@ def _print_then(inner, out):
 
 def main() -> int:
     """Entry point of ``python -m real.worker``."""
-    opts = BenchOptions.from_json(json.loads(os.environ[OPTIONS_VAR]))
+    with open(os.environ[OPTIONS_FILE_VAR], encoding="utf-8") as f:
+        opts = BenchOptions.from_json(json.load(f))
     try:
         return run_rank(opts)
     except KeyboardInterrupt:
         return 130
+    except SystemExit as e:  # a program file (--impl program:FILE.py) called exit(): a failure, not success
+        print(f"collsim bench: rank {os.environ.get('RANK')}: the program code called exit({e.code!r}) before "
+              "the run finished", file=sys.stderr)
+        return 1
     except Exception as e:  # one line per rank; the launcher adds which rank failed first
         if os.environ.get("COLLSIM_DEBUG"):
             traceback.print_exc()

@@ -13,7 +13,7 @@ import math
 from . import analytic
 from .algorithms import build_program, candidates, get_algorithm, why_not
 from .collectives import get_collective
-from .engine import simulate_program
+from .engines import check_engine, run_program
 from .errors import CollsimError
 from .presets import load_topology
 from .protocols import IDEAL, NCCL_PROTOCOLS, PROTOCOLS, get_protocol
@@ -48,7 +48,7 @@ def default_pipeline(algorithm: str, collective: str, nbytes: float, topo: Topol
 
 def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protocol: str = "auto", *,
              model: str = "engine", nchannels: int | None = None, pipeline: int | None = None, root: int = 0,
-             trace: bool = False) -> Result:
+             trace: bool = False, engine: str = "default") -> Result:
     """Predict ``collective`` moving ``nbytes`` (nccl-tests' size) on ``topology``.
 
     ``topology``: a Topology, a preset spec (``"dgx-h100:nodes=2"``) or a .yaml/.json path.
@@ -56,6 +56,7 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     ``protocol``: ``ideal``, ``LL``, ``LL128``, ``Simple`` or ``auto``.
     ``model``: ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or ``flow``
     (ring collectives on very large clusters, aggregated by symmetry; see :mod:`sim.flow`).
+    ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.reference_engine`).
     """
     topo = load_topology(topology)
     coll = get_collective(collective)
@@ -63,19 +64,24 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
         raise CollsimError(f"size {nbytes!r} must be a non-negative number of bytes")
     if model not in MODELS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < topo.nranks:  # every model, not only the engine
+        raise CollsimError(f"root {root!r} is not a rank of {topo.name}: choose 0..{topo.nranks - 1}")
     for name, value in (("nchannels", nchannels), ("pipeline", pipeline)):
         if value is not None and value < 1:
             raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
         if value is not None and model in ("tuner", "alpha-beta"):
             raise CollsimError(f"--{name} has no effect on the {model} model (its channels come from NCCL's "
                                f"search or the formula): drop it, or use --model engine")
+    if check_engine(engine) != "default" and model not in ("engine", "auto"):
+        raise CollsimError(f"--engine {engine} times programs for the engine model, not the {model} model: "
+                           f"drop it, or use --model engine")
     if model == "flow":  # ring collectives on huge clusters; picks among the algorithms it covers itself
         from .flow import flow_simulate
         return flow_simulate(coll, int(nbytes), topo, algorithm, protocol, nchannels=nchannels, pipeline=pipeline, root=root)
     if algorithm == "auto" or protocol == "auto":
         from .select import choose
         return choose(coll, int(nbytes), topo, algorithm=algorithm, protocol=protocol, model=model,
-                      nchannels=nchannels, pipeline=pipeline, root=root, trace=trace)
+                      nchannels=nchannels, pipeline=pipeline, root=root, trace=trace, engine=engine)
     reason = why_not(algorithm, coll, topo.nranks, topo)
     if reason:
         raise CollsimError(f"cannot run {algorithm} on {topo.name}: {reason}")
@@ -86,22 +92,23 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     if model == "alpha-beta":
         return _alpha_beta(coll, int(nbytes), topo, algorithm, proto)
     return run_engine(coll, int(nbytes), topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline,
-                      root=root, trace=trace)
+                      root=root, trace=trace, engine=engine)
 
 
 def run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None,
-               root: int = 0, trace: bool = False) -> Result:
-    """The discrete-event prediction for one (algorithm, protocol)."""
+               root: int = 0, trace: bool = False, engine: str = "default") -> Result:
+    """The discrete-event prediction for one (algorithm, protocol), timed by ``engine``."""
     if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl_run)
         from .nccl_run import run
-        return run(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace)
+        return run(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace,
+                   engine=engine)
     nch = nchannels or 1
     if pipeline is None:
         steps = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=1, pipeline=1, root=root).steps \
             if coll.name in get_algorithm(algorithm).pipelined else 0
         pipeline = default_pipeline(algorithm, coll.name, nbytes, topo, proto, nch, steps)
     program = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=nch, pipeline=pipeline, root=root)
-    run = simulate_program(program, topo, nbytes, proto)
+    run = run_program(program, topo, nbytes, proto, engine=engine)
     link_bytes, link_busy = link_tables(topo, run.link_bytes, run.link_busy_us)
     tr = None
     if trace:

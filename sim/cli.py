@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "sim.commands.demo",
     "sim.commands.plan",
     "sim.commands.grade",
+    "sim.commands.course",
     "sim.flight.commands",
     "real.commands",
     "real.compare.commands",

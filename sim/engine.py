@@ -21,6 +21,16 @@ rank moves to rank+1": every op then runs at the same time as its images. When b
 simulates one op per orbit, with each link standing for its whole orbit. The result is the same as
 the op-by-op run (tests compare both); it is what lets a 1024-rank ring run in about a second.
 
+The reference engine. :mod:`sim.reference_engine` is the same link model as idiomatic SimPy (a process
+per op, a ``simpy.Resource`` per link) and the oracle for this one (``--engine reference``; tests
+compare times, per-op times and per-link bytes on every algorithm). What this engine does differently,
+and why the answer is the same: it books an op's whole route when the op starts (``free[link]`` = when
+the link's last booking ends) instead of holding Resources hop by hop; a Resource grants in request
+order and requests are made when ops start, so each link serves the same ops in the same order. It
+groups same-instant completions into one event, vectorises large groups and simulates one op per
+symmetry orbit; none of these changes the order in which ops start, which is the only thing (besides
+the arithmetic) that decides the times.
+
 The event loop itself is :mod:`sim.engine_loop` (same-instant completions share one simpy event, large
 batches go through numpy, bit-identical to one event per op); ``docs/performance.md`` has the numbers.
 

@@ -301,10 +301,11 @@ def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str,
 
 
 def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None, root: int = 0,
-        trace: bool = False):
-    """The engine's prediction of ``algorithm`` with NCCL protocol ``proto``; a :class:`~sim.result.Result`."""
+        trace: bool = False, engine: str = "default"):
+    """The engine's prediction of ``algorithm`` with NCCL protocol ``proto``; a :class:`~sim.result.Result`.
+    ``engine`` names what times the programs (:func:`sim.engines.run_program`)."""
     from . import analytic
-    from .engine import simulate_program
+    from .engines import run_program
     from .result import Result, link_tables
     plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
     nch, spread, pieces, tuned = plan.nchannels, plan.spread, plan.pieces, plan.tuned
@@ -318,11 +319,11 @@ def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=N
                            f"({sim_pieces}); trace a smaller size or pass --pipeline {sim_pieces}")
     prog = _program(algorithm, coll, topo, nch, sim_pieces, root, spread)
     frac = sim_pieces / pieces
-    runs = simulate_program(prog, eff, nbytes * frac, plan.engine_protocol)
+    runs = run_program(prog, eff, nbytes * frac, plan.engine_protocol, engine=engine)
     data_us, period = runs.time_us, 0.0
     if sim_pieces < pieces:   # steady state: every further chunk adds one period
         half = _program(algorithm, coll, topo, nch, sim_pieces // 2, root, spread)
-        t_half = simulate_program(half, eff, nbytes * (sim_pieces // 2) / pieces, plan.engine_protocol).time_us
+        t_half = run_program(half, eff, nbytes * (sim_pieces // 2) / pieces, plan.engine_protocol, engine=engine).time_us
         period = (data_us - t_half) / (sim_pieces - sim_pieces // 2)
         data_us += (pieces - sim_pieces) * period
     lat = plan.latency_us

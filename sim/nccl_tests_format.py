@@ -144,10 +144,13 @@ def parse_nccl_tests_meta(text: str) -> dict:
     >>> parse_nccl_tests_meta("# nThread 1 nGpus 8 minBytes 8 maxBytes 128")["gpus_per_process"]
     8
     """
-    m = _COLLECTIVE_RE.search(text)
-    coll = None
-    if m:
-        coll = {"alltoall": "all_to_all"}.get(m.group(1), m.group(1))
+    named = {"alltoall": "all_to_all"}
+    found = sorted({named.get(c, c) for c in _COLLECTIVE_RE.findall(text)}
+                   | {c for c in re.findall(r"collsim bench: (\w+) on ", text)})
+    if len(found) > 1:  # several runs pasted into one file: their rows would be merged as one sweep
+        raise CollsimError(f"this output holds runs of {len(found)} collectives ({', '.join(found)}): several nccl-tests "
+                           "outputs concatenated? Keep one collective per file")
+    coll = found[0] if found else None
     ranks = re.findall(r"#\s*Rank\s+(\d+)\s", text)
     ver = re.search(r"NCCL version (\d+\.\d+\.\d+)", text)
     avg = re.search(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)", text)

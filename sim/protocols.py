@@ -54,7 +54,7 @@ LL128_LINE_BYTES, LL128_DATA_BYTES = 128, 120  # 16 uint64 per line, 15 carry da
 # Default buffer per connection: LL 8 lines/thread x 512 threads x 8 steps x 16 B; LL128 120 elements x
 # 640 threads x 8 steps x 8 B; Simple NCCL_BUFFSIZE = 4 MiB.
 BUFFER_BYTES = {"LL": 8 * 512 * NCCL_STEPS * LL_LINE_BYTES, "LL128": 120 * 640 * NCCL_STEPS * 8, "Simple": 4 << 20}
-CHUNK_STEPS, SLICE_STEPS = NCCL_STEPS // 2, NCCL_STEPS // 4  # ring all_reduce/all_gather/reduce_scatter (Simple)
+CHUNK_STEPS = NCCL_STEPS // 2        # ring all_reduce/all_gather/reduce_scatter (Simple)
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}      # bytes per thread before NCCL adds channels (comm.h)
 
 IDEAL = Protocol("ideal")

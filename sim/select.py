@@ -23,7 +23,7 @@ from .result import Result
 
 
 def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model="engine", nchannels=None,
-           pipeline=None, root=0, trace=False) -> Result:
+           pipeline=None, root=0, trace=False, engine="default") -> Result:
     """The fastest usable pair's Result; ``explain`` records how it was chosen."""
     from .api import protocols_for, simulate
     from .tuner import rank_pairs
@@ -32,7 +32,7 @@ def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model=
         raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
     protos = protocols_for(protocol)
     run = lambda a, p: simulate(coll, nbytes, topo, a, p, model=model, nchannels=nchannels, pipeline=pipeline,
-                                root=root, trace=trace)
+                                root=root, trace=trace, engine=engine)
     if IDEAL.name not in protos:
         nccl_algos = [a for a in algos if a in NCCL_ALGORITHMS]
         ranked = rank_pairs(coll, nbytes, topo, nccl_algos, protos) if nccl_algos else []

@@ -86,8 +86,11 @@ class Topology:
                 raise CollsimError(f"topology {self.name!r}: node {n.name!r} has reduce={n.reduce!r}: use sharp, nvls or leave it out")
             if n.reduce and n.kind != "switch":
                 raise CollsimError(f"topology {self.name!r}: node {n.name!r} reduces ({n.reduce}) but is a {n.kind}: only switches reduce in the network")
-            if not n.reduce_bandwidth_GBps > 0:
+            if not (isinstance(n.reduce_bandwidth_GBps, (int, float)) and n.reduce_bandwidth_GBps > 0):
                 raise CollsimError(f"topology {self.name!r}: switch {n.name!r} has reduce_bandwidth_GBps={n.reduce_bandwidth_GBps}: it must be positive")
+            if not (isinstance(n.reduce_latency_us, (int, float)) and 0 <= n.reduce_latency_us < math.inf):
+                raise CollsimError(f"topology {self.name!r}: switch {n.name!r} has reduce_latency_us={n.reduce_latency_us}: "
+                                   "it must be zero or more microseconds (a negative latency would make reduction free)")
         if len(self.gpus) < 2:
             raise CollsimError(f"topology {self.name!r} has {len(self.gpus)} GPU(s): a collective needs at least 2")
         for l in self.links:
@@ -102,6 +105,11 @@ class Topology:
                 raise CollsimError(f"topology {self.name!r}: link {l.src}->{l.dst} has latency_us={l.latency_us}: latency must be zero or more microseconds")
             if l.kind not in LINK_KINDS:
                 raise CollsimError(f"topology {self.name!r}: link {l.src}->{l.dst} has kind {l.kind!r}: use one of {', '.join(LINK_KINDS)}")
+        linked = {end for l in self.links for end in (l.src, l.dst)}
+        for n in self.nodes:
+            if n.name not in linked and n.kind != "gpu":  # (a GPU gets "no route" below) e.g. a SHARP switch declared but never cabled: it would be chosen, then fail
+                raise CollsimError(f"topology {self.name!r}: {n.kind} {n.name!r} has no links: connect it (links: "
+                                   f"- {{src: ..., dst: {n.name}, duplex: true}}) or remove it")
         # Every GPU must reach every other GPU: check reachability from GPU 0 and back to it.
         first = self.node_index[self.nodes[self.gpus[0]].name]
         fwd, back = self._reachable(first, self._out), self._reachable(first, self._in)

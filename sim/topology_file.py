@@ -15,44 +15,49 @@ Shorthand: ``gpus: 8`` instead of a node list declares gpu0..gpu7.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 
-import yaml
-
 from .errors import CollsimError
+from .safe_io import load_json, load_yaml, read_input
 from .topology import Link, Node, Topology
+from .validation import MAX_RANKS, bandwidth_GBps, latency_us, whole
 
 MAX_FILE_BYTES = 32 << 20
 MAX_ITEMS = 2_000_000
 _NODE_KEYS = {"name", "kind", "host", "reduce", "reduce_bandwidth_GBps", "reduce_latency_us", "label"}
 _LINK_KEYS = {"src", "dst", "bandwidth_GBps", "latency_us", "kind", "duplex"}
+_META_COUNTS = {"nodes", "gpus", "nranks", "gpus_per_node", "nics_per_node", "nvlink_links"}
+_META_FLAGS = {"nvswitch", "nvls_sharp"}
 
 
 def load_topology_file(path: str) -> Topology:
-    """Read a topology from ``path`` (.yaml/.yml/.json)."""
-    if not os.path.isfile(path):
+    """Read a topology from ``path`` (.yaml/.yml/.json): a regular file, parsed safely (duplicate keys and
+    deep nesting refused, see :mod:`sim.safe_io`)."""
+    if not os.path.exists(path):
         raise CollsimError(f"topology file {path!r} does not exist: give a path to a .yaml/.json file or a preset such as ring:n=8")
-    size = os.path.getsize(path)
-    if size > MAX_FILE_BYTES:
-        raise CollsimError(f"topology file {path!r} is {size} bytes, over the {MAX_FILE_BYTES} byte limit: is it really a topology?")
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8", errors="replace")
-    try:
-        data = json.loads(text) if path.lower().endswith(".json") else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CollsimError(f"topology file {path!r} is not valid {'JSON' if path.lower().endswith('.json') else 'YAML'}: {first}") from None
+    text = read_input(path, "topology file", MAX_FILE_BYTES)
+    data = load_json(text, path) if path.lower().endswith(".json") else load_yaml(text, path)
     return topology_from_dict(data, source=path)
 
 
-def _num(value, what: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CollsimError(f"{where}: {what} must be a number, got {value!r}")
-    if math.isnan(value):
-        raise CollsimError(f"{where}: {what} is NaN")
-    return float(value)
+def _check_meta(meta: dict, source: str) -> dict:
+    """Hardware facts the NCCL model reads: numbers where numbers are meant, in range."""
+    for key, value in meta.items():
+        k = str(key)
+        what = f"topology file {source!r}: meta.{k}"
+        if k.lower().endswith("_gbps"):
+            if k.lower().startswith("nic_") and value == 0 and meta.get("nics_per_node") == 0:
+                continue  # a box without NICs: no NIC speed to check
+            bandwidth_GBps(value, what)
+        elif k.endswith("_us"):
+            latency_us(value, what)
+        elif k in _META_COUNTS or k.endswith(("_links", "_per_node")):
+            # a single box may have no NICs (nics_per_node: 0) and PCIe GPUs no NVLinks
+            whole(value, what, low=0 if k in ("nvlink_links", "nics_per_node") else 1, high=MAX_RANKS)
+        elif k in _META_FLAGS and not isinstance(value, bool):
+            raise CollsimError(f"{what} {value!r} must be true or false")
+    return meta
 
 
 def topology_from_dict(data, source: str = "<dict>") -> Topology:
@@ -66,8 +71,7 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
     nodes_raw = data.get("nodes")
     if nodes_raw is None and "gpus" in data:
         count = data["gpus"]
-        if not isinstance(count, int) or isinstance(count, bool) or not 2 <= count <= MAX_ITEMS:
-            raise CollsimError(f"topology file {source!r}: gpus: {count!r} must be a whole number >= 2")
+        count = whole(count, f"topology file {source!r}: gpus", low=2, high=MAX_ITEMS)
         nodes_raw = [{"name": f"gpu{i}", "kind": "gpu"} for i in range(count)]
     if not isinstance(nodes_raw, list) or not nodes_raw:
         raise CollsimError(f"topology file {source!r}: 'nodes' must be a non-empty list of {{name, kind}} mappings")
@@ -93,8 +97,9 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
         if host is not None and (not isinstance(host, int) or isinstance(host, bool)):
             raise CollsimError(f"{where}: host must be a whole number (the server index)")
         nodes.append(Node(str(n["name"]), str(n.get("kind", "gpu")), host, n.get("reduce"),
-                          _num(n.get("reduce_bandwidth_GBps", math.inf), "reduce_bandwidth_GBps", where),
-                          _num(n.get("reduce_latency_us", 0.0), "reduce_latency_us", where), str(n.get("label", ""))))
+                          bandwidth_GBps(n["reduce_bandwidth_GBps"], f"{where}: reduce_bandwidth_GBps")
+                          if "reduce_bandwidth_GBps" in n else math.inf,
+                          latency_us(n.get("reduce_latency_us", 0.0), f"{where}: reduce_latency_us"), str(n.get("label", ""))))
     links = []
     for i, l in enumerate(links_raw):
         where = f"topology file {source!r}, link #{i}"
@@ -108,8 +113,8 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
         merged = {**defaults, **l}
         if "bandwidth_GBps" not in merged:
             raise CollsimError(f"{where}: no bandwidth_GBps (set it on the link or under defaults)")
-        bw = _num(merged["bandwidth_GBps"], "bandwidth_GBps", where)
-        lat = _num(merged.get("latency_us", 0.0), "latency_us", where)
+        bw = bandwidth_GBps(merged["bandwidth_GBps"], f"{where}: bandwidth_GBps")
+        lat = latency_us(merged.get("latency_us", 0.0), f"{where}: latency_us")
         kind = str(merged.get("kind", "nvlink"))
         links.append(Link(str(l["src"]), str(l["dst"]), bw, lat, kind))
         if l.get("duplex"):
@@ -117,6 +122,7 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise CollsimError(f"topology file {source!r}: 'meta' must be a mapping")
+    meta = _check_meta(meta, source)
     if "fabric" in meta:   # the scale-out network's efficiency and latency (sim.calibration.FABRICS)
         from .calibration import get_fabric
         try:

@@ -41,8 +41,9 @@ class Trace:
         return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta}
 
     def save(self, path: str) -> None:
-        with open(path, "w") as f:
-            json.dump(self.to_chrome(), f)
+        """Write the trace atomically; never over an input of the command or through a link (sim.safe_io)."""
+        from .safe_io import write_output
+        write_output(path, json.dumps(self.to_chrome()), "--trace")
 
 
 def expand_times(run, program) -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import calibration
+from .analytic import ring_steps
 from .collectives import get_collective
 from .errors import CollsimError
 from .protocols import NCCL_ALGORITHMS, NCCL_PROTOCOLS, base_latency_us, get_protocol, hop_latency_us
@@ -27,7 +28,6 @@ from .protocols import NCCL_ALGORITHMS, NCCL_PROTOCOLS, base_latency_us, get_pro
 # ---- NCCL 2.27.7 constants (tuning.cc, search.cc, topo.h) ---------------------------------------------
 ARCHS = ("volta", "ampere", "hopper", "blackwell")
 NVLINK_LINK_GBps = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}  # SM70/80/90/100_NVLINK_BW
-PCI_GEN3_X16_GBps = 12.0          # PCI_BW; NCCL's PCIe speed = lanes x GT/s x 0.75 / 8 (i.e. 3/4 of raw)
 LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
 PER_CH_MAX_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (73.4,) * 3)
 PER_CH_MAX_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (73.4, 73.4, 58.0))
@@ -323,7 +323,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         return Terms(algorithm, p, 0, 0.0, 0.0, math.inf, math.inf, {"disabled": why})
     bus, nch, detail = _bus_bandwidth(coll, algorithm, p, m)
     n = m.nranks
-    nsteps = 2 * (n - 1) if coll == "all_reduce" else n - 1 if coll in ("all_gather", "reduce_scatter", "all_to_all") else n
+    nsteps = ring_steps(coll, n) if coll in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") else n
     alg = bus
     if not (algorithm != "ring" and coll in ("all_gather", "reduce_scatter")):
         alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
@@ -464,6 +464,6 @@ def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
 def _steps(coll: str, algorithm: str, topo) -> int:
     n = topo.nranks
     if algorithm == "ring":
-        return 2 * (n - 1) if coll == "all_reduce" else n - 1
+        return ring_steps(coll, n)
     from .algorithms import build_program
     return build_program(algorithm, coll, n, topology=topo).steps

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from .errors import CollsimError
+from .validation import MAX_BYTES, check_sweep_length
 
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -22,6 +23,9 @@ def parse_size(text: str | int) -> int:
     if isinstance(text, int):
         if text < 0:
             raise CollsimError(f"size {text} is negative: give a byte count such as 8, 64K or 1G")
+        if text > MAX_BYTES:
+            raise CollsimError(f"size {text} B is over the {format_size(MAX_BYTES)} limit (no GPU holds such a buffer): "
+                               "give a byte count such as 8, 64K or 1G")
         return text
     s = str(text).strip().upper().replace("IB", "").rstrip("B") if str(text).strip() else ""
     num, suffix = s, ""
@@ -34,6 +38,9 @@ def parse_size(text: str | int) -> int:
     if not math.isfinite(value):
         raise CollsimError(f"cannot read size {text!r}: use a byte count with an optional K/M/G suffix, e.g. 8, 64K, 1G")
     nbytes = value * _SUFFIX[suffix]
+    if not math.isfinite(nbytes) or nbytes > MAX_BYTES:
+        raise CollsimError(f"size {text!r} is over the {format_size(MAX_BYTES)} limit (no GPU holds such a buffer): "
+                           "give a byte count such as 8, 64K or 1G")
     if nbytes < 0 or nbytes != int(nbytes):
         raise CollsimError(f"size {text!r} is not a whole, non-negative number of bytes")
     return int(nbytes)
@@ -44,6 +51,10 @@ def size_sweep(minbytes: int, maxbytes: int, factor: float = 0.0, step: int = 0)
     increased by ``step`` (``-i``) when no factor is given."""
     if minbytes > maxbytes:
         raise CollsimError(f"minimum size {minbytes} B is larger than maximum size {maxbytes} B: swap -b and -e")
+    if factor != factor or factor in (float("inf"), float("-inf")):
+        raise CollsimError(f"step factor {factor} is not a number: use e.g. -f 2")
+    if not factor or factor > 1:  # (a factor below 1 is refused below)
+        check_sweep_length(minbytes, maxbytes, factor, step)
     if factor and factor > 1:
         sizes, s = [], minbytes
         while s <= maxbytes:

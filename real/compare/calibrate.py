@@ -61,6 +61,7 @@ from sim.algorithms import why_not
 from sim.errors import CollsimError
 from sim.topology import Link, Node, Topology
 from sim.topology_file import topology_from_dict
+from sim.validation import latency_us as check_latency_us
 
 from .hostmodel import HOST_MODELS, LOOPBACK_BYTES_PER_WIRE_BYTE, default_host_model, host_bytes
 from .measured import Measurement
@@ -182,8 +183,8 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
         reason = why_not(algorithm, m.collective, n)
         if reason:
             raise CollsimError(f"cannot calibrate through {algorithm} on {m.source!r}: {reason}")
-    if latency_us is not None and latency_us < 0:
-        raise CollsimError(f"--latency-us {latency_us} must be zero or more")
+    if latency_us is not None:
+        latency_us = check_latency_us(latency_us, "--latency-us")  # finite, >= 0 (nan and inf refused)
     p2p = measured_latency_us(measurements)
     if measured_latency and latency_us is None and p2p is None:
         raise CollsimError("--measured-latency: the files carry no measured message latency (env.p2p_latency_us): "

@@ -15,6 +15,7 @@ import os
 
 from sim.commands.common import check_output_dir
 from sim.errors import CollsimError
+from sim.safe_io import check_not_input, check_output, write_output
 
 COMPARE_HELP = """\
 Predict every size of a measured sweep and score the prediction: a table per size (measured and
@@ -104,15 +105,13 @@ def run_calibrate(args) -> int:
     out = args.out
     if not out.lower().endswith((".yaml", ".yml", ".json")):
         raise CollsimError(f"--out {out!r}: name the topology file .yaml, .yml or .json so collsim can load it")
+    check_output(out, "--out")
+    check_not_input(out, "--out", [*args.measured, *args.holdout])
     fit = [read_measurement(p, args.collective, args.nranks) for p in args.measured]
     held = [read_measurement(p, None, args.nranks) for p in args.holdout]
     cal = calibrate(fit, holdout=held, host_model=args.host_model, algorithm=args.algorithm,
                     latency_us=args.latency_us, measured_latency=args.measured_latency, name=args.name)
-    parent = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(parent):
-        raise CollsimError(f"--out {out!r}: directory {parent!r} does not exist")
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(json.dumps(cal.document, indent=1) if out.lower().endswith(".json") else cal.to_yaml())
+    write_output(out, json.dumps(cal.document, indent=1) if out.lower().endswith(".json") else cal.to_yaml(), "--out")
     if args.format == "json":
         print(json.dumps({"out": out, "bandwidth_GBps": cal.bandwidth_GBps, "latency_us": cal.latency_us,
                           "launch_us": cal.launch_us, "host_model": cal.host_model, "host_GBps": cal.host_GBps,

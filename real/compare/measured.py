@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
+from sim.safe_io import read_input
+from sim.validation import MAX_BYTES, MAX_RANKS
 from sim.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 
 MAX_FILE_BYTES = 64 << 20
@@ -106,13 +108,10 @@ def read_measurement(path: str, collective: str | None = None, nranks: int | Non
     ``collective`` / ``nranks`` fill in what a text file does not say (and must agree with what a JSON
     file says).
     """
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise CollsimError(f"measured file {path!r} does not exist: pass the output of `collsim bench --format json` "
                            "or of an nccl-tests binary such as all_reduce_perf")
-    if os.path.getsize(path) > MAX_FILE_BYTES:
-        raise CollsimError(f"measured file {path!r} is over {MAX_FILE_BYTES >> 20} MiB: is it really a benchmark output?")
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8", errors="replace")
+    text = read_input(path, "measured file", MAX_FILE_BYTES)  # regular files only (not /dev/zero, a FIFO)
     if text.lstrip().startswith("{"):
         try:
             doc = json.loads(text)
@@ -135,14 +134,16 @@ def measurement_from_json(doc, source: str = "<json>", collective: str | None = 
     if collective and get_collective(collective).name != coll:
         raise CollsimError(f"{source!r} measures {coll}, not {collective}: drop --collective or pick the right file")
     n = doc.get("nranks") or nranks or _missing("nranks", source)
-    if not isinstance(n, int) or n < 2:
-        raise CollsimError(f"{source!r}: nranks {n!r} must be a whole number >= 2 (a collective needs two ranks)")
+    if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= MAX_RANKS:
+        shown = repr(n) if len(repr(n)) < 30 else f"a {len(repr(n))}-character value"
+        raise CollsimError(f"{source!r}: nranks {shown} must be a whole number from 2 to {MAX_RANKS} (a collective needs "
+                           "two ranks)")
     if nranks and nranks != n:
         raise CollsimError(f"{source!r} was measured on {n} ranks, not {nranks}: drop --nranks")
     rows = []
     for i, r in enumerate(doc["results"]):
-        if not isinstance(r, dict) or not isinstance(r.get("nbytes"), int):
-            raise CollsimError(f"{source!r}: result #{i} has no whole 'nbytes'")
+        if not isinstance(r, dict) or not isinstance(r.get("nbytes"), int) or not 0 <= r["nbytes"] <= MAX_BYTES:
+            raise CollsimError(f"{source!r}: result #{i} has no whole 'nbytes' from 0 to {MAX_BYTES} (1 PiB)")
         rows.append(MeasuredRow(r["nbytes"], _num(r.get("time_us")), _num(r.get("inplace_time_us")),
                                 r.get("count"), r.get("dtype"), r.get("redop"), _num(r.get("wrong"))))
     backend = doc.get("backend")

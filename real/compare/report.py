@@ -19,6 +19,7 @@ import html
 import os
 
 from sim import analytic
+from sim.safe_io import write_output
 
 from .measured import size_text as _size
 
@@ -208,12 +209,9 @@ def write_report(directory: str, comparisons, calibration=None, title: str | Non
             png = make(c)
             pngs[(i, name)] = png
             path = os.path.join("figures", f"{i + 1}-{c.measurement.collective}-{name}.png")
-            with open(os.path.join(directory, path), "wb") as f:
-                f.write(png)
+            write_output(os.path.join(directory, path), png, "--report")
             rel[(i, name)] = path
     md_path, html_path = os.path.join(directory, "report.md"), os.path.join(directory, "report.html")
-    with open(md_path, "w", encoding="utf-8") as f:
-        f.write(markdown(comparisons, calibration, rel, title, commands))
-    with open(html_path, "w", encoding="utf-8") as f:
-        f.write(html_report(comparisons, calibration, pngs, title, commands))
+    write_output(md_path, markdown(comparisons, calibration, rel, title, commands), "--report")
+    write_output(html_path, html_report(comparisons, calibration, pngs, title, commands), "--report")
     return {"markdown": md_path, "html": html_path, "figures": [os.path.join(directory, p) for p in rel.values()]}

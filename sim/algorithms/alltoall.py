@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import Program
+from ..chunk_program import ChunkProgram
 from . import algorithm
-from .tree import host_groups, tile
+from .tree import host_groups
 
 
 def _hosts(topology, n: int) -> list[list[int]]:
@@ -34,22 +34,18 @@ def _hosts(topology, n: int) -> list[list[int]]:
 
 @algorithm("p2p", ("all_to_all",), "NCCL's all_to_all: grouped point-to-point sends, over NVLink in a node and "
            "through the rail-aligned NIC (PXN) across nodes", pipelined=("all_to_all",))
-def build_p2p(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0) -> Program:
+def build_p2p(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     groups = _hosts(topology, n)
     host_of, local_of = np.empty(n, np.int64), np.empty(n, np.int64)
     for h, g in enumerate(groups):
         host_of[g], local_of[g] = h, np.arange(len(g))
-    a, b = (x.ravel() for x in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    p = ChunkProgram(coll, n, n * n)
+    a, b = p.grid(n, n)
     a, b = a[a != b], b[a != b]
-    block = a * n + b
     relay = (host_of[a] != host_of[b]) & (local_of[a] != local_of[b])
     proxy = np.array([groups[host_of[s]][local_of[d]] for s, d in zip(a[relay], b[relay])], np.int64)
-    src = np.concatenate([a[~relay], a[relay], proxy])
-    dst = np.concatenate([b[~relay], proxy, b[relay]])
-    chunk = np.concatenate([block[~relay], block[relay], block[relay]])
-    step = np.concatenate([np.zeros((~relay).sum() + relay.sum(), np.int64), np.ones(relay.sum(), np.int64)])
-    cols = [src, dst, chunk, step, np.zeros(len(src), bool)]
-    (src, dst, chunk, step, red), channel, nchunks = tile(cols, n * n, nchannels, pipeline)
-    return Program.from_ops(coll, n, nchunks, src, dst, chunk, step, red, channel=channel, algorithm="p2p",
-                            steps=2 if relay.any() else 1,
-                            params={"nchannels": nchannels, "pipeline": pipeline, "pxn": bool(relay.any())})
+    p.send(a[~relay], b[~relay], chunk=a[~relay] * n + b[~relay], step=0)        # block (a -> b) is chunk a*n + b
+    if relay.any():
+        p.send(a[relay], proxy, chunk=a[relay] * n + b[relay], step=0)           # over NVLink to b's rail
+        p.send(proxy, b[relay], chunk=a[relay] * n + b[relay], step=1)           # out of the proxy's NIC
+    return p.program("p2p", steps=2 if relay.any() else 1, nchannels=nchannels, pipeline=pipeline, pxn=bool(relay.any()))

@@ -1,5 +1,12 @@
 """CollNet: IB SHARP all_reduce, the network switches reduce (``collnet_direct``, ``collnet_chain``).
 
+::
+
+    host 0: g0 g1 .. g(k-1) --(1)--> head j --(2)--> SHARP switch (sums every host's shard j)
+    host 1: g0 g1 .. g(k-1) --(1)--> head j --(2)-->      |
+                      ^                   ^------(3)------+  multicast of the sum
+                      +--------(4)-------- head j
+
 Each host's buffer is cut into ``ppn`` shards, one per GPU (the *head* of shard j is local GPU j, which
 talks to the network through its own NIC, as NCCL makes one head per rail). A piece goes:
 
@@ -29,21 +36,31 @@ from __future__ import annotations
 
 import heapq
 import math
+import weakref
 
 import numpy as np
 
+from ..chunk_program import ChunkProgram
 from ..errors import CollsimError
-from ..program import Program
 from . import algorithm
-from .tree import WINDOW, concat, host_groups, tile, uniform_hosts
+from .tree import WINDOW, host_groups, uniform_hosts
 
 _EXAMPLES = "e.g. switch:n=8,sharp=1 or dgx-h100:nodes=2,sharp=1"
+# per topology (routes are fixed): out-links of every node, and the SHARP switches that are some GPU's nearest
+_OUT_LINKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_SHARP_LEAVES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 # ---- helpers shared with nvls.py ------------------------------------------------------------------------
 def nearest_reducer(topology, node: int, kind: str) -> int | None:
     """The reducing switch of ``kind`` closest (route latency) to node ``node``, not routing through GPUs."""
     nodes = topology.nodes
+    if topology not in _OUT_LINKS:
+        out = [[] for _ in nodes]
+        for li, link in enumerate(topology.links):
+            out[topology.node_index[link.src]].append((li, topology.node_index[link.dst]))
+        _OUT_LINKS[topology] = out
+    out = _OUT_LINKS[topology]
     best = {node: 0.0}
     heap = [(0.0, node)]
     while heap:
@@ -54,7 +71,7 @@ def nearest_reducer(topology, node: int, kind: str) -> int | None:
             return u
         if u != node and nodes[u].kind == "gpu":
             continue
-        for li, v in topology._out[u]:
+        for li, v in out[u]:
             c = cost + topology.links[li].latency_us + 1e-9
             if c < best.get(v, math.inf):
                 best[v] = c
@@ -62,37 +79,35 @@ def nearest_reducer(topology, node: int, kind: str) -> int | None:
     return None
 
 
-def switch_tree_ops(topology, heads: list[int], shard: int, step0: int, switch_agent) -> tuple[list, int]:
-    """All-reduce shard ``shard`` held by ``heads`` (one rank per host) through SHARP switches.
-
-    ``switch_agent(node_index) -> agent id``. Returns the op columns and the steps used (2 or 4).
-    """
+def switch_tree(p: ChunkProgram, heads: list[int], shard: int, step0: int) -> int:
+    """All-reduce chunk ``shard``, held by ``heads`` (one rank per host), through the SHARP switches,
+    starting at step ``step0``. Returns the steps used: 2 under one switch, 4 through leaves and a root."""
+    topology = p.topology
     first = [nearest_reducer(topology, topology.gpus[h], "sharp") for h in heads]
     if None in first:
         lost = topology.nodes[topology.gpus[heads[first.index(None)]]].name
         raise CollsimError(f"GPU {lost} reaches no SHARP switch without passing through another GPU: connect it to the network")
     leaves = sorted(set(first))
-    ops = []
-    if len(leaves) == 1:
-        sw = switch_agent(leaves[0])
+    if len(leaves) == 1:       # one switch: up (summed), then the sum back down
+        sw = p.switch(leaves[0])
         for h in heads:
-            ops.append((h, sw, step0, True))
-            ops.append((sw, h, step0 + 1, False))
-        levels = 1
-    else:
-        root = _root_switch(topology, leaves)
-        r = switch_agent(root)
-        for h, leaf in zip(heads, first):
-            if leaf == root:  # a head right under the root skips the leaf level
-                ops += [(h, r, step0 + 1, True), (r, h, step0 + 2, False)]
-            else:
-                ops += [(h, switch_agent(leaf), step0, True), (switch_agent(leaf), h, step0 + 3, False)]
-        for leaf in leaves:
-            if leaf != root:
-                ops += [(switch_agent(leaf), r, step0 + 1, True), (r, switch_agent(leaf), step0 + 2, False)]
-        levels = 2
-    src, dst, step, red = (np.array(c) for c in zip(*ops))
-    return [src, dst, np.full(len(src), shard), step, red], 2 * levels
+            p.send(h, sw, chunk=shard, step=step0, reduce=True)
+            p.send(sw, h, chunk=shard, step=step0 + 1)
+        return 2
+    top = _root_switch(topology, leaves)
+    root = p.switch(top)
+    for h, leaf in zip(heads, first):
+        if leaf == top:        # a head right under the root skips the leaf level
+            p.send(h, root, chunk=shard, step=step0 + 1, reduce=True)
+            p.send(root, h, chunk=shard, step=step0 + 2)
+        else:
+            p.send(h, p.switch(leaf), chunk=shard, step=step0, reduce=True)
+            p.send(p.switch(leaf), h, chunk=shard, step=step0 + 3)
+    for leaf in leaves:        # leaves forward their partial sums to the root, which multicasts back
+        if leaf != top:
+            p.send(p.switch(leaf), root, chunk=shard, step=step0 + 1, reduce=True)
+            p.send(root, p.switch(leaf), chunk=shard, step=step0 + 2)
+    return 4
 
 
 def _root_switch(topology, leaves: list[int]) -> int:
@@ -109,11 +124,10 @@ def _root_switch(topology, leaves: list[int]) -> int:
 
 
 def _leaf_set(topology) -> set[int]:
-    """SHARP switches that are some GPU's nearest (cached on the topology: routes are fixed)."""
-    cache = topology.__dict__.setdefault("_collsim_sharp_leaves", {})
-    if "leaves" not in cache:
-        cache["leaves"] = {nearest_reducer(topology, g, "sharp") for g in topology.gpus} - {None}
-    return cache["leaves"]
+    """SHARP switches that are some GPU's nearest."""
+    if topology not in _SHARP_LEAVES:
+        _SHARP_LEAVES[topology] = {nearest_reducer(topology, g, "sharp") for g in topology.gpus} - {None}
+    return _SHARP_LEAVES[topology]
 
 
 def sharp_reason(topology, n: int) -> str | None:
@@ -126,67 +140,42 @@ def sharp_reason(topology, n: int) -> str | None:
     return uniform_hosts(topology, n)
 
 
-class _Agents:
-    """Switch node index -> Program agent id (n, n+1, ... in order of first use)."""
-
-    def __init__(self, topology, n: int):
-        self.topology, self.n, self.index = topology, n, {}
-
-    def __call__(self, node: int) -> int:
-        return self.index.setdefault(node, self.n + len(self.index))
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(self.topology.nodes[i].name for i in self.index)
-
-
 # ---- the algorithms -------------------------------------------------------------------------------------
 def _requirement(topology, collective, n):
     return sharp_reason(topology, n)
 
 
-def _build(coll, n, topology, nchannels, pipeline, chain: bool, name: str) -> Program:
+def _build(coll, n, topology, nchannels, pipeline, chain: bool, name: str):
     groups = host_groups(topology, n)
-    k = len(groups[0])
-    agents = _Agents(topology, n)
+    k = len(groups[0])                       # GPUs per host = shards = heads
+    p = ChunkProgram(coll, n, k, topology=topology)
     intra = (k - 1) if chain else min(1, k - 1)
-    parts = []
-    inter_steps = 0
     for j in range(k):
-        # 1. to the head of shard j
-        for g in groups:
-            if chain:  # g[j+1] -> g[j+2] -> ... -> g[j], summing
+        for g in groups:                     # 1. inside each host, to the head of shard j
+            if chain:                        # g[j+1] -> g[j+2] -> ... -> g[j], summing
                 order = [g[(j + 1 + q) % k] for q in range(k)]
-                parts.append([order[:-1], order[1:], [j] * (k - 1), list(range(k - 1)), [True] * (k - 1)])
-            else:
-                others = [g[i] for i in range(k) if i != j]
-                parts.append([others, [g[j]] * len(others), [j] * len(others), [0] * len(others), [True] * len(others)])
-        # 2-3. through the switches
-        cols, inter_steps = switch_tree_ops(topology, [g[j] for g in groups], j, intra, agents)
-        parts.append(cols)
-        # 4. back from the head
-        base = intra + inter_steps
-        for g in groups:
-            if chain:  # g[j] -> g[j-1] -> ... -> g[j+1]
+                p.send(order[:-1], order[1:], chunk=j, step=np.arange(k - 1), reduce=True)
+            else:                            # everyone straight to the head
+                p.send([g[i] for i in range(k) if i != j], g[j], chunk=j, step=0, reduce=True)
+        inter = switch_tree(p, [g[j] for g in groups], j, intra)   # 2-3. through the switches
+        base = intra + inter
+        for g in groups:                     # 4. from the head back to the host's other GPUs
+            if chain:                        # g[j] -> g[j-1] -> ... -> g[j+1]
                 order = [g[(j - q) % k] for q in range(k)]
-                parts.append([order[:-1], order[1:], [j] * (k - 1), [base + q for q in range(k - 1)], [False] * (k - 1)])
+                p.send(order[:-1], order[1:], chunk=j, step=base + np.arange(k - 1))
             else:
-                others = [g[i] for i in range(k) if i != j]
-                parts.append([[g[j]] * len(others), others, [j] * len(others), [base] * len(others), [False] * len(others)])
-    (src, dst, chunk, step, red), channel, nchunks = tile(concat(*parts), k, nchannels, pipeline)
-    return Program.from_ops(coll, n, nchunks, src, dst, chunk, step, red, channel=channel, algorithm=name,
-                            steps=2 * intra + inter_steps, switches=agents.names,
-                            params={"nchannels": nchannels, "pipeline": pipeline, "ppn": k, "hosts": len(groups),
-                                    "window": WINDOW})
+                p.send(g[j], [g[i] for i in range(k) if i != j], chunk=j, step=base)
+    return p.program(name, steps=2 * intra + inter, nchannels=nchannels, pipeline=pipeline, window=WINDOW,
+                     ppn=k, hosts=len(groups))
 
 
 @algorithm("collnet_direct", ("all_reduce",), "IB SHARP: all-to-all to the heads inside a host, switches reduce and multicast",
            requirement=_requirement, pipelined=("all_reduce",))
-def build_collnet_direct(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0) -> Program:
+def build_collnet_direct(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, False, "collnet_direct")
 
 
 @algorithm("collnet_chain", ("all_reduce",), "IB SHARP: a chain to the head inside a host, switches reduce and multicast",
            requirement=_requirement, pipelined=("all_reduce",))
-def build_collnet_chain(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0) -> Program:
+def build_collnet_chain(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, True, "collnet_chain")

@@ -1,5 +1,12 @@
 """``hierarchical_ring``: a two-level ring all_reduce, inside each host and then across hosts.
 
+::
+
+    host 0: g0 -> g1 -> .. -> g(k-1) -> g0     (1) and (3): a ring inside each host
+              |     |            |
+    host 1: g0 -> g1 -> .. -> g(k-1) -> g0     (2): k rings across hosts, one per local index
+              ...
+
 With m hosts of k GPUs each (local index l = position of the rank in its host):
 
 1. reduce-scatter on a ring inside every host (k-1 steps): local GPU l ends with shard l of its host's
@@ -22,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import Program
+from ..chunk_program import ChunkProgram
 from . import algorithm
-from .tree import host_groups, tile, uniform_hosts
+from .tree import host_groups, uniform_hosts
 
 
 def _requirement(topology, collective, n):
@@ -40,27 +47,20 @@ def _requirement(topology, collective, n):
 
 @algorithm("hierarchical_ring", ("all_reduce",), "two-level ring: reduce-scatter in each host, ring across hosts, all-gather in each host",
            requirement=_requirement)
-def build_hierarchical_ring(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0) -> Program:
-    groups = np.array(host_groups(topology, n))          # [host, local] -> rank
-    m, k = groups.shape
-    cols = []
-    h, l, i = (x.ravel() for x in np.meshgrid(np.arange(m), np.arange(k), np.arange(m), indexing="ij"))
-
-    def add(src, dst, shard, sub, step, red):
-        cols.append((src, dst, shard * m + sub, step, np.full(len(src), red)))
-
-    for s in range(k - 1):  # 1. intra-host ring reduce-scatter: l sends shard l-s-1 to l+1 (all m sub-chunks)
-        add(groups[h, l], groups[h, (l + 1) % k], (l - s - 1) % k, i, np.full(len(h), s), True)
-    hh, ll = (x.ravel() for x in np.meshgrid(np.arange(m), np.arange(k), indexing="ij"))
-    base = k - 1
-    for s in range(2 * (m - 1)):  # 2. ring over hosts for shard l: reduce-scatter then all-gather of sub-chunks
-        sub = (hh - s) % m if s < m - 1 else (hh + 1 - (s - (m - 1))) % m
-        add(groups[hh, ll], groups[(hh + 1) % m, ll], ll, sub, np.full(len(hh), base + s), s < m - 1)
-    base += 2 * (m - 1)
-    for s in range(k - 1):  # 3. intra-host ring all-gather: l sends shard l-s to l+1
-        add(groups[h, l], groups[h, (l + 1) % k], (l - s) % k, i, np.full(len(h), base + s), False)
-    parts = [np.concatenate([c[j] for c in cols]) for j in range(5)]
-    (src, dst, chunk, step, red), channel, nchunks = tile(parts, k * m, nchannels, pipeline)
-    return Program.from_ops(coll, n, nchunks, src, dst, chunk, step, red, channel=channel, algorithm="hierarchical_ring",
-                            steps=2 * (k - 1) + 2 * (m - 1), params={"nchannels": nchannels, "pipeline": pipeline,
-                                                                       "hosts": m, "ppn": k})
+def build_hierarchical_ring(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
+    rank = np.array(host_groups(topology, n))          # rank[host, local]
+    m, k = rank.shape
+    p = ChunkProgram(coll, n, k * m)                    # chunk shard * m + sub: sub-chunk `sub` of shard `shard`
+    h, l, sub = p.grid(m, k, m)                         # every host, local GPU and sub-chunk at once
+    for s in p.steps(k - 1):    # 1. ring reduce-scatter inside each host: l sends shard l-s-1 to l+1
+        p.send(rank[h, l], rank[h, (l + 1) % k], chunk=(l - s - 1) % k * m + sub, reduce=True)
+    h, l = p.grid(m, k)
+    for s in p.steps(m - 1):    # 2. ring all-reduce of shard l over the hosts' GPUs l: reduce-scatter ...
+        p.send(rank[h, l], rank[(h + 1) % m, l], chunk=l * m + (h - s) % m, reduce=True)
+    for s in p.steps(m - 1):    # ... then all-gather of the sub-chunks
+        p.send(rank[h, l], rank[(h + 1) % m, l], chunk=l * m + (h + 1 - s) % m)
+    h, l, sub = p.grid(m, k, m)
+    for s in p.steps(k - 1):    # 3. ring all-gather inside each host: l sends shard l-s to l+1
+        p.send(rank[h, l], rank[h, (l + 1) % k], chunk=(l - s) % k * m + sub)
+    return p.program("hierarchical_ring", steps=2 * (k - 1) + 2 * (m - 1), nchannels=nchannels, pipeline=pipeline,
+                     hosts=m, ppn=k)

@@ -1,5 +1,10 @@
 """NVLS: NVLink SHARP, the NVSwitch reduces and multicasts (``nvls``, ``nvls_tree``).
 
+::
+
+    reduce-scatter:  g0 g1 .. g(k-1) --all shards--> NVSwitch (sums) --shard j--> g_j (its owner)
+    all-gather:      g_j --shard j--> NVSwitch --multicast--> g0 g1 .. g(k-1)
+
 An *NVLink domain* is the set of GPUs whose nearest NVLS switch (``reduce="nvls"``) is the same: a DGX
 H100 node, a GB200 NVL72 rack, ``switch:n=8,nvls=1``. Shard j of the buffer belongs to the domain's
 j-th GPU (its *owner*). Inside a domain NCCL's NVLS kernels do, per piece:
@@ -28,10 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import Program
+from ..chunk_program import ChunkProgram
 from . import algorithm
-from .collnet import _Agents, nearest_reducer, switch_tree_ops
-from .tree import WINDOW, concat, double_tree, tile, tree_ops
+from .collnet import nearest_reducer, switch_tree
+from .tree import WINDOW, double_tree, reduce_broadcast
 
 _EXAMPLES = "e.g. dgx-h100 (nvls=1 by default), gb200-nvl72 or switch:n=8,nvls=1"
 
@@ -72,63 +77,54 @@ def _reason(topology, collective: str, n: int, tree: bool) -> str | None:
     return None
 
 
-def _build(coll, n, topology, nchannels, pipeline, tree: bool) -> Program:
+def _build(coll, n, topology, nchannels, pipeline, tree: bool):
     name = "nvls_tree" if tree else "nvls"
     switches, domains = nvls_domains(topology, n)
     k, m = len(domains[0]), len(domains)
-    agents = _Agents(topology, n)
-    halves = 2 if tree else 1
-    parts = []
+    halves = 2 if tree else 1                # nvls_tree: each shard split over NCCL's two trees
+    p = ChunkProgram(coll, n, k * halves, topology=topology)
 
     def chunk_of(j, t=0):  # single-domain reduce_scatter/all_gather: shard j belongs to rank j
         return (domains[0][j] if m == 1 else j) * halves + t
 
     rs, ag = coll.name in ("all_reduce", "reduce_scatter"), coll.name in ("all_reduce", "all_gather")
-    inter_steps = 0
-    if coll.name == "all_reduce" and m > 1:
-        if tree:
-            t0, t1 = double_tree(m)
-            for j in range(k):
-                for t, hp in enumerate((t0, t1)):
+    inter = 0
+    if coll.name == "all_reduce" and m > 1:  # 2. between domains, over the owners of each shard
+        for j in range(k):
+            if tree:
+                for t, hosts in enumerate(double_tree(m)):
                     parent = np.full(n, -1, np.int64)   # a tree over the owners of shard j
-                    for d in np.flatnonzero(hp >= 0):
-                        parent[domains[d][j]] = domains[hp[d]][j]
-                    cols, s = tree_ops(parent, True, True, chunk_of(j, t), step0=2)
-                    parts.append(cols)
-                    inter_steps = max(inter_steps, s)
-        else:
-            for j in range(k):
-                cols, inter_steps = switch_tree_ops(topology, [dom[j] for dom in domains], chunk_of(j), 2, agents)
-                parts.append(cols)
+                    for d in np.flatnonzero(hosts >= 0):
+                        parent[domains[d][j]] = domains[hosts[d]][j]
+                    inter = max(inter, reduce_broadcast(p, parent, chunk_of(j, t), step0=2))
+            else:
+                inter = switch_tree(p, [dom[j] for dom in domains], chunk_of(j), 2)
     for sw, dom in zip(switches, domains):
-        a = agents(sw)
+        sw = p.switch(sw)
         for j, owner in enumerate(dom):
             for t in range(halves):
                 c = chunk_of(j, t)
-                if rs:  # every GPU into the switch (summed), the sum of shard j to its owner
-                    parts.append([dom, [a] * k, [c] * k, [0] * k, [True] * k])
-                    parts.append([[a], [owner], [c], [1], [False]])
-                if ag:  # the owner into the switch, the switch to every GPU
-                    base = 2 + inter_steps if rs else 0
-                    parts.append([[owner], [a], [c], [base], [False]])
-                    parts.append([[a] * k, dom, [c] * k, [base + 1] * k, [False] * k])
-    steps = 2 * (int(rs) + int(ag)) + inter_steps
-    (src, dst, chunk, step, red), channel, nchunks = tile(concat(*parts), k * halves, nchannels, pipeline)
-    return Program.from_ops(coll, n, nchunks, src, dst, chunk, step, red, channel=channel, algorithm=name, steps=steps,
-                            switches=agents.names, params={"nchannels": nchannels, "pipeline": pipeline,
-                                                           "domains": m, "gpus_per_domain": k, "window": WINDOW})
+                if rs:   # 1. every GPU into the switch (summed), the sum of shard j to its owner
+                    p.send(dom, sw, chunk=c, step=0, reduce=True)
+                    p.send(sw, owner, chunk=c, step=1)
+                if ag:   # 3. the owner into the switch, the switch multicasts to every GPU
+                    base = 2 + inter if rs else 0
+                    p.send(owner, sw, chunk=c, step=base)
+                    p.send(sw, dom, chunk=c, step=base + 1)
+    return p.program(name, steps=2 * (int(rs) + int(ag)) + inter, nchannels=nchannels, pipeline=pipeline,
+                     window=WINDOW, domains=m, gpus_per_domain=k)
 
 
 @algorithm("nvls", ("all_reduce", "reduce_scatter", "all_gather"),
            "NVLink SHARP: the NVSwitch reduces and multicasts inside a node (IB SHARP between nodes)",
            requirement=lambda topo, coll, n: _reason(topo, coll, n, False),
            pipelined=("all_reduce", "reduce_scatter", "all_gather"))
-def build_nvls(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0) -> Program:
+def build_nvls(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, False)
 
 
 @algorithm("nvls_tree", ("all_reduce",), "NVLink SHARP inside each node, NCCL's double binary tree between nodes",
            requirement=lambda topo, coll, n: _reason(topo, coll, n, True), pipelined=("all_reduce",))
-def build_nvls_tree(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0) -> Program:
+def build_nvls_tree(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, True)
 

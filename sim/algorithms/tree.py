@@ -1,4 +1,4 @@
-"""NCCL's double binary tree: two complementary trees, each carrying half the data, pipelined.
+r"""NCCL's double binary tree: two complementary trees, each carrying half the data, pipelined.
 
 Across hosts the ranks form binary trees in *in-order* labelling: host position x with lowest set bit
 L sits at level log2(L); its parent is whichever of x-L, x+L has bit 2L set (x-L if x+L is past the
@@ -8,7 +8,15 @@ position h-1) when it is odd, so that (m even) every host that is a leaf in one 
 the other and the two trees' sends fall on different links. Inside a host the GPUs form a chain; the
 chain's *head* joins the inter-host tree (tree 0's head is the host's first GPU, tree 1's its last, so
 the two trees leave through different NICs on a rail-optimised cluster), as NCCL's TREE pattern does.
-Any world size works, not only powers of two.
+Any world size works, not only powers of two. Tree 0 over 8 hosts, and tree 1 (mirrored)::
+
+          0                      7
+          |                      |
+          4                      3
+        /   \                  /   \
+       2     6                5     1
+      / \   / \              / \   / \
+     1   3 5   7            6   4 2   0
 
 all_reduce: each tree reduces its half up to its root and broadcasts it back down (NCCL's
 ``reduce up, broadcast down``); a rank sends up once its children have, so with ``D`` the height of
@@ -25,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program import Program
+from ..chunk_program import ChunkProgram
 from . import algorithm
 
 # Pieces in flight per (src, dst) connection: NCCL's NCCL_STEPS buffer slots. The engine honours
@@ -108,64 +116,42 @@ def heights(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return height, depth
 
 
-def tree_ops(parent: np.ndarray, up: bool, down: bool, chunk: int, step0: int = 0):
-    """Ops of one piece over one tree: reduce to the root (``up``) then broadcast from it (``down``).
-
-    Returns (src, dst, chunk, step, reduce) arrays and the number of steps used.
-    """
+def reduce_broadcast(p: ChunkProgram, parent: np.ndarray, chunk: int, *, up: bool = True, down: bool = True,
+                     step0: int = 0) -> int:
+    """One piece over one tree: every rank sends ``chunk`` to its parent once its children have
+    (``up``, summing), then the root's result flows back down (``down``). Returns the steps used."""
     height, depth = heights(parent)
     kids = np.flatnonzero(parent >= 0)
     D = int(height.max())
-    cols = [[], [], [], [], []]
-    if up:
-        cols = [kids, parent[kids], np.full(len(kids), chunk), step0 + height[kids], np.ones(len(kids), bool)]
-    if down:
-        base = step0 + (D if up else 0)
-        down_cols = [parent[kids], kids, np.full(len(kids), chunk), base + depth[parent[kids]], np.zeros(len(kids), bool)]
-        cols = [np.concatenate([a, b]) for a, b in zip(cols, down_cols)] if up else down_cols
-    return [np.asarray(c) for c in cols], D * (int(up) + int(down))
+    if up:     # a rank of height h sends up at step h: its subtree's sum is complete then
+        p.send(kids, parent[kids], chunk=chunk, step=step0 + height[kids], reduce=True)
+    if down:   # a rank at depth d receives at step d after the top
+        p.send(parent[kids], kids, chunk=chunk, step=step0 + (D if up else 0) + depth[parent[kids]])
+    return D * (int(up) + int(down))
 
 
-def tile(cols, nbase: int, nchannels: int, pipeline: int):
-    """Repeat one piece's schedule for every (channel, piece): base chunk c becomes ``c * slots + slot``
-    (shard-major, like the ring), piece ``p`` runs ``p`` steps later. Returns the op columns and channel."""
-    src, dst, chunk, step, red = (np.asarray(c) for c in cols)
-    slots = nchannels * pipeline
-    k = len(src)
-    slot = np.repeat(np.arange(slots), k)
-    rep = lambda a: np.tile(a, slots)
-    return (rep(src), rep(dst), rep(chunk) * slots + slot, rep(step) + slot % pipeline, rep(red)), slot // pipeline, nbase * slots
-
-
-def concat(*parts):
-    """Concatenate (src, dst, chunk, step, reduce) column tuples."""
-    return [np.concatenate([np.asarray(p[i]) for p in parts]) for i in range(5)]
+def root_first(groups: list[list[int]], root: int) -> list[list[int]]:
+    """Hosts reordered so that ``root``'s host comes first, with ``root`` heading it."""
+    h = next(i for i, g in enumerate(groups) if root in g)
+    order = groups[h:] + groups[:h]
+    order[0] = order[0][order[0].index(root):] + order[0][:order[0].index(root)]
+    return order
 
 
 # ---- the algorithm -------------------------------------------------------------------------------------
 @algorithm("tree", ("all_reduce", "broadcast", "reduce"),
            "NCCL double binary tree (chain inside hosts); log-depth latency, ~S/B bandwidth for all_reduce",
            pipelined=("all_reduce", "broadcast", "reduce"))
-def build_tree(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0) -> Program:
+def build_tree(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     groups = host_groups(topology, n)
-    params = {"nchannels": nchannels, "pipeline": pipeline, "hosts": len(groups), "window": WINDOW}
-    if coll.name == "all_reduce":
+    if coll.name == "all_reduce":   # half the data (chunk t) on each of the two trees
+        p = ChunkProgram(coll, n, 2)
         t0, t1 = double_tree(len(groups))
-        parts, steps = [], 0
-        for t, (hp, last) in enumerate(((t0, False), (t1, True))):
-            cols, s = tree_ops(rank_tree(groups, hp, last, n), True, True, chunk=t)
-            parts.append(cols)
-            steps = max(steps, s)
-        (src, dst, chunk, step, red), channel, nchunks = tile(concat(*parts), 2, nchannels, pipeline)
-        return Program.from_ops(coll, n, nchunks, src, dst, chunk, step, red, channel=channel, algorithm="tree",
-                                steps=steps, params=params)
-    # broadcast / reduce: one tree whose root is `root` (its host first, `root` heading that host)
-    h_root = next(i for i, g in enumerate(groups) if root in g)
-    order = groups[h_root:] + groups[:h_root]
-    g0 = order[0]
-    order[0] = g0[g0.index(root):] + g0[:g0.index(root)]
-    parent = rank_tree(order, bit_tree(len(order)), False, n)
-    cols, steps = tree_ops(parent, coll.name == "reduce", coll.name == "broadcast", chunk=0)
-    (src, dst, chunk, step, red), channel, nchunks = tile(cols, 1, nchannels, pipeline)
-    return Program.from_ops(coll, n, nchunks, src, dst, chunk, step, red, channel=channel, algorithm="tree",
-                            steps=steps, root=root, params=params)
+        steps = max([reduce_broadcast(p, rank_tree(groups, hosts, head_last, n), chunk=t)
+                     for t, (hosts, head_last) in enumerate(((t0, False), (t1, True)))])
+    else:   # one tree, rooted at the root (its host first, the root heading it)
+        p = ChunkProgram(coll, n, 1, root=root, ranks_from_root=False)
+        order = root_first(groups, root)
+        steps = reduce_broadcast(p, rank_tree(order, bit_tree(len(order)), False, n), chunk=0,
+                                 up=coll.name == "reduce", down=coll.name == "broadcast")
+    return p.program("tree", steps=steps, nchannels=nchannels, pipeline=pipeline, window=WINDOW, hosts=len(groups))

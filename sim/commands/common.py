@@ -7,6 +7,7 @@ import json
 import os
 
 from ..errors import CollsimError
+from ..safe_io import check_output
 from ..units import parse_size, size_sweep
 
 DTYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,
@@ -46,6 +47,7 @@ def check_output_path(path: str | None, flag: str, suffixes: tuple[str, ...] = (
         raise CollsimError(f"{flag} {path}: the folder {folder} does not exist: create it or write elsewhere")
     if os.path.isdir(path):
         raise CollsimError(f"{flag} {path} is a folder: give a file name")
+    check_output(path, flag)  # not a link, not a file this command has read
     if suffixes and not path.lower().endswith(suffixes):
         raise CollsimError(f"{flag} {path}: use a file name ending in {' or '.join(suffixes)}")
 
@@ -54,6 +56,8 @@ def check_output_dir(path: str | None, flag: str) -> None:
     """Refuse a report folder that is an existing file or whose parent folder does not exist."""
     if not path:
         return
+    if os.path.islink(path):
+        raise CollsimError(f"{flag} {path} is a symbolic link: collsim never writes through a link; give a real folder")
     if os.path.exists(path) and not os.path.isdir(path):
         raise CollsimError(f"{flag} {path} is an existing file: give a folder for the report")
     parent = os.path.dirname(os.path.abspath(path))

@@ -23,6 +23,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..presets import presets
+    from .common import check_output_dir
+    check_output_dir(args.report, "--report")  # before minutes of work: an existing file is not a folder
     from . import simulate as sim_cmd
     topo = args.topology or ("dgx-h100" if "dgx-h100" in presets() else DEFAULT_TOPOLOGY)
     print(f"== 1. Simulated: all_reduce on {topo}, every algorithm (the fastest is marked) ==")

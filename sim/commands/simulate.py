@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import api
 from ..algorithms import candidates, why_not
 from ..collectives import get_collective
+from ..engines import ENGINES
 from ..errors import CollsimError
 from ..presets import load_topology
 from .common import check_output_path, DEFAULT_TOPOLOGY, DTYPE_BYTES, add_size_args, emit, sizes_from_args
@@ -19,6 +20,8 @@ def register(sub) -> None:
     p.add_argument("--model", default="engine", choices=api.MODELS,
                    help="engine (discrete-event, default), tuner (NCCL's closed form), alpha-beta, "
                         "flow (ring collectives on very large clusters, aggregated by symmetry)")
+    p.add_argument("--engine", default="default", choices=ENGINES,
+                   help="what times the engine model: default (fast) or reference (readable SimPy, the oracle)")
     p.add_argument("--nchannels", type=int, default=None, help="channels (default 1, or the model's choice)")
     p.add_argument("--pipeline", type=int, default=None, help="pieces per channel (default: chosen from the protocol)")
     p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce")
@@ -63,6 +66,7 @@ def run(args) -> int:
     where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 or args.gpus_per_process != 1 else args.topology
     tasks = [sweep.Task(coll.name, nbytes, where, a, args.protocol,
                         {"model": args.model, "nchannels": args.nchannels, "pipeline": args.pipeline, "root": args.root,
+                         "engine": args.engine,
                          "trace": bool(args.trace) and nbytes == sizes[-1]})
              for nbytes in sizes for a in algos]
     done = iter(sweep.run(tasks, args.jobs, desc=f"simulate {coll.name}"))

@@ -28,10 +28,13 @@ from ..collectives import get_collective
 from ..errors import CollsimError
 from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 from ..presets import load_topology
+from ..safe_io import read_input
+from ..validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
 from ..tuner import with_gpus_per_process
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
+MAX_MEASUREMENT_BYTES = 64 << 20  # nccl-tests output of every size and type is well under 1 MiB
 PUBLIC_CASES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "public_cases.json")
 
 
@@ -57,12 +60,26 @@ def register(sub) -> None:
 
 # ---- reading measurements ------------------------------------------------------------------------
 def load_cases(path: str | None, topology: str | None = None, collective: str | None = None) -> list[dict]:
-    """Cases ``{"id", "topology", "collective", "rows": [{"size", "time_us", "busbw"}], ...}`` from ``path``."""
-    path = path or PUBLIC_CASES
-    try:
-        text = open(path, encoding="utf-8").read()
-    except OSError as e:
-        raise CollsimError(f"cannot read {path}: {e.strerror}: give a cases .json or an nccl-tests output file") from None
+    """Cases ``{"id", "topology", "collective", "rows": [{"size", "time_us", "busbw"}], ...}`` from ``path``,
+    every number checked (sizes up to 1 PiB, finite non-negative times, a world size from 2 ranks)."""
+    cases = _read_cases(path or PUBLIC_CASES, topology, collective)
+    for c in cases:
+        where = f"{path or PUBLIC_CASES}: case {str(c.get('id'))[:40]}"
+        if c.get("nranks") is not None:
+            c["nranks"] = whole(c["nranks"], f"{where}: nranks", low=2, high=MAX_RANKS)
+        if not isinstance(c.get("rows"), list):
+            raise CollsimError(f"{where}: 'rows' must be a list of {{size, time_us, busbw}}")
+        for i, r in enumerate(c["rows"]):
+            if not isinstance(r, dict):
+                raise CollsimError(f"{where}: row #{i} must be a mapping {{size, time_us, busbw}}")
+            whole(r.get("size"), f"{where}: row #{i} size", low=0, high=MAX_BYTES)
+            number(r.get("time_us"), f"{where}: row #{i} time_us", low=0, high=MAX_US)
+            number(r.get("busbw", 0.0), f"{where}: row #{i} busbw", low=0, high=MAX_GBPS)
+    return cases
+
+
+def _read_cases(path: str, topology: str | None, collective: str | None) -> list[dict]:
+    text = read_input(path, "measurement file", MAX_MEASUREMENT_BYTES)  # regular files only: not /dev/zero, a FIFO
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -79,7 +96,8 @@ def load_cases(path: str | None, topology: str | None = None, collective: str | 
         rows = [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r.get("busbw_GBps", 0.0)}
                 for r in data["results"] if "nbytes" in r and "time_us" in r]
         return [{"id": os.path.basename(path), "topology": topology or data.get("topology"),
-                 "collective": collective or data.get("collective", "all_reduce"), "rows": rows, "source": path}]
+                 "collective": collective or data.get("collective", "all_reduce"), "rows": rows, "source": path,
+                 "nranks": data.get("nranks")}]
     rows = parse_nccl_tests(text)
     meta = parse_nccl_tests_meta(text)
     return [{"id": os.path.basename(path), "topology": topology, "collective": collective or meta["collective"] or "all_reduce",
@@ -95,7 +113,7 @@ def score_case(case: dict, *, model: str = "engine", algorithm: str | None = Non
         raise CollsimError(f"case {case['id']}: no topology: pass --topology SPEC describing the machine it ran on")
     topo = with_gpus_per_process(load_topology(spec), case.get("gpus_per_process"))   # nccl-tests -g N
     coll = get_collective(case.get("collective", "all_reduce"))
-    if case.get("nranks") and case["nranks"] != topo.nranks:
+    if case.get("nranks") is not None and case["nranks"] != topo.nranks:
         raise CollsimError(f"case {case['id']}: the measurement has {case['nranks']} ranks but {spec} has {topo.nranks} GPUs: "
                            f"fix --topology (e.g. nodes=, gpus_per_node=)")
     algo = algorithm or case.get("algorithm") or "auto"

@@ -54,12 +54,15 @@ def _members(dumps: dict, refused: tuple) -> dict[str, tuple]:
     """pg name -> member ranks. gloo leaves pg_config names empty, so the default group falls back to
     every rank that left a file, and other groups to the ranks whose records mention them."""
     everyone = set(dumps) | set(refused)
-    names, mentioned, listed, default = set(), {}, {}, set()
+    names, mentioned, listed, default, merged = set(), {}, {}, set(), set()
     for r, d in dumps.items():
         for name, cfg in d["pg_config"].items():
-            if cfg["ranks"]:
-                listed.setdefault(name, set(cfg["ranks"]))
-                everyone |= set(cfg["ranks"]) if name == "" else set()
+            if cfg["ranks"]:  # equal lists are one shared object across dumps (loader): set() each once
+                if name not in listed:
+                    listed[name] = set(cfg["ranks"])
+                if name == "" and id(cfg["ranks"]) not in merged:
+                    merged.add(id(cfg["ranks"]))
+                    everyone |= set(cfg["ranks"])
         for name in d["pg_status"]:
             mentioned.setdefault(name, set()).add(r)
             names.add(name)
@@ -103,13 +106,26 @@ class _Pg:
         self.name, self.members = name, members
         self.by_rank = {r: {e["seq"]: e for e in dumps[r]["entries"] if e["pg"] == name and not e["is_p2p"]}
                         for r in members if r in dumps}
-        self.no_dump = [r for r in members if r not in dumps and r not in refused]
+        # a member whose dump is unreadable (truncated, refused) is as silent as one that left none: both are
+        # findings, never a reason to say "every collective matches"
+        self.no_dump = [r for r in members if r not in dumps]
+        self.unreadable = {r for r in members if r in refused}
         self.desc = next((e["pg_desc"] for es in self.by_rank.values() for e in es.values()), "")
         self.last = {}
         for r, es in self.by_rank.items():
             st = dumps[r]["pg_status"].get(name, {}).get("last_enqueued_collective", -1)
             self.last[r] = max([st, *es])  # pg_status survives when the ring buffer dropped entries
         self.seqs = sorted({s for es in self.by_rank.values() for s in es})
+
+
+def _lost(pg: _Pg, r: int) -> str:
+    return "dump unreadable (refused: see 'refused')" if r in pg.unreadable else "no dump"
+
+
+def _lost_text(pg: _Pg) -> str:
+    bad = sorted(r for r in pg.no_dump if r in pg.unreadable)
+    none = sorted(r for r in pg.no_dump if r not in pg.unreadable)
+    return "; ".join(([f"dump of rank(s) {bad} unreadable"] if bad else []) + ([f"no dump from rank(s) {none}"] if none else []))
 
 
 def _finding(kind, pg, seq, culprits, details, evidence, tie=False):
@@ -151,7 +167,7 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
     ev = {str(r): {"op": e["op"], "input_sizes": e["input_sizes"], "dtypes": e["input_dtypes"],
                    "completed": e["completed"]} for r, e in present.items()}
     ev.update({str(r): {"last_enqueued_collective": pg.last[r]} for r in absent})
-    ev.update({str(r): "no dump" for r in pg.no_dump})
+    ev.update({str(r): _lost(pg, r) for r in pg.no_dump})
     for what, kind in (("op", "collective_type_mismatch"), ("size", "size_mismatch"), ("dtype", "dtype_mismatch")):
         if what == "size" and any(e["op"] in _NO_SIZE_CHECK for e in present.values()):
             continue
@@ -197,8 +213,8 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
                         f"{next(iter(present.values()))['op']}", ev, len(absent) == len(here))
     if present and not all(e["completed"] for e in present.values()):
         if pg.no_dump:
-            return _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no dump (crashed or "
-                            f"killed?) while rank(s) {sorted(present)} wait at seq {s}", ev)
+            return _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no readable dump "
+                            f"({_lost_text(pg)}; crashed or killed?) while rank(s) {sorted(present)} wait at seq {s}", ev)
         if completed_lowest and len(present) == len(pg.members) and not any(e["completed"] for e in present.values()):
             return _finding("stuck_collective", pg, s, list(pg.members), f"every member of group {pg.name} "
                             f"joined seq {s} ({next(iter(present.values()))['op']}), the calls match and none "
@@ -317,9 +333,9 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
         else:
             if pg.no_dump and pg.by_rank:
                 s = max(pg.last.values()) + 1
-                f = _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no dump; the others "
-                             f"completed all {s - 1} collective(s) they recorded (it failed after them, or its "
-                             "dump was lost)", {str(r): "no dump" for r in pg.no_dump})
+                f = _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no readable dump "
+                             f"({_lost_text(pg)}); the others completed all {s - 1} collective(s) they recorded (it "
+                             "failed after them, or its dump was lost)", {str(r): _lost(pg, r) for r in pg.no_dump})
                 f["_t"] = float("inf")  # weaker evidence than a record that disagrees
                 findings.append(f)
     primary, secondary = [], []

@@ -53,6 +53,9 @@ def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
 def _analyze(args) -> int:
     from .analyze import analyze
     from .loader import load_dir
+    from ..validation import number
+    number(args.straggler_ms, "--straggler-ms", low=0, example="10")
+    number(args.slow_factor, "--slow-factor", low=1, low_open=True, example="1.5")
     t0 = time.perf_counter()
     d = analyze(load_dir(args.dir), straggler_ms=args.straggler_ms, slow_factor=args.slow_factor)
     if args.format == "json":
@@ -79,6 +82,8 @@ def _demo(args) -> int:
         raise CollsimError(f"the demo needs torch and the real/ package ({e}): pip install torch==2.13.0") from None
     from .analyze import analyze
     from .loader import load_dir
+    from ..validation import number
+    number(args.timeout_s, "--timeout-s", low=0, low_open=True, high=3600, example="5")
     directory = args.dump or tempfile.mkdtemp(prefix="collsim-flight-")
     os.makedirs(directory, exist_ok=True)
     info = run_demo(directory, nprocs=args.nprocs, fault=args.fault, timeout_s=args.timeout_s)

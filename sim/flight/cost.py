@@ -22,17 +22,18 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field, replace
 
+from ..analytic import ring_steps
 from ..errors import CollsimError
 
 # (latency steps, traffic factor) per collective for a ring of n ranks: the classical alpha-beta model.
 _RING = {
-    "all_reduce": (lambda n: 2 * (n - 1), lambda n: 2 * (n - 1) / n),
-    "all_gather": (lambda n: n - 1, lambda n: (n - 1) / n),
-    "reduce_scatter": (lambda n: n - 1, lambda n: (n - 1) / n),
-    "all_to_all": (lambda n: n - 1, lambda n: (n - 1) / n),
-    "broadcast": (lambda n: n - 1, lambda n: 1.0),  # pipelined chain: nbytes once over the slowest link
-    "reduce": (lambda n: n - 1, lambda n: 1.0),
-    "barrier": (lambda n: 2 * (n - 1), lambda n: 0.0),
+    "all_reduce": (lambda n: ring_steps("all_reduce", n), lambda n: 2 * (n - 1) / n),
+    "all_gather": (lambda n: ring_steps("all_gather", n), lambda n: (n - 1) / n),
+    "reduce_scatter": (lambda n: ring_steps("reduce_scatter", n), lambda n: (n - 1) / n),
+    "all_to_all": (lambda n: ring_steps("all_to_all", n), lambda n: (n - 1) / n),
+    "broadcast": (lambda n: ring_steps("broadcast", n), lambda n: 1.0),  # pipelined chain: nbytes once over the slowest link
+    "reduce": (lambda n: ring_steps("reduce", n), lambda n: 1.0),
+    "barrier": (lambda n: ring_steps("all_reduce", n), lambda n: 0.0),   # an all-reduce of nothing
 }
 
 

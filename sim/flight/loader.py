@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 from ..errors import CollsimError
 
-MAX_DUMP_BYTES = 1 << 30  # a dump larger than 1 GiB is not a flight-recorder dump; don't read it
+MAX_DUMP_BYTES = 256 << 20  # PyTorch's default 2,000-entry buffer dumps ~1-5 MB; 256 MiB is 50x its largest
+MAX_DUMP_NODES = 10_000_000  # values in one dump, shared references counted each time (~20,000 entries with stacks)
 _PLAIN = (dict, list, tuple, str, int, float, bool, type(None), bytes)
 _OPS = {  # profiling names PyTorch uses (nccl and gloo, old and new) -> one vocabulary
     "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "all_reduce_coalesced": "all_reduce",
@@ -59,18 +60,40 @@ class PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("it uses a persistent id; only plain data is allowed")
 
 
-def _check_plain(x, depth=0):
-    if depth > 64:
-        raise RefusedDump("nesting deeper than 64 levels: not a flight-recorder dump")
-    if not isinstance(x, _PLAIN):
-        raise RefusedDump(f"it contains a {type(x).__name__}; only plain data is allowed")
-    if isinstance(x, dict):
-        for k, v in x.items():
-            _check_plain(k, depth + 1)
-            _check_plain(v, depth + 1)
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            _check_plain(v, depth + 1)
+def _check_plain(root) -> None:
+    """Refuse anything but plain data, nesting past 64 levels, cycles, and more than
+    :data:`MAX_DUMP_NODES` values *counting shared references each time they are used*: a pickle can
+    reference one list from many places, so 249 bytes can stand for 10**9 values (a "billion laughs").
+    Each distinct container is visited once (memoised by identity), so the check itself is linear in
+    the size of the file, whatever the sharing."""
+    expanded: dict[int, int] = {}  # id(container) -> values it stands for, counted with repetitions
+    stack = [(root, 0, False)]
+    on_path: set[int] = set()
+    while stack:
+        x, depth, done = stack.pop()
+        if not isinstance(x, _PLAIN):
+            raise RefusedDump(f"it contains a {type(x).__name__}; only plain data is allowed")
+        if not isinstance(x, (dict, list, tuple)):
+            continue
+        key = id(x)
+        children = [v for kv in x.items() for v in kv] if isinstance(x, dict) else x
+        if done:
+            on_path.discard(key)
+            total = 1 + sum(expanded.get(id(c), 1) for c in children)
+            if total > MAX_DUMP_NODES:
+                raise RefusedDump(f"it expands to more than {MAX_DUMP_NODES:,} values (shared references repeated): "
+                                  "not a flight-recorder dump")
+            expanded[key] = total
+            continue
+        if key in expanded:
+            continue
+        if key in on_path:
+            raise RefusedDump("it contains a reference cycle: not a flight-recorder dump")
+        if depth > 64:
+            raise RefusedDump("nesting deeper than 64 levels: not a flight-recorder dump")
+        on_path.add(key)
+        stack.append((x, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if not (isinstance(c, (dict, list, tuple)) and id(c) in expanded))
 
 
 def read_raw(path: str) -> dict:
@@ -113,14 +136,23 @@ def _int(x, default=None):
         return default
 
 
-def _ranks(text) -> list[int]:
+def _ranks(text, cache: dict | None = None) -> list[int]:
+    """A group's member list. Every rank's dump repeats the default group's list (``"[0, 1, ...,
+    N-1]"``), so identical lists are parsed once and shared through ``cache``: N dumps then hold one
+    list, not N (memory linear in the number of dumps, not quadratic)."""
+    key = text if isinstance(text, str) else tuple(text) if isinstance(text, (list, tuple)) else None
+    if cache is not None and key in cache:
+        return cache[key]
     if isinstance(text, (list, tuple)):
-        return [int(r) for r in text]
-    try:
-        v = json.loads(text) if text else []
-        return [int(r) for r in v]
-    except (ValueError, TypeError):
-        return []
+        out = [int(r) for r in text]  # a non-number here makes the dump malformed (load_dir refuses it)
+    else:
+        try:
+            out = [int(r) for r in (json.loads(text) if text else [])]
+        except (ValueError, TypeError):
+            out = []
+    if cache is not None and key is not None:
+        cache[key] = out
+    return out
 
 
 def op_name(profiling_name: str) -> str:
@@ -129,12 +161,13 @@ def op_name(profiling_name: str) -> str:
     return _OPS.get(base, base)
 
 
-def normalise(raw: dict) -> dict:
-    """The canonical shape the analyzer reads (see the module docstring)."""
+def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
+    """The canonical shape the analyzer reads (see the module docstring); ``ranks_cache`` shares equal
+    member lists between dumps (see :func:`_ranks`)."""
     status = {str(k): {kk: _int(vv, -1) for kk, vv in (v or {}).items()}
               for k, v in (raw.get("pg_status") or {}).items() if isinstance(v, dict)}
     config = {str(k): {"name": str((v or {}).get("name", k)), "desc": str((v or {}).get("desc", "")),
-                       "ranks": _ranks((v or {}).get("ranks"))}
+                       "ranks": _ranks((v or {}).get("ranks"), ranks_cache)}
               for k, v in (raw.get("pg_config") or {}).items() if isinstance(v, dict)}
     entries = []
     for e in raw.get("entries") or []:
@@ -190,7 +223,7 @@ def load_dir(directory: str) -> DumpSet:
     """Every rank's dump in ``directory`` (one file per rank, the rank at the end of its name)."""
     if not os.path.isdir(directory):
         raise CollsimError(f"{directory!r} is not a directory: give the directory holding rank_0, rank_1, ... dumps")
-    dumps, refused, refused_ranks, skipped = {}, {}, [], []
+    dumps, refused, refused_ranks, skipped, ranks_cache = {}, {}, [], [], {}
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         rank = rank_of(name)
@@ -202,7 +235,7 @@ def load_dir(directory: str) -> DumpSet:
         try:
             raw = read_raw(path)
             try:
-                dumps[rank] = normalise(raw)
+                dumps[rank] = normalise(raw, ranks_cache)
             except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as e:
                 # a field of the wrong type (entries: 5, pg_config: [1], ranks: [0, "a"]): refuse the
                 # file like any other non-dump, so one bad rank does not hide the others' findings
@@ -213,4 +246,30 @@ def load_dir(directory: str) -> DumpSet:
     if not dumps:
         why = "; ".join(refused.values()) or "no file named like rank_0, rank_1, ..."
         raise CollsimError(f"no readable flight-recorder dump in {directory!r} ({why})")
+    check_one_job(dumps, directory)
     return DumpSet(dumps, refused, tuple(refused_ranks), tuple(skipped))
+
+
+def check_one_job(dumps: dict, directory: str = "") -> None:
+    """Refuse dumps that cannot come from one job: a process group whose member list differs between
+    ranks, a rank outside its own default group, or different recorder versions. Matching records of
+    two jobs by sequence id would blame ranks for another job's calls."""
+    fix = f"keep one job's dumps per directory{f' ({directory})' if directory else ''}"
+    versions = {d["version"] for d in dumps.values() if d.get("version")}
+    if len(versions) > 1:
+        raise CollsimError(f"the dumps were written by different flight-recorder versions ({', '.join(sorted(versions))}): "
+                           f"they come from different jobs; {fix}")
+    seen: dict[str, tuple[int, list]] = {}
+    for rank, d in sorted(dumps.items()):
+        for name, cfg in d["pg_config"].items():
+            members = cfg["ranks"]
+            if not members:
+                continue
+            if name in seen and seen[name][1] is not members and seen[name][1] != members:  # shared: O(1)
+                other, theirs = seen[name]
+                raise CollsimError(f"rank {other}'s dump says process group {name!r} has ranks {theirs[:16]}, rank {rank}'s "
+                                   f"says {members[:16]}: the dumps come from different jobs; {fix}")
+            seen.setdefault(name, (rank, members))
+            if (cfg["desc"] == "default_pg" or name == "0") and rank not in members:
+                raise CollsimError(f"the dump of rank {rank} lists its default group as ranks {members[:16]}, which do not "
+                                   f"include {rank}: a dump of another job (or a renamed file); {fix}")

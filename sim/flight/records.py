@@ -25,6 +25,7 @@ import json
 import os
 
 from ..errors import CollsimError
+from ..safe_io import write_output
 from .workload import DTYPES
 
 VERSION = "2.10"  # the flight-recorder format version torch 2.13 writes
@@ -91,7 +92,6 @@ def write_dumps(directory: str, dumps: dict[int, dict]) -> list[str]:
     paths = []
     for rank, d in sorted(dumps.items()):
         path = os.path.join(directory, f"rank_{rank}.json")
-        with open(path, "w") as f:
-            json.dump(d, f, indent=1)
+        write_output(path, json.dumps(d, indent=1), "--dump")  # atomic; never over an input, never via a link
         paths.append(path)
     return paths

@@ -162,8 +162,3 @@ def table(rows: list[dict]) -> str:
         out.append(f"| {r['ranks']} | {r['failed']} | {r['shrink_resume_s']:.2f} | {r['reinit_resume_s']:.2f} | "
                    f"{r['resume_ratio']:.2f} | {r['shrink_total_s']:.2f} | {r['reinit_total_s']:.2f} |")
     return "\n".join(out)
-
-
-def params_table(p: RecoveryParams = RecoveryParams()) -> str:
-    """The parameters and their values as a Markdown table."""
-    return "\n".join(["| parameter | value |", "|---|---:|"] + [f"| `{k}` | {v:g} |" for k, v in asdict(p).items()])

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 
-import yaml
-
 from ..errors import CollsimError
+from ..safe_io import load_yaml, read_input
 from ..units import format_size
+from ..validation import MAX_US, number
 from . import recovery as rec
 from .analyze import analyze
 from .cost import make_cost
@@ -56,17 +56,15 @@ BUILTIN = {
     "shrink-vs-reinit": {"recovery": {"ranks": [64, 512, 4096], "failed": 1}},
 }
 
+MAX_SCENARIO_BYTES = 1 << 20  # a scenario is a few dozen lines
+
 
 def load_scenario(spec: str) -> dict:
     """A scenario dict from a built-in name or a ``.yaml``/``.yml``/``.json`` file."""
     if spec in BUILTIN:
         return dict(BUILTIN[spec], name=spec)
-    if os.path.isfile(spec):
-        try:
-            with open(spec) as f:
-                data = yaml.safe_load(f)
-        except yaml.YAMLError as e:
-            raise CollsimError(f"cannot read scenario {spec!r}: {e}".replace("\n", " ")) from None
+    if os.path.exists(spec):
+        data = load_yaml(read_input(spec, "scenario file", MAX_SCENARIO_BYTES), spec)
         if not isinstance(data, dict):
             raise CollsimError(f"scenario {spec!r} is not a mapping: write workload:, faults:, ... keys")
         data.setdefault("name", os.path.basename(spec))
@@ -91,7 +89,9 @@ def run_scenario(sc: dict, dump_dir: str | None = None) -> dict:
         if topo is not None and topo.nranks != w.world_size:
             raise CollsimError(f"topology has {topo.nranks} GPUs but the workload {w.world_size} ranks: make them equal")
         cost = make_cost(sc.get("cost"))
-        timeout_ms = float(sc.get("timeout_ms", DEFAULT_TIMEOUT_MS))
+        # a watchdog of 0 or less would call every healthy job stuck at once
+        timeout_ms = number(sc.get("timeout_ms", DEFAULT_TIMEOUT_MS), "scenario timeout_ms", low=0, low_open=True,
+                            high=MAX_US, example="600000")
         base = run(w, cost, timeout_ms=timeout_ms, topology=topo)
         r = run(apply_rank_faults(w, faults), cost, [f for f in faults if isinstance(f, LinkFault)], faults,
                 topology=topo, timeout_ms=timeout_ms)

@@ -1,6 +1,6 @@
-"""The grading child process (see :mod:`sim.grade.runner`); students run ``collsim grade FILE`` instead."""
+"""``python -m sim.grade FILE``: the same as ``collsim grade FILE``."""
 import sys
 
-from .runner import child_main
+from ..cli import main
 
-sys.exit(child_main(sys.argv[1:]))
+sys.exit(main(["grade", *sys.argv[1:]]))

@@ -51,7 +51,7 @@ def correct(ns):
         except sim.VerificationError as e:
             hint = "" if p.reduce.any() else (" (none of your ops reduces: a reduce-scatter sums, so its ops "
                                                "need reduce=True)")
-            raise Fail(f"n={n}: {e}{hint}") from None
+            raise Fail(f"n={n}: {e}{hint}", expected="rank r ends with chunk r summed over all ranks", got=str(e)[:200]) from None
     return f"sim.verify proves it for n = {SIZES[0]}..{SIZES[-1]} and 16"
 
 
@@ -64,7 +64,8 @@ def neighbours(ns):
             i = int(bad[0])
             raise Fail(f"n={n}: at step {int(p.step[i])} rank {int(p.src[i])} sends chunk {int(p.chunk[i])} to rank "
                        f"{int(p.dst[i])}, which is not its ring neighbour ({(int(p.src[i]) + 1) % n} or {(int(p.src[i]) - 1) % n}); "
-                       "on a ring, that transfer would have to cross other GPUs")
+                       "on a ring, that transfer would have to cross other GPUs",
+                       expected="sends to rank r+1 or r-1 only", got=f"rank {int(p.src[i])} -> rank {int(p.dst[i])}")
     return "every transfer goes to a ring neighbour"
 
 
@@ -73,14 +74,17 @@ def steps(ns):
         p = _program(ns, n)
         if p.nrounds != n - 1:
             raise Fail(f"n={n}: your program has {p.nrounds} rounds (steps 0..{p.nrounds - 1}); a ring reduce-scatter needs "
-                       f"n-1 = {n - 1}: in every round every rank sends one chunk to its neighbour at once")
+                       f"n-1 = {n - 1}: in every round every rank sends one chunk to its neighbour at once",
+                       expected=f"{n - 1} rounds", got=f"{p.nrounds} rounds")
         busy = {(int(s), int(r)) for s, r in zip(p.step, p.src)}
         idle = [(s, r) for s in range(n - 1) for r in range(n) if (s, r) not in busy]
         if idle:
             s, r = idle[0]
-            raise Fail(f"n={n}: rank {r} sends nothing in step {s}: every rank should send in every step")
+            raise Fail(f"n={n}: rank {r} sends nothing in step {s}: every rank should send in every step",
+                       expected="every rank sends in every step", got=f"rank {r} idle in step {s}")
         if p.steps != n - 1:
-            raise Fail(f"n={n}: the ops take {n - 1} rounds (good) but the Program declares steps={p.steps}; pass steps=nranks-1")
+            raise Fail(f"n={n}: the ops take {n - 1} rounds (good) but the Program declares steps={p.steps}; pass steps=nranks-1",
+                       expected=f"steps={n - 1}", got=f"steps={p.steps}")
     return "n-1 rounds, every rank sending in each"
 
 
@@ -93,7 +97,8 @@ def traffic(ns):
             if sent[r] != want:
                 frac = sent[r] / p.nchunks
                 raise Fail(f"n={n}: rank {r} sends {sent[r]} chunks = {frac:.3g} of its buffer; the ring optimum is "
-                           f"(n-1)/n = {(n - 1) / n:.3g} ({want:g} chunks of {p.nchunks})")
+                           f"(n-1)/n = {(n - 1) / n:.3g} ({want:g} chunks of {p.nchunks})",
+                           expected=f"{want:g} chunks", got=f"{sent[r]} chunks")
     return "each rank sends (n-1)/n of the buffer"
 
 
@@ -109,7 +114,7 @@ def performance(ns):
     if not (t <= bound * 1.01):
         raise Fail(f"on {topo.name} (100 GB/s, 1 us links) at 64 MiB your program takes {t:.1f} us; the ring takes "
                    f"(n-1)(alpha + S/(nB)) = {bound:.1f} us. Look at which transfers wait for each other "
-                   "(sim.viz.plot_link_timeline shows it)")
+                   "(sim.viz.plot_link_timeline shows it)", expected=f"<= {bound * 1.01:.1f} us", got=f"{t:.1f} us")
     if not close(t, bound, 0.01):
         return f"{t:.1f} us at 64 MiB, faster than the ring's {bound:.1f} us"
     return f"{t:.1f} us at 64 MiB on 8 ranks = the ring bound {bound:.1f} us"
@@ -118,7 +123,7 @@ def performance(ns):
 def check(ns: dict):
     """All checks on the student's namespace, in order (later ones skip if their basis failed)."""
     return run_checks(ns, [
-        ("defines ring_reduce_scatter", defines),
+        ("defines ring_reduce_scatter", defines, [], 0),
         ("returns a reduce_scatter Program", returns_program, ["defines ring_reduce_scatter"]),
         ("correct (sim.verify)", correct, ["returns a reduce_scatter Program"]),
         ("only ring neighbours", neighbours, ["returns a reduce_scatter Program"]),

@@ -48,7 +48,7 @@ def correct(ns):
         try:
             sim.verify(_program(ns, r, c))
         except sim.VerificationError as e:
-            raise Fail(f"{r}x{c} torus: {e}") from None
+            raise Fail(f"{r}x{c} torus: {e}", expected="every rank ends with the sum of every chunk", got=str(e)[:200]) from None
     return "sim.verify proves it on " + ", ".join(f"{r}x{c}" for r, c in SHAPES)
 
 
@@ -60,11 +60,13 @@ def neighbours(ns):
         for i in range(p.nops):
             s, d = int(p.src[i]), int(p.dst[i])
             if s >= n or d >= n:
-                raise Fail(f"{rows}x{cols}: op {i} involves agent {max(s, d)}, but a torus has no reducing switch; use ranks 0..{n - 1}")
+                raise Fail(f"{rows}x{cols}: op {i} involves agent {max(s, d)}, but a torus has no reducing switch; use ranks 0..{n - 1}",
+                           expected=f"ranks 0..{n - 1}", got=f"agent {max(s, d)}")
             if d not in torus_neighbours(rows, cols, s):
                 raise Fail(f"{rows}x{cols}: at step {int(p.step[i])} rank {s} at (row {s // cols}, col {s % cols}) sends "
                            f"chunk {int(p.chunk[i])} to rank {d} at (row {d // cols}, col {d % cols}), which is not a torus "
-                           "neighbour: that transfer crosses other GPUs' links. Send only to (i, j±1) and (i±1, j), wrapping around")
+                           "neighbour: that transfer crosses other GPUs' links. Send only to (i, j±1) and (i±1, j), wrapping around",
+                           expected="a torus neighbour", got=f"rank {s} -> rank {d}")
     return "every transfer crosses one torus link"
 
 
@@ -83,7 +85,8 @@ def large(ns):
     if not t <= RATIO * ring:
         raise Fail(f"at 256 MiB on the 4x4 torus your all-reduce takes {t:.0f} us = {t / ring:.2f}x an ideal ring "
                    f"({ring:.0f} us); to pass it must take at most {RATIO}x. A ring keeps one of the four links out of "
-                   "each GPU busy: cut the data into parts that travel different dimensions and directions at the same time")
+                   "each GPU busy: cut the data into parts that travel different dimensions and directions at the same time",
+                   expected=f"<= {RATIO * ring:.0f} us", got=f"{t:.0f} us")
     return f"{t:.0f} us at 256 MiB = {t / ring:.2f}x the ideal ring ({ring:.0f} us)"
 
 
@@ -93,13 +96,14 @@ def small(ns):
     if not t <= RATIO * ring:
         raise Fail(f"at 1 KiB your all-reduce takes {t:.1f} us = {t / ring:.2f}x an ideal ring ({ring:.1f} us); a 2D "
                    f"algorithm needs only 2(rows-1) + 2(cols-1) = {2 * (rows - 1) + 2 * (cols - 1)} hops in sequence, "
-                   f"the ring 2(n-1) = {2 * (rows * cols - 1)}: check that your phases do not wait for more than that")
+                   f"the ring 2(n-1) = {2 * (rows * cols - 1)}: check that your phases do not wait for more than that",
+                   expected=f"<= {RATIO * ring:.1f} us", got=f"{t:.1f} us")
     return f"{t:.1f} us at 1 KiB = {t / ring:.2f}x the ideal ring ({ring:.1f} us)"
 
 
 def check(ns: dict):
     return run_checks(ns, [
-        ("defines torus_all_reduce", defines),
+        ("defines torus_all_reduce", defines, [], 0),
         ("returns an all_reduce Program", returns_program, ["defines torus_all_reduce"]),
         ("correct (sim.verify)", correct, ["returns an all_reduce Program"]),
         ("only torus neighbours", neighbours, ["returns an all_reduce Program"]),

@@ -22,8 +22,6 @@ functions may not run the simulator (the grader blocks it while calling them): p
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from .checks import Fail, call, close, need, run_checks
 
 TITLE = "predict the ring/tree crossover and the SHARP gain"
@@ -43,40 +41,18 @@ def _sim(algorithm, n, nbytes, bw, lat):
                         protocol="ideal")
 
 
-@contextmanager
-def _no_simulator():
-    """While the student's predictions run, the engine refuses to: a prediction is a formula."""
-    import sim
-    import sim.api
-    import sim.engine
-
-    def refuse(*_a, **_k):
-        raise RuntimeError("predict with a formula: your prediction functions may not run the simulator "
-                           "(the grader compares your formula with it)")
-    saved = (sim.simulate, sim.api.simulate, sim.api.run_engine, sim.engine.simulate_program)
-    sim.simulate = sim.api.simulate = sim.api.run_engine = sim.engine.simulate_program = refuse
-    try:
-        yield
-    finally:
-        sim.simulate, sim.api.simulate, sim.api.run_engine, sim.engine.simulate_program = saved
-
-
 def predict(ns, name, *args) -> float:
-    with _no_simulator():
-        value = call(ns, name, *args)
+    value = call(ns, name, *args, forbid=("simulator",))   # a prediction is a formula: the engine refuses to run
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise Fail(f"`{name}{args}` returned {value!r}; return a number") from None
+        raise Fail(f"`{name}{args}` returned {value!r}; return a number", expected="a number", got=repr(value)[:80]) from None
     if not value == value or value < 0:   # NaN or negative
-        raise Fail(f"`{name}{args}` returned {value}; return a non-negative number")
+        raise Fail(f"`{name}{args}` returned {value}; return a non-negative number", expected=">= 0", got=f"{value}")
     return value
 
 
 def defines(ns):
-    missing = [f for f in FUNCTIONS if f not in ns]
-    if missing:
-        need(ns, missing[0])
     for f in FUNCTIONS:
         need(ns, f)
     return "all seven functions defined"
@@ -92,7 +68,8 @@ def steps(ns):
                 hint = ("reduce-scatter then all-gather, n-1 steps each" if algo == "ring" else
                         "up the tree to the root then back down: twice its depth, and a binary tree over n "
                         "ranks is ceil(log2 n) deep")
-                raise Fail(f"{fn}({n}) = {got:g}, but the simulator's {algo} all-reduce takes {want} steps ({hint})")
+                raise Fail(f"{fn}({n}) = {got:g}, but the simulator's {algo} all-reduce takes {want} steps ({hint})",
+                           expected=f"{want}", got=f"{got:g}")
     return "ring 2(n-1) and tree 2*ceil(log2 n) steps, as the Programs say"
 
 
@@ -103,7 +80,8 @@ def ring(ns):
             got = predict(ns, "ring_us", n, S, bw, lat)
             if not close(got, want, 0.01):
                 raise Fail(f"ring_us({n}, {S}, {bw:g}, {lat:g}) = {got:.2f} us, the simulator says {want:.2f} us "
-                           f"({(got - want) / want:+.0%}): count the steps, and the bytes of one step (S/n)")
+                           f"({(got - want) / want:+.0%}): count the steps, and the bytes of one step (S/n)",
+                           expected=f"{want:.2f} us", got=f"{got:.2f} us")
     return "the ring formula matches the engine within 1%"
 
 
@@ -117,7 +95,8 @@ def tree(ns):
                         "at 1 GiB only bandwidth counts: how many bytes leave the busiest GPU? (each GPU is an inner "
                         "node of one of the two trees: it sends its half up, and twice down to its two children)")
                 raise Fail(f"tree_us({n}, {S}, {bw:g}, {lat:g}) = {got:.1f} us, the simulator says {want:.1f} us "
-                           f"({(got - want) / want:+.0%}, more than 25% off): {hint}")
+                           f"({(got - want) / want:+.0%}, more than 25% off): {hint}",
+                           expected=f"{want:.1f} us (within 25%)", got=f"{got:.1f} us")
     return "the tree formula is within 25% of the engine at 1 KiB and 1 GiB"
 
 
@@ -146,7 +125,8 @@ def sharp(ns):
             if not close(got, want, 0.15):
                 raise Fail(f"sharp_us({n}, {S}, {bw:g}, {lat:g}) = {got:.1f} us, the simulator's collnet_direct says "
                            f"{want:.1f} us ({(got - want) / want:+.0%}): with SHARP each GPU sends its buffer once to the "
-                           "switch and receives the sum once; how many hops, how many bytes per link?")
+                           "switch and receives the sum once; how many hops, how many bytes per link?",
+                           expected=f"{want:.1f} us (within 15%)", got=f"{got:.1f} us")
     return "the SHARP formula is within 15% of the engine"
 
 
@@ -157,14 +137,14 @@ def speedup(ns):
         got = predict(ns, "sharp_speedup", n, S, bw, lat)
         if not close(got, want, 0.10):
             raise Fail(f"sharp_speedup({n}, 256 MiB, {bw:g}, {lat:g}) = {got:.3f}, the simulator says {want:.3f}: at large "
-                       "sizes the gain is the ratio of the bytes each GPU sends")
+                       "sizes the gain is the ratio of the bytes each GPU sends", expected=f"{want:.3f}", got=f"{got:.3f}")
     return "the SHARP gain at 256 MiB matches the engine within 10%"
 
 
 def check(ns: dict):
     base = ["defines the seven functions"]
     return run_checks(ns, [
-        ("defines the seven functions", defines),
+        ("defines the seven functions", defines, [], 0),
         ("step counts", steps, base),
         ("ring time (exact)", ring, base),
         ("tree time (within 25%)", tree, base),

@@ -22,7 +22,7 @@ SKIP_TAG = "skip-grade"
 
 @dataclass(frozen=True)
 class Cell:
-    label: str   # "cell 3" in a notebook, the file name for a .py file
+    label: str   # "code cell 3" in a notebook (3rd code cell, as Jupyter's Run All numbers them), else the file name
     code: str
 
 
@@ -47,24 +47,54 @@ def read_submission(path: str) -> tuple[list[Cell], dict]:
             return code_cells_from_text(f.read(), os.path.basename(path)), {}
     if not path.endswith(".ipynb"):
         raise CollsimError(f"{path}: grade a notebook (.ipynb) or a Python file (.py)")
-    import nbformat
-    try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception as e:  # nbformat raises several kinds for a damaged file
-        raise CollsimError(f"{path} is not a readable notebook ({type(e).__name__}): open it in Jupyter and save it again") from None
+    nb = read_notebook(path)
     cells = []
-    for k, cell in enumerate(nb.cells, start=1):
-        if cell.cell_type != "code" or SKIP_TAG in cell.get("metadata", {}).get("tags", []):
+    code_cells = [c for c in nb["cells"] if c.get("cell_type") == "code"]
+    for k, cell in enumerate(code_cells, start=1):   # counted among code cells: markdown cells have no number
+        tags = (cell.get("metadata") or {}).get("tags") or []
+        if SKIP_TAG in (tags if isinstance(tags, list) else []):
             continue
-        cells.append(Cell(f"cell {k}", _strip_magics(cell.source)))
-    return cells, dict(nb.metadata)
+        cells.append(Cell(f"code cell {k}", _strip_magics(cell["source"])))
+    return cells, dict(nb["metadata"])
+
+
+def _source(cell: dict, where: str) -> str:
+    src = cell.get("source", "")
+    if isinstance(src, list) and all(isinstance(x, str) for x in src):
+        return "".join(src)
+    if isinstance(src, str):
+        return src
+    raise CollsimError(f"{where}: a cell's source is a {type(src).__name__}, not text: open the notebook in Jupyter and save it again")
+
+
+def read_notebook(path: str) -> dict:
+    """A v4 notebook as plain JSON (no nbformat: it is slow to import and not needed to read cells), with
+    every cell's ``source`` joined into one string and ``metadata`` a dict."""
+    import json
+    try:
+        with open(path, encoding="utf-8") as f:
+            nb = json.load(f)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise CollsimError(f"{path} is not a readable notebook ({type(e).__name__}): open it in Jupyter and save it again") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        hint = " (an nbformat 3 notebook: open and save it in a current Jupyter)" if isinstance(nb, dict) and "worksheets" in nb else ""
+        raise CollsimError(f"{path} is not a Jupyter notebook: it has no list of cells{hint}")
+    cells = []
+    for cell in nb["cells"]:
+        if not isinstance(cell, dict):
+            raise CollsimError(f"{path}: a cell is a {type(cell).__name__}, not a mapping: open it in Jupyter and save it again")
+        meta = cell.get("metadata")
+        cells.append(dict(cell, source=_source(cell, path), metadata=meta if isinstance(meta, dict) else {}))
+    meta = nb.get("metadata")
+    return dict(nb, cells=cells, metadata=meta if isinstance(meta, dict) else {})
 
 
 def detect_assignment(path: str, cells: list[Cell], metadata: dict, known: dict) -> str:
     """Which assignment ``path`` answers: notebook metadata ``collsim.assignment``, else the file name
     (``a1_...``), else a line ``ASSIGNMENT = "a1"`` in the code."""
-    meta = (metadata.get("collsim") or {}).get("assignment")
-    if meta in known:
+    collsim_meta = metadata.get("collsim")
+    meta = collsim_meta.get("assignment") if isinstance(collsim_meta, dict) else None
+    if isinstance(meta, str) and meta in known:
         return meta
     stem = os.path.basename(path).lower()
     m = re.match(r"(a\d+)[_\-.]", stem)
@@ -81,4 +111,4 @@ def detect_assignment(path: str, cells: list[Cell], metadata: dict, known: dict)
                        f"or pass --assignment ({', '.join(known)})")
 
 
-__all__ = ["Cell", "read_submission", "detect_assignment", "code_cells_from_text", "SKIP_TAG"]
+__all__ = ["Cell", "read_submission", "read_notebook", "detect_assignment", "code_cells_from_text", "SKIP_TAG"]

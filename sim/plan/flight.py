@@ -21,7 +21,6 @@ issued just before the compute it overlaps and does not block; the optimizer ste
 """
 from __future__ import annotations
 
-from ..errors import CollsimError
 
 #: plan dtypes -> the names sim.flight uses
 FLIGHT_DTYPES = {"float": "float32", "half": "float16", "fp8": "float8_e4m3fn", "float8": "float8_e4m3fn"}
@@ -99,10 +98,3 @@ def flight_scenario(plan, faults=(), steps: int = 1, name: str | None = None) ->
             "faults": list(faults)}
 
 
-def to_flight_workload(plan, steps: int = 1):
-    """The plan's step as a :class:`sim.flight.workload.Workload` (needs the flight recorder)."""
-    try:
-        from ..flight.workload import from_dict
-    except ImportError:
-        raise CollsimError("this build has no flight recorder (sim.flight): use flight_workload_spec(plan) instead") from None
-    return from_dict(flight_workload_spec(plan, steps))

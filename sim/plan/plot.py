@@ -77,5 +77,7 @@ def plot_plans(labelled, path: str | None = None, title: str | None = None) -> F
         fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     if path:
-        fig.savefig(path, dpi=120)
+        from ..safe_io import output_path
+        with output_path(path, "--plot") as tmp:  # atomic; never over an input, never through a link
+            fig.savefig(tmp, dpi=120)
     return fig

@@ -55,7 +55,7 @@ def parse_count(value, what: str) -> int:
     if isinstance(value, bool):
         raise CollsimError(f"{what}={value!r} is not a number: give e.g. 1B, 7e9 or 512")
     if isinstance(value, (int, float)):
-        number = float(value)
+        number = float(value) if abs(value) < 1e300 else math.nan  # a 300-digit int does not fit a float
     else:
         text = str(value).strip().upper().replace("_", "")
         mult = _COUNT.get(text[-1:], None) if text[-1:].isalpha() else 1
@@ -69,10 +69,12 @@ def parse_count(value, what: str) -> int:
 
 
 def _positive(value, what: str, allow_zero: bool = False) -> float:
+    if isinstance(value, bool):
+        raise CollsimError(f"{what}={value!r} is not a number")
     try:
         x = float(value)
-    except (TypeError, ValueError):
-        raise CollsimError(f"{what}={value!r} is not a number") from None
+    except (TypeError, ValueError, OverflowError):
+        raise CollsimError(f"{what}={str(value)[:40]!r} is not a usable number") from None
     if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
         raise CollsimError(f"{what}={value!r} must be {'zero or more' if allow_zero else 'positive'}")
     return x
@@ -203,7 +205,7 @@ class Compute:
             raise CollsimError("compute needs layer_forward_ms, or tokens_per_step with peak_tflops (or gpu) and mfu")
         if self.peak_tflops is not None:
             object.__setattr__(self, "peak_tflops", _positive(self.peak_tflops, "compute.peak_tflops"))
-        if self.gpu is not None and self.gpu.lower() not in PEAK_TFLOPS:
+        if self.gpu is not None and (not isinstance(self.gpu, str) or self.gpu.lower() not in PEAK_TFLOPS):
             raise CollsimError(f"compute.gpu={self.gpu!r} is unknown: use one of {', '.join(PEAK_TFLOPS)} or give peak_tflops")
         mfu = _positive(self.mfu, "compute.mfu")
         if mfu > 1:
@@ -292,17 +294,10 @@ def load_workload(source) -> Workload:
     if isinstance(source, dict):
         return from_dict(source)
     path = str(source)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise CollsimError(f"workload file {path!r} does not exist: give a .yaml file such as examples/workloads/ddp-1b.yaml")
-    if os.path.getsize(path) > MAX_FILE_BYTES:
-        raise CollsimError(f"workload file {path!r} is over {MAX_FILE_BYTES} bytes: is it really a workload?")
-    import yaml  # JSON is YAML, so one safe loader reads both
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise CollsimError(f"workload file {path!r} is not valid YAML: {str(e).splitlines()[0]}") from None
-    w = from_dict(data)
+    from ..safe_io import load_yaml, read_input  # JSON is YAML, so one safe loader reads both
+    w = from_dict(load_yaml(read_input(path, "workload file", MAX_FILE_BYTES), path))
     if w.name == "workload":
         w = replace(w, name=os.path.splitext(os.path.basename(path))[0])
     return w

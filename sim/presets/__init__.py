@@ -17,6 +17,7 @@ from typing import Callable
 
 from ..errors import CollsimError
 from ..topology import Topology
+from ..validation import MAX_RANKS, number, parse_number, whole
 
 
 @dataclass(frozen=True)
@@ -57,25 +58,25 @@ def _load_builtin() -> None:
 
 
 def _convert(preset: Preset, key: str, raw: str):
+    """A spec value as the parameter's type, finite and in range (``n=inf``, ``n=1e400`` are refused)."""
     typ, _ = preset.params[key]
-    try:
-        if typ is bool:
-            low = raw.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if typ is int:
-            f = float(raw)
-            if f != int(f):
-                raise ValueError
-            return int(f)
-        if typ is float:
-            return float(raw)
-        return raw
-    except ValueError:
-        raise CollsimError(f"preset {preset.name!r}: {key}={raw!r} is not a valid {typ.__name__}") from None
+    what = f"preset {preset.name!r}: {key}"
+    if typ is bool:
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise CollsimError(f"{what}={raw!r} is not a valid bool: use true or false")
+    if typ is int:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise CollsimError(f"{what}={raw!r} is not a valid int: give a whole number such as 8") from None
+        return whole(number(value, what, example="8"), what, high=MAX_RANKS)
+    if typ is float:  # finite here; the builder and Topology.build check the range with their own messages
+        return parse_number(raw, what)
+    return raw
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, str]]:

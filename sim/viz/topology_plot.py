@@ -7,6 +7,8 @@ from __future__ import annotations
 
 # A plain Figure (not pyplot): no global figure registry, no backend switch, so it works the same in
 # scripts, the CLI and notebooks (where `%matplotlib inline` displays a returned Figure once).
+import weakref
+
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -14,15 +16,14 @@ _COLORS = {"gpu": "#76b900", "nic": "#1f77b4", "switch": "#9467bd", "cpu": "#7f7
 _LINK_COLORS = {"nvlink": "#76b900", "pcie": "#ff7f0e", "net": "#1f77b4", "local": "#7f7f7f"}
 
 
-def _layer(topo, i: int) -> int:
-    """0 GPUs, 1 host-local switches/CPUs, 2 NICs, 3+ network switches by distance from the GPUs."""
-    return _layers(topo)[i]
+_LAYERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # per topology: its layers, computed once
 
 
 def _layers(topo):
-    cache = topo.__dict__.setdefault("_plot_layers", {})
-    if cache:
-        return cache
+    """Row of every node: 0 GPUs, 1 host-local switches/CPUs, 2 NICs, 3+ network switches by distance."""
+    if topo in _LAYERS:
+        return _LAYERS[topo]
+    cache = _LAYERS[topo] = {}
     nodes = topo.nodes
     for i, n in enumerate(nodes):
         if n.kind == "gpu":
@@ -99,5 +100,7 @@ def plot_topology(topo, path: str | None = None, max_nodes: int = 600):
     ax.margins(0.08, 0.2)
     fig.tight_layout()
     if path:
-        fig.savefig(path, dpi=130)
+        from ..safe_io import output_path
+        with output_path(path, "--plot") as tmp:  # atomic; never over an input, never through a link
+            fig.savefig(tmp, dpi=130)
     return fig

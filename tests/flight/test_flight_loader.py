@@ -49,7 +49,8 @@ def test_hostile_pickle_is_refused_without_running_it(tmp_path, capsys):
     assert sorted(ds.dumps) == [0, 2] and ds.refused_ranks == (1,)
     assert "only plain data is allowed" in ds.refused[str(d / "rank_1")]
     res = analyze(ds)
-    assert 1 not in res["culprits"]  # an unreadable dump is unknown, not a crashed rank
+    # an unreadable dump is a finding (issue 15): the rank is named, and the evidence says it was unreadable
+    assert res["culprits"] == [1] and "unreadable" in res["evidence"]["1"]
     assert main(["flight", "analyze", str(d)]) == 0
     assert "refused" in capsys.readouterr().out and not target.exists()
 

@@ -18,7 +18,8 @@ from sim.grade.source import detect_assignment, read_submission
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOLUTIONS = os.path.join(ROOT, "notebooks", "solutions")
 ASSIGN_DIR = os.path.join(ROOT, "notebooks", "assignments")
-NOTEBOOKS = {"a1": "a1_ring_reduce_scatter.ipynb", "a2": "a2_torus_all_reduce.ipynb", "a3": "a3_ring_tree_sharp.ipynb"}
+NOTEBOOKS = {"a1": "a1_ring_reduce_scatter.ipynb", "a2": "a2_torus_all_reduce.ipynb", "a3": "a3_ring_tree_sharp.ipynb",
+             "a4": "a4_nvls_all_reduce.ipynb", "a5": "a5_debug_hang.ipynb"}
 
 
 def solution_code(key: str) -> str:
@@ -64,10 +65,12 @@ def test_each_assignment_has_notebook_solution_and_grading_instructions(key):
     assert nb.metadata["collsim"]["assignment"] == key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(ASSIGNMENTS))
-def test_unsolved_assignment_fails_and_says_what_to_replace(key):
-    report = grade(os.path.join(ASSIGN_DIR, NOTEBOOKS[key]))
+def test_released_notebook_scores_zero_through_the_sandboxed_grader(key):
+    report = grade(os.path.join(ASSIGN_DIR, NOTEBOOKS[key]))   # the released student notebook, as shipped
     assert not report.passed and report.error is None
+    assert report.score[0] == 0 and report.score[1] >= 5       # nothing earned: a gate such as "defines f" is worth 0
     msgs = [c.message for c in report.failures()]
     assert msgs and "NotImplementedError" in msgs[0] and "replace" in msgs[0]
 
@@ -255,6 +258,7 @@ def test_assignment_detection(tmp_path):
         detect_assignment("x/mine.py", [], {}, known)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(ASSIGNMENTS))
 def test_cli_grades_each_solution_notebook_and_exits_0(key):
     out = subprocess.run([sys.executable, "-m", "sim", "grade", os.path.join(SOLUTIONS, NOTEBOOKS[key]), "--format", "json"],
@@ -263,6 +267,7 @@ def test_cli_grades_each_solution_notebook_and_exits_0(key):
     report = json.loads(out.stdout)
     assert report["assignment"] == key and report["error"] is None and not report["warnings"]
     assert all(c["ok"] for c in report["checks"]) and len(report["checks"]) >= 6
+    assert report["score"] == report["max_score"] == sum(c["points"] for c in report["checks"]) > 0
 
 
 def test_cli_wrong_py_file_exits_1_with_the_verifier_message(tmp_path, cli):
@@ -270,8 +275,8 @@ def test_cli_wrong_py_file_exits_1_with_the_verifier_message(tmp_path, cli):
     f.write_text(mutate(solution_code("a1"), "reduce=np.ones(len(r), bool)", "reduce=np.zeros(len(r), bool)"))
     code, out, _ = cli("grade", f)
     assert code == 1
-    assert "FAIL correct (sim.verify): n=4: my_ring reduce_scatter (n=4): rank 0 ends with chunk 0" in out
-    assert out.strip().splitlines()[-1].startswith("score 5/7")
+    assert "FAIL [0/1] correct (sim.verify): n=4: my_ring reduce_scatter (n=4): rank 0 ends with chunk 0" in out
+    assert out.strip().splitlines()[-1].startswith("score 4/6")   # "defines" is a gate worth 0; time skipped
 
 
 def test_cli_timeout_and_bad_files(tmp_path, cli):
@@ -287,3 +292,91 @@ def test_cli_timeout_and_bad_files(tmp_path, cli):
     assert code == 2 and "cannot tell which assignment" in err
     code, _, err = cli("grade", g, "--assignment", "a9")
     assert code == 2 and "unknown assignment 'a9'" in err
+
+
+# ---- every failure says, in short, what was expected and what the code did ------------------------------------
+def test_every_failure_says_what_was_expected_and_what_the_code_did():
+    direct = solution_code("a1") + CELL + """
+def ring_reduce_scatter(n):
+    src, dst = zip(*[(r, k) for r in range(n) for k in range(n) if r != k])
+    return sim.Program.from_ops("reduce_scatter", n, n, src, dst, dst, [0] * len(src), [True] * len(src),
+                                algorithm="direct", steps=1)
+"""
+    cases = [("a1", direct), ("a1", mutate(solution_code("a1"), A1_CHUNK, "chunk=(r - s) % n")),
+             ("a3", mutate(solution_code("a3"), "return 2 * (n - 1)", "return 2 * n"))]
+    for key, code in cases:
+        checks, _ = run(key, code)
+        bad = [c for c in checks.values() if not c.ok and not c.skipped]
+        assert bad
+        for c in bad:
+            assert c.expected and c.got and c.expected != c.got, (key, c)
+    steps = run("a1", direct)[0]["n-1 steps"]
+    assert (steps.expected, steps.got) == ("3 rounds", "1 rounds")   # n=4: a ring reduce-scatter takes n-1 rounds
+
+
+# ---- a4: NVLS ---------------------------------------------------------------------------------------------------
+A4_MULTICAST = "ops += [(switch, r, k, 3, False) for k in range(n) for r in range(n)]"
+
+
+def test_a4_switch_multicasting_the_sum_itself_breaks_nvls_rules_and_bytes():
+    # skip the owner's read and write-back: the switch sends the sum on its own (SHARP can, NVLS cannot)
+    code = mutate(solution_code("a4"), "ops += [(switch, k, k, 1, False) for k in range(n)]", "")
+    code = mutate(code, "ops += [(k, switch, k, 2, False) for k in range(n)]", "")
+    code = mutate(code, A4_MULTICAST, "ops += [(switch, r, k, 1, False) for k in range(n) for r in range(n)]")
+    code = mutate(code, "steps=4,", "steps=2,")
+    checks, _ = run("a4", code)
+    bad = failed(checks)
+    assert checks["correct (sim.verify)"].ok                     # it is a correct all-reduce ...
+    assert "4 steps" in bad and "NVLS bytes on every link" in bad  # ... but not NVLS: 1.000 S up, not (n+1)/n S
+    assert "carries 1.000 S" in bad["NVLS bytes on every link"] and "1.125 S" in bad["NVLS bytes on every link"]
+
+
+def test_a4_gpu_to_gpu_transfers_and_a_missing_switch_are_named():
+    code = solution_code("a4") + CELL + """
+def nvls_all_reduce(n):
+    return sim.build_program("ring", "all_reduce", n)
+"""
+    bad = failed(run("a4", code)[0])
+    assert 'switches=("switch",)' in bad["returns an all_reduce Program with the switch"]
+
+
+def test_a4_ring_formula_of_a_reduce_scatter_only_is_caught():
+    checks, _ = run("a4", mutate(solution_code("a4"), "return 2 * (n - 1) / n * nbytes", "return (n - 1) / n * nbytes"))
+    bad = failed(checks)
+    assert "`ring_link_bytes(4, 67108864)`" in bad["byte formulas = engine"] and "traffic saving" in bad
+
+
+# ---- a5: a hung job ---------------------------------------------------------------------------------------------
+def test_a5_a_diagnosis_that_only_finds_missing_ranks_fails_the_mismatch_jobs():
+    code = solution_code("a5") + CELL + """
+def diagnose(dump_dir):
+    dumps = {int(re.search(r"(\\d+)", n).group(1)): json.load(open(os.path.join(dump_dir, n))) for n in os.listdir(dump_dir)}
+    last = {r: d["pg_status"]["0"]["last_enqueued_collective"] for r, d in dumps.items()}
+    r = min(last, key=last.get)
+    return {"rank": r, "seq": last[r] + 1, "collective": "all_reduce", "kind": "missing_rank"}
+"""
+    checks, _ = run("a5", code)
+    assert checks["unseen job: skip"].ok
+    for kind in ("dtype", "size", "wrong_collective"):
+        assert not checks[f"unseen job: {kind}"].ok and "the dumps say" in checks[f"unseen job: {kind}"].message
+
+
+def test_a5_calling_the_analyzer_is_refused_and_seed_must_be_set():
+    code = solution_code("a5") + CELL + """
+def diagnose(dump_dir):
+    from sim.flight.analyze import analyze
+    from sim.flight.loader import load_dir
+    d = analyze(load_dir(dump_dir).dumps)
+    return {"rank": d["culprits"][0], "seq": d["collective_seq_id"], "collective": "all_reduce", "kind": d["error_type"]}
+"""
+    checks, _ = run("a5", code)
+    assert "may not run the flight-recorder analyzer" in checks["your job: the culprit rank"].message
+    checks, _ = run("a5", mutate(solution_code("a5"), "SEED = 12345", "SEED = 'me'"))
+    assert "set `SEED = <your student number>`" in failed(checks)["defines diagnose and SEED"]
+
+
+def test_a5_jobs_are_reproducible_per_seed_and_differ_across_seeds():
+    from sim.grade.hung_job import ground_truth, make_job
+    assert make_job(3) == make_job(3)
+    truths = [ground_truth(s) for s in range(12)]
+    assert len({t["kind"] for t in truths}) >= 3 and len({t["rank"] for t in truths}) >= 3

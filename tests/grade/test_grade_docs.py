@@ -6,6 +6,8 @@ import pytest
 
 MODULES = ["sim.grade", "sim.grade.checks", "sim.grade.source", "sim.grade.runner", "sim.grade.torus",
            "sim.grade.a1_ring_reduce_scatter", "sim.grade.a2_torus_all_reduce", "sim.grade.a3_ring_tree_sharp",
+           "sim.grade.a4_nvls_all_reduce", "sim.grade.a5_debug_hang", "sim.grade.hung_job", "sim.grade.wire",
+           "sim.grade.student", "sim.grade.batch", "sim.grade.release", "sim.grade.where",
            "sim.viz", "sim.viz.chunks", "sim.viz.links", "sim.viz.bandwidth", "sim.viz.style", "sim.viz.topology_plot"]
 
 

@@ -1,5 +1,4 @@
 """Hardware presets: public facts in meta and links, rail-optimised fat trees, PCIe boxes, clear errors."""
-import time
 
 import pytest
 
@@ -129,12 +128,12 @@ def test_bad_specs_name_the_problem(spec, message):
         load_topology(spec)
 
 
-def test_2048_node_cluster_builds_in_seconds():
-    t0 = time.perf_counter()
+def test_2048_node_cluster_builds():
+    # How fast it builds is the benchmarks' job (benchmarks/run.py times 16,384-GPU runs end to end);
+    # a timed assertion here would fail on a loaded machine, not on slow code.
     topo = load_topology("dgx-h100:nodes=2048")
-    built = time.perf_counter() - t0
     assert topo.nranks == 16384 and topo.nhosts == 2048
-    assert built < 5.0
+    assert sum(1 for n in topo.nodes if n.kind == "nic") == 2048 * 8
 
 
 def test_plot_draws_a_cluster(tmp_path):

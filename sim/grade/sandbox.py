@@ -1,0 +1,290 @@
+"""Run a student's code in a sandboxed process and talk to it; kill everything it started afterwards.
+
+Three processes per submission::
+
+    checker (collsim grade) --pipes-- student (python -m sim.grade.student)
+        `-- supervisor (python -m sim.grade.sandbox) --parent of--'
+
+* The **checker** runs the checks; it never runs student code and trusts nothing the student's process
+  sends: replies are JSON lines, bounded in size, re-validated by :mod:`sim.grade.wire`.
+* The **supervisor** is ours and starts before any student code exists. It makes itself a *child
+  subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so every process the student starts stays its
+  descendant even after ``setsid()`` or a double fork, and asks to be told (``PR_SET_PDEATHSIG``) if
+  the checker dies. When the student process ends, or the checker sends SIGTERM (time is up, checks
+  done), it SIGKILLs every descendant, reaps them, and exits.
+* The **student** process runs in its own session and process group, in a fresh empty folder, with
+  limits (:class:`Limits`): CPU seconds, address space, size of any file it writes (its stdout/stderr
+  go to one capped file; SIGXFSZ is ignored so a flood gets ``OSError: File too large``), open files,
+  and processes (``RLIMIT_NPROC``; the kernel does not apply it to root: grade as an unprivileged user).
+
+Not covered (see docs/teaching.md): the student's process can read what the grading user can read,
+use the network, and write many files into its folder or ``/tmp``; use a container for those.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+MAX_REPLY_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of the student's process (and everything it starts)."""
+    wall_s: float = 120.0           # total time the student's code may take, cells and calls together
+    memory_mb: int = 4096           # address space (RLIMIT_AS)
+    output_mb: int = 16             # any one file written, its stdout/stderr included (RLIMIT_FSIZE)
+    processes: int = 64             # more processes of the grading user (RLIMIT_NPROC; not for root)
+    open_files: int = 256
+
+
+def _prctl(option: int, arg: int) -> bool:
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, arg, 0, 0, 0) == 0
+    except (OSError, AttributeError):   # not Linux: the process-group kill is what is left
+        return False
+
+
+def _user_processes() -> int:
+    uid, count = os.getuid(), 0
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        try:
+            if pid.isdigit() and os.stat(f"/proc/{pid}").st_uid == uid:
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+def _apply_limits(limits: dict, nproc: int | None) -> None:
+    """In the student's process before it starts (preexec): the rlimits and SIGXFSZ ignored."""
+    import resource
+    cpu = int(limits["wall_s"]) + 2
+    settings = [(resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, limits["memory_mb"] << 20),
+                (resource.RLIMIT_FSIZE, limits["output_mb"] << 20), (resource.RLIMIT_NOFILE, limits["open_files"]),
+                (resource.RLIMIT_CORE, 0)]
+    if nproc is not None:
+        settings.append((resource.RLIMIT_NPROC, nproc))
+    for what, value in settings:
+        try:
+            soft, hard = resource.getrlimit(what)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(what, (value, value))
+        except (ValueError, OSError):
+            pass
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_descendants(student_pid: int | None = None, rounds: int = 200) -> int:
+    """SIGKILL and reap every descendant of this process (the supervisor); returns how many were killed."""
+    killed = 0
+    if student_pid:
+        try:
+            os.killpg(student_pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for _ in range(rounds):
+        pids = _descendants(os.getpid()) if os.path.isdir("/proc") else []
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        while True:   # reap: the subreaper inherits every orphan
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = -1
+            if pid <= 0:
+                break
+        if not pids:
+            break
+        time.sleep(0.01)
+    return killed
+
+
+def supervise(cfg: dict) -> int:
+    """The supervisor: start the student's process, wait, then kill all it left behind."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    state = {"cleaning": False}
+
+    def on_term(*_):
+        if not state["cleaning"]:   # never interrupt the clean-up itself
+            raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    if os.getppid() != cfg["checker_pid"]:   # the checker died before we could ask to be told
+        return 1
+    limits = cfg["limits"]
+    nproc = None if os.getuid() == 0 else _user_processes() + limits["processes"]
+    proc = None
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "sim.grade.student", cfg["student_config"]], cwd=cfg["workdir"],
+                                env=cfg["env"], stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=sys.stdout,
+                                pass_fds=(cfg["request_fd"], cfg["reply_fd"]), start_new_session=True,
+                                preexec_fn=lambda: _apply_limits(limits, nproc))
+        os.close(cfg["request_fd"])
+        os.close(cfg["reply_fd"])
+        proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        state["cleaning"] = True
+        kill_descendants(proc.pid if proc else None)
+    return 0
+
+
+class StudentGone(Exception):
+    """The student's process stopped answering: time is up, or it exited or crashed."""
+
+
+class Session:
+    """The checker's handle on one sandboxed student process (use as a context manager)."""
+
+    def __init__(self, cells: list[tuple[str, str]], tmpdir: str, limits: Limits = Limits()):
+        self.limits, self.remaining_s = limits, limits.wall_s   # spent only while the student's code runs
+        self.output_file = os.path.join(tmpdir, "output.txt")
+        workdir = os.path.join(tmpdir, "work")
+        os.makedirs(workdir)
+        req_r, self._req_w = os.pipe()
+        self._rep_r, rep_w = os.pipe()
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}
+        # the grader's own import path (a user site-packages under the real HOME included), this sim first
+        path = [root] + [p for p in sys.path if p and p != root and os.path.isdir(p)]
+        env.update(PYTHONPATH=os.pathsep.join(path), MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", HOME=workdir, TMPDIR=workdir,
+                   OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+        student_config = os.path.join(tmpdir, "student.json")
+        with open(student_config, "w") as f:
+            json.dump({"cells": cells, "request_fd": req_r, "reply_fd": rep_w}, f)
+        cfg = {"limits": asdict(limits), "workdir": workdir, "env": env, "student_config": student_config,
+               "request_fd": req_r, "reply_fd": rep_w, "checker_pid": os.getpid()}
+        config_file = os.path.join(tmpdir, "supervisor.json")
+        with open(config_file, "w") as f:
+            json.dump(cfg, f)
+        with open(self.output_file, "wb") as out:
+            self.supervisor = subprocess.Popen([sys.executable, "-m", "sim.grade.sandbox", config_file], cwd=workdir,
+                                               env=dict(env, HOME=os.environ.get("HOME", workdir)),
+                                               stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                               pass_fds=(req_r, rep_w))
+        os.close(req_r)
+        os.close(rep_w)
+        self._buffer, self._cache = b"", {}
+        try:
+            self.ready = self._read()   # the cells have run: {"ready", "notes", "names"}
+        except StudentGone:
+            self.close()
+            raise
+        self.names = self.ready.get("names") if isinstance(self.ready.get("names"), dict) else {}
+        self.notes = [str(n)[:2000] for n in self.ready.get("notes", [])][:200] if isinstance(self.ready.get("notes"), list) else []
+
+    def _read(self) -> dict:
+        started = time.monotonic()
+        try:
+            return self._read_line(started + self.remaining_s)
+        finally:
+            self.remaining_s -= time.monotonic() - started
+
+    def _read_line(self, deadline: float) -> dict:
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StudentGone(f"your code ran for more than {self.limits.wall_s:.0f} s and was stopped: look for an "
+                                  "endless loop, or a size far larger than the assignment asks for")
+            ready, _, _ = select.select([self._rep_r], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self._rep_r, 1 << 20)
+            if not chunk:
+                raise StudentGone("your code's process ended before the grader was done (it called os._exit, crashed, "
+                                  f"or went over a limit: {self.limits.memory_mb} MB of memory, "
+                                  f"{self.limits.wall_s:.0f} s of CPU)")
+            self._buffer += chunk
+            if len(self._buffer) > MAX_REPLY_BYTES:
+                raise StudentGone(f"your code's process sent more than {MAX_REPLY_BYTES >> 20} MB in one answer")
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            raise StudentGone("your code's process sent the grader something that is not an answer "
+                              "(did it write to the grader's pipe?)") from None
+        if not isinstance(reply, dict):
+            raise StudentGone("your code's process sent the grader a malformed answer")
+        return reply
+
+    def _request(self, request: dict) -> dict:
+        try:
+            os.write(self._req_w, json.dumps(request).encode() + b"\n")
+        except OSError:
+            raise StudentGone("your code's process ended before the grader was done") from None
+        return self._read()
+
+    def call(self, name: str, args: tuple = (), forbid=()) -> dict:
+        key = json.dumps([name, list(args), list(forbid)])
+        if key not in self._cache:   # checks ask for the same Program again; the student's code runs once
+            self._cache[key] = self._request({"call": name, "args": list(args), "forbid": list(forbid)})
+        return self._cache[key]
+
+    def get(self, name: str) -> dict:
+        return self._request({"get": name})
+
+    def close(self) -> None:
+        """End the student's process and everything it started (the supervisor does the killing)."""
+        for fd in (self._req_w, self._rep_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self.supervisor.wait(timeout=0.5)      # it usually exits as soon as its pipe closes
+        except subprocess.TimeoutExpired:
+            self.supervisor.send_signal(signal.SIGTERM)
+            try:
+                self.supervisor.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.supervisor.kill()
+                self.supervisor.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        sys.exit(supervise(json.load(f)))
+
+
+__all__ = ["Limits", "Session", "StudentGone", "kill_descendants"]

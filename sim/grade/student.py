@@ -1,0 +1,175 @@
+"""The student's side of grading: run their cells, then answer the checker's calls, over a pipe.
+
+This module runs in the sandboxed process (:mod:`sim.grade.sandbox` starts it as
+``python -m sim.grade.student CONFIG.json``). It executes the code cells one by one in a fresh namespace
+(a cell that raises is reported and the next still run, like "Run All" that keeps going), then reads
+requests, one JSON line each, from the checker: ``{"call": NAME, "args": [...], "forbid": [...]}`` or
+``{"get": NAME}``, and writes one JSON line back with what came of it (:func:`serve`), values encoded by
+:func:`sim.grade.wire.encode`. Nothing here is trusted by the checker: the student's code runs in this
+process and may change any of it; the checker re-validates every reply.
+
+:class:`LocalStudent` answers the same requests in the calling process (for tests and quick checks of
+trusted code), through the same encode/decode round trip.
+
+>>> s = LocalStudent({"f": lambda x: x + 1, "k": 3})
+>>> s.names["f"], s.names["k"], s.call("f", (1,))
+('function', 'int', {'value': 2})
+"""
+from __future__ import annotations
+
+import builtins
+import errno
+import json
+import os
+import sys
+from contextlib import ExitStack, contextmanager
+
+from .where import student_error
+from .wire import WireError, encode
+
+MAX_NAMES = 5000
+MAX_MESSAGE = 2000
+
+
+def execute_cells(cells: list[tuple[str, str]]) -> tuple[dict, list[str]]:
+    """Run code cells in order in a fresh namespace; returns (namespace, notes about cells that failed)."""
+    ns: dict = {"__name__": "__student__", "__builtins__": builtins, "display": lambda *a, **k: None}
+    notes = []
+    for label, code in cells:
+        try:
+            compiled = compile(code, f"<student {label}>", "exec")
+        except SyntaxError as e:
+            notes.append(f"{label} has a syntax error at line {e.lineno}: {e.msg}; it was skipped")
+            continue
+        try:
+            exec(compiled, ns)  # the student's own code, run on purpose in this throwaway process
+        except OSError as e:
+            why = (" (it wrote more than the grader's output limit: print less)" if e.errno == errno.EFBIG else "")
+            notes.append(f"{label} raised {student_error(e)}{why}; the cells after it still ran")
+        except BaseException as e:  # SystemExit and KeyboardInterrupt too: a cell calling exit() must not end grading
+            notes.append(f"{label} raised {student_error(e)}; the cells after it still ran")
+    return ns, notes
+
+
+def names_of(ns: dict) -> dict[str, str]:
+    """What the cells defined: name -> "function" or the value's type name."""
+    out = {}
+    for k, v in list(ns.items())[: MAX_NAMES * 4]:
+        if isinstance(k, str) and not k.startswith("__") and len(out) < MAX_NAMES:
+            out[k[:200]] = "function" if callable(v) else type(v).__name__[:80]
+    return out
+
+
+def _refuse(what: str):
+    def refuse(*_a, **_k):
+        raise RuntimeError(f"predict with a formula: your prediction functions may not run the {what} "
+                           f"(the grader compares your answer with it)")
+    return refuse
+
+
+@contextmanager
+def _patched(targets: list[tuple[object, str]], what: str):
+    saved = [(obj, attr, getattr(obj, attr)) for obj, attr in targets]
+    for obj, attr in targets:
+        setattr(obj, attr, _refuse(what))
+    try:
+        yield
+    finally:
+        for obj, attr, value in saved:
+            setattr(obj, attr, value)
+
+
+@contextmanager
+def forbid_simulator():
+    import sim
+    import sim.api
+    import sim.engine
+    with _patched([(sim, "simulate"), (sim.api, "simulate"), (sim.api, "run_engine"), (sim.engine, "simulate_program")],
+                  "simulator"):
+        yield
+
+
+@contextmanager
+def forbid_analyzer():
+    import sim.flight.analyze
+    import sim.flight.scenarios
+    with _patched([(sim.flight.analyze, "analyze"), (sim.flight.scenarios, "analyze")], "flight-recorder analyzer"):
+        yield
+
+
+FORBID = {"simulator": forbid_simulator, "analyzer": forbid_analyzer}
+
+
+def serve(ns: dict, request: dict) -> dict:
+    """One request from the checker, answered from the student's namespace ``ns``."""
+    from ..errors import CollsimError
+    if "get" in request:
+        name = request["get"]
+        if name not in ns:
+            return {"missing": True}
+        try:
+            return {"value": encode(ns[name])}
+        except WireError as e:
+            return {"error": "TooBig", "text": str(e)}
+    name, args = request.get("call"), request.get("args") or []
+    fn = ns.get(name)
+    if not callable(fn):
+        return {"missing": True}
+    try:
+        with ExitStack() as stack:
+            for what in request.get("forbid") or ():
+                stack.enter_context(FORBID[what]())
+            value = fn(*args)
+    except NotImplementedError:
+        return {"error": "NotImplementedError", "text": "NotImplementedError"}
+    except BaseException as e:  # the student's code may raise anything, exit() included
+        return {"error": type(e).__name__[:80], "text": student_error(e)[:MAX_MESSAGE],
+                "collsim": isinstance(e, CollsimError), "message": str(e)[:MAX_MESSAGE]}
+    try:
+        return {"value": encode(value)}
+    except WireError as e:
+        return {"error": "TooBig", "text": str(e)}
+    except Exception as e:  # an object whose attributes misbehave while being read
+        return {"error": "Unreadable", "text": f"the grader could not read what it returned ({student_error(e)})"}
+
+
+class LocalStudent:
+    """The student interface in this process: cells already run into ``ns``. Only for trusted code."""
+
+    def __init__(self, ns: dict, notes=()):
+        self.ns, self.notes = ns, list(notes)
+        self.names = names_of(ns)
+
+    def call(self, name: str, args: tuple = (), forbid=()) -> dict:
+        return json.loads(json.dumps(serve(self.ns, {"call": name, "args": list(args), "forbid": list(forbid)})))
+
+    def get(self, name: str) -> dict:
+        return json.loads(json.dumps(serve(self.ns, {"get": name})))
+
+
+def _send(out, obj) -> None:
+    out.write(json.dumps(obj).encode() + b"\n")
+    out.flush()
+
+
+def main(argv: list[str]) -> int:
+    """The sandboxed process: ``python -m sim.grade.student CONFIG.json``."""
+    with open(argv[0]) as f:
+        cfg = json.load(f)
+    requests, replies = os.fdopen(cfg["request_fd"], "rb"), os.fdopen(cfg["reply_fd"], "wb")
+    ns, notes = execute_cells([tuple(c) for c in cfg["cells"]])
+    _send(replies, {"ready": True, "notes": notes, "names": names_of(ns)})
+    for line in requests:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            return 3
+        _send(replies, serve(ns, request))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+
+
+__all__ = ["execute_cells", "serve", "LocalStudent", "names_of", "FORBID"]
