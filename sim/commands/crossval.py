@@ -34,7 +34,7 @@ from ..tuner import machine, with_gpus_per_process
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
-EFFICIENCY_GRID = tuple(np.round(np.arange(0.55, 1.0001, 0.05), 2))
+EFFICIENCY_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)   # busbw is interpolated linearly in between
 BOUNCE_GRID = (0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8, 0.9, 1.0)
 FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
 LINEAR_GRID = {"launch_overhead_us": np.arange(0.0, 15.01, 0.25), "per_gpu_launch_us": np.arange(0.0, 10.01, 0.25),
