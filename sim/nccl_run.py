@@ -174,7 +174,7 @@ class NcclPlan:
     >>> from sim.presets import load_topology
     >>> p = plan_nccl(get_collective("all_reduce"), 1 << 30, load_topology("dgx-h100"), "ring", "Simple")
     >>> p.nchannels, p.steps, p.pieces, p.payload_share, round(p.latency_us, 1)
-    (1, 14, 1, 1.0, 61.5)
+    (1, 14, 1, 1.0, 59.0)
     """
 
     algorithm: str
@@ -204,7 +204,7 @@ def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, 
     them, which moves the same bytes.)"""
     m = m or machine(topo)
     spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
-    ports = int(topo.meta.get("nic_ports") or m.nics)   # NICs behind one GPU's switch are one port (presets)
+    ports = min(m.nics, m.ppn)   # NICs behind one GPU's switch are one port (presets draw them so)
     nch = nchannels or (ports if spread and ports > 1 else 1)
     return spread and nch > 1, nch
 

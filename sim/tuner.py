@@ -11,8 +11,8 @@ Units: bandwidths in GB/s (1e9 B/s), latencies in us, sizes in bytes.
 
 >>> from sim.presets import load_topology
 >>> t = tuner_terms("all_reduce", 1 << 30, load_topology("dgx-h100"), "ring", "Simple")
->>> t.nchannels, t.bus_GBps, round(t.latency_us, 1)   # 12 rings x 30 GB/s; 8.4 + 14 hops x 3.4 + 5.5 us
-(12, 360.0, 61.5)
+>>> t.nchannels, t.bus_GBps, round(t.latency_us, 1)   # 12 rings x 30 GB/s; 8.4 + 14 hops x 3.4 + 3.0 us launch
+(12, 360.0, 59.0)
 """
 from __future__ import annotations
 
