@@ -80,7 +80,7 @@ DEFAULTS: dict[str, float] = {
     "host_bounce_efficiency": 0.92,
     "host_bounce_duplex_efficiency": 0.71,
     "p2p_peer_latency_us": 5.0,
-    "efficiency.ib": 0.94, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.slingshot": 0.75,
+    "efficiency.ib": 0.97, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.slingshot": 0.75,
     "efficiency.tcpxo": 0.85,
     "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.slingshot": 8.0, "latency.tcpxo": 40.0,
 }

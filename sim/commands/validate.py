@@ -135,7 +135,7 @@ def score_case(case: dict, *, model: str = "engine", algorithm: str | None = Non
             lat_errs.append(row["time_err"])
         rows.append(row)
     med = lambda xs: statistics.median(xs) if xs else None
-    return {"id": case["id"], "topology": topo.name, "algorithm": algo, "protocol": proto, "bw_errors": bw_errs,
+    return {"id": case["id"], "topology": topo.name, "collective": coll.name, "algorithm": algo, "protocol": proto, "bw_errors": bw_errs,
             "lat_errors": lat_errs, "bw_median": med(bw_errs), "lat_median": med(lat_errs), "chosen": chosen,
             "rows": rows, "seconds": time.perf_counter() - t0, "source": case.get("source", "")}
 
