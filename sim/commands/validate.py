@@ -172,9 +172,12 @@ def run(args) -> int:
     if args.format == "json":
         out = {"model": args.model, "cases": scores, "overall": total}
         if cv is not None:
+            # per-size rows stay out of this report (use --rows / a plain run for them): it must stay small
+            # enough to pass around (shell arguments are capped at 128 KiB)
+            out["cases"] = [{k: v for k, v in s.items() if k not in ("rows", "bw_errors", "lat_errors")} for s in scores]
             out.update({"cross_validated": cv_total, "cross_validated_cases": [
-                {"id": s["id"], "bw_median": s["bw_median"], "lat_median": s["lat_median"], "bw_errors": s["bw_errors"],
-                 "lat_errors": s["lat_errors"], "fitted": s["fitted"]} for s in cv],
+                {"id": s["id"], "collective": s["collective"], "bw_median": s["bw_median"], "lat_median": s["lat_median"],
+                 "fitted": s["fitted"]} for s in cv],
                 "fit_all_cases": {k: round(v, 4) for k, v in refit.items()}})
         print(json.dumps(out, indent=1))
         return 0
