@@ -34,6 +34,9 @@ def register(subparsers) -> None:
     p.add_argument("-i", "--stepbytes", default="1M", help="size increment when -f is not given (default 1M)")
     p.add_argument("-f", "--stepfactor", type=float, default=0.0, help="size multiplier (default: use -i)")
     p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations per size (default 20)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the whole sweep R times and pool each size's iterations (default 1): on a shared "
+                        "machine a burst of load then hits every size a little instead of one size a lot")
     p.add_argument("-w", "--warmup_iters", type=int, default=1, help="warm-up iterations (default 1)")
     p.add_argument("-c", "--check", type=int, default=1, help="correctness checks per size, 0 = none (default 1)")
     p.add_argument("-o", "--op", default="sum", help="sum, prod, min, max, avg or all (default sum)")
@@ -61,6 +64,9 @@ def register(subparsers) -> None:
     e = subparsers.add_parser("env", help="what this machine can run: torch, CUDA, GPUs, NCCL, gloo",
                               description="Print the versions and devices collsim bench would use, and what they mean.")
     e.add_argument("--format", choices=("text", "json"), default="text")
+    e.add_argument("--topology-out", metavar="FILE.yaml", default=None,
+                   help="on a GPU machine: write this machine as a topology file (from `nvidia-smi topo -m` and the "
+                        "GPU names), for `collsim compare/simulate --topology FILE.yaml`")
     e.set_defaults(func=env)
 
 
@@ -90,7 +96,7 @@ def build_options(args):
         nprocs = 2  # the smallest job that communicates
     opts = BenchOptions(
         collective=collective, sizes=sizes, minbytes=min(sizes), maxbytes=max(sizes), stepfactor=args.stepfactor,
-        stepbytes=parse_size(args.stepbytes), iters=args.iters,
+        stepbytes=parse_size(args.stepbytes), iters=args.iters, repeat=args.repeat,
         warmup=args.warmup_iters, check=args.check, ops=parse_ops(args.op), dtypes=parse_dtypes(args.datatype),
         root=args.root, average=args.average, backend=backend, nprocs=nprocs, timeout_s=args.timeout,
         timer=args.timer, impl=parse_impl(args.impl), fmt=args.format,
@@ -119,6 +125,34 @@ def bench(args) -> int:
     return launch.launch_local(opts)
 
 
+def topology_out(path: str, rec: dict) -> str:
+    """Write the machine ``rec`` (:func:`real.envinfo.collect`) describes as a topology file; returns
+    what was read. Needs ``nvidia-smi topo -m`` output and a GPU name (a GPU machine)."""
+    import tempfile
+
+    import yaml
+
+    from sim.commands.common import check_output_path
+    from sim.topology_nvsmi import load_topology_nvsmi
+    check_output_path(path, "--topology-out", (".yaml", ".yml", ".json"))
+    matrix = rec.get("nvidia_smi_topo") or ""
+    gpus = [str(g) for g in rec.get("gpus") or []] if isinstance(rec.get("gpus"), list) else []
+    if "GPU0" not in matrix:
+        raise CollsimError("--topology-out needs a GPU machine: this one has no `nvidia-smi topo -m` matrix "
+                           f"({'no nvidia-smi' if not matrix else matrix.splitlines()[0][:80]}); run it where the GPUs are")
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(matrix + "\n" + "\n".join(f"GPU: {g}" for g in gpus) + "\n")
+    try:
+        topo = load_topology_nvsmi(f.name)
+    finally:
+        os.unlink(f.name)
+    doc = topo.to_dict()
+    from sim.safe_io import write_output
+    write_output(path, json.dumps(doc, indent=1) if path.lower().endswith(".json") else yaml.safe_dump(doc, sort_keys=False),
+                 "--topology-out")
+    return "\n".join(topo.meta.get("xml_read", [])) + f"\nwrote {path}: use it with `collsim compare --topology {path}`"
+
+
 def env(args) -> int:
     from . import envinfo
     try:
@@ -128,4 +162,6 @@ def env(args) -> int:
         return 1
     rec = envinfo.collect(world_size=1)
     print(json.dumps(rec, indent=2) if args.format == "json" else envinfo.render(rec))
+    if args.topology_out:
+        print(topology_out(args.topology_out, rec))
     return 0

@@ -5,8 +5,14 @@ smallest; then for every size, out-of-place and then in-place (``BenchTime``):
 
 1. barrier, device sync;
 2. host clock around ``-n`` calls followed by one device sync (``--timer events``: CUDA events recorded
-   on the current stream before the first and after the last call);
-3. per-rank time = elapsed / iters, combined over ranks by ``-a`` (0 rank 0, 1 average, 2 min, 3 max);
+   on the current stream before the first and after the last call); every call is also timed on its
+   own (host clock after each call on the CPU, CUDA events between calls on a GPU);
+3. per-iteration times combined over ranks by ``-a`` (0 rank 0, 1 average, 2 min, 3 max); ``time`` is
+   their mean (nccl-tests' elapsed / iters), and each row also carries the median, minimum, maximum
+   and every iteration (``time_samples_us``): on a shared machine the median and minimum are the
+   statistics to trust (``collsim compare/calibrate --statistic``);
+3b. ``--repeat R``: the whole sweep runs R times and each size pools its R x ``-n`` iterations, so a
+   burst of load from another process spreads over all sizes instead of spoiling one;
 4. ``-c`` times: fresh test data, one call, count wrong elements; ``#wrong`` is their sum over ranks
    (the worst of the ``-c`` checks).
 
@@ -64,21 +70,28 @@ def run_sweep(opts: BenchOptions, rank: int, nranks: int, device: torch.device,
             for _ in range(opts.warmup):
                 warm()
         _sync(device)
-        for size in opts.sizes:
-            lay = layout(opts.collective, size, dt.nbytes, nranks)
-            row = {"nbytes": lay.nbytes, "count": lay.count, "dtype": dname, "redop": op or "none",
-                   "root": opts.root if coll.rooted else -1}
-            for prefix, inplace in (("", False), ("inplace_", True)):
-                call = calls(lay, send, recv, op, inplace)
-                seconds = _combine(_time(call, opts.iters, device, opts.timer), opts.average, nranks, device)
-                wrong = _check(opts, lay, call, send, recv, op, dname, rank, nranks, inplace, device)
-                algbw = lay.nbytes / seconds / 1e9 if seconds > 0 else 0.0
-                row.update({f"{prefix}time_us": seconds * 1e6, f"{prefix}algbw_GBps": algbw,
-                            f"{prefix}busbw_GBps": algbw * coll.bus_factor(nranks), f"{prefix}wrong": wrong})
-            row.update({"algorithm": f"measured:{opts.backend}", "protocol": None, "steps": steps})
-            rows.append(row)
-            if on_row:
-                on_row(row)
+        laid = [(size, layout(opts.collective, size, dt.nbytes, nranks)) for size in opts.sizes]
+        samples: dict[tuple[int, str], list[float]] = {}
+        wrongs: dict[tuple[int, str], int | None] = {}
+        for rep in range(opts.repeat):  # --repeat: whole sweeps again, so slow drifts in load hit every size
+            for size, lay in laid:
+                for prefix, inplace in (("", False), ("inplace_", True)):
+                    call = calls(lay, send, recv, op, inplace)
+                    per_iter = _combine(_time(call, opts.iters, device, opts.timer), opts.average, nranks, device)
+                    samples.setdefault((size, prefix), []).extend(per_iter)
+                    if rep == 0:
+                        wrongs[(size, prefix)] = _check(opts, lay, call, send, recv, op, dname, rank, nranks,
+                                                        inplace, device)
+                if rep == opts.repeat - 1:
+                    row = {"nbytes": lay.nbytes, "count": lay.count, "dtype": dname, "redop": op or "none",
+                           "root": opts.root if coll.rooted else -1}
+                    for prefix in ("", "inplace_"):
+                        row.update(timing_fields(prefix, samples[(size, prefix)], lay.nbytes,
+                                                 coll.bus_factor(nranks), wrongs[(size, prefix)]))
+                    row.update({"algorithm": f"measured:{opts.backend}", "protocol": None, "steps": steps})
+                    rows.append(row)
+                    if on_row:
+                        on_row(row)
     return rows
 
 
@@ -138,33 +151,62 @@ def _barrier(device: torch.device) -> None:
         dist.barrier()
 
 
-def _time(call: Callable[[], None], iters: int, device: torch.device, timer: str) -> float:
-    """Seconds per call on this rank."""
+def timing_fields(prefix: str, seconds: list[float], nbytes: int, bus_factor: float, wrong: int | None) -> dict:
+    """A row's columns for one mode (``prefix`` "" out-of-place, "inplace_"): ``time_us`` the mean of
+    the timed iterations (what nccl-tests prints), ``median_/min_/max_time_us``, every iteration in
+    ``time_samples_us``, and algbw/busbw from the mean, as nccl-tests computes them.
+
+    >>> f = timing_fields("", [1e-3, 2e-3, 6e-3], 4000, 1.0, 0)
+    >>> round(f["time_us"]), round(f["median_time_us"]), round(f["min_time_us"]), round(f["max_time_us"])
+    (3000, 2000, 1000, 6000)
+    """
+    us = [s * 1e6 for s in seconds]
+    mean = sum(us) / len(us)
+    algbw = nbytes / mean / 1e3 if mean > 0 else 0.0
+    return {f"{prefix}time_us": mean, f"{prefix}algbw_GBps": algbw, f"{prefix}busbw_GBps": algbw * bus_factor,
+            f"{prefix}wrong": wrong, f"{prefix}median_time_us": statistics.median(us),
+            f"{prefix}min_time_us": min(us), f"{prefix}max_time_us": max(us),
+            f"{prefix}time_samples_us": [round(u, 3) for u in us]}
+
+
+def _time(call: Callable[[], None], iters: int, device: torch.device, timer: str) -> list[float]:
+    """Seconds of each of ``iters`` calls on this rank. Their mean is nccl-tests' time: on the CPU
+    (gloo blocks until its data has arrived) the host clock is read after every call, which sums to
+    the elapsed time; on a GPU the calls stay queued back to back (no sync between them) and CUDA
+    events between calls split the elapsed time (host clock, or the events' own span with
+    ``--timer events``) into iterations."""
     _barrier(device)
     _sync(device)
-    if timer == "events":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+    if device.type != "cuda":
+        stamps = [time.perf_counter()]
         for _ in range(iters):
             call()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / iters
+            stamps.append(time.perf_counter())
+        return [b - a for a, b in zip(stamps, stamps[1:])]
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
     t0 = time.perf_counter()
-    for _ in range(iters):
+    events[0].record()
+    for ev in events[1:]:
         call()
+        ev.record()
+    events[-1].synchronize()
     _sync(device)
-    return (time.perf_counter() - t0) / iters
+    host = time.perf_counter() - t0
+    gaps = [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
+    total = sum(gaps)
+    if timer == "events" or total <= 0:
+        return gaps if total > 0 else [host / iters] * iters
+    return [g * host / total for g in gaps]  # the host-clock mean, split as the events saw it
 
 
-def _combine(seconds: float, average: int, nranks: int, device: torch.device) -> float:
-    """``-a``: 0 rank 0's time, 1 the average, 2 the minimum, 3 the maximum over ranks."""
+def _combine(seconds: list[float], average: int, nranks: int, device: torch.device) -> list[float]:
+    """``-a``, iteration by iteration: 0 rank 0's time, 1 the average, 2 the minimum, 3 the maximum over ranks."""
     if average == 0 or nranks == 1:
         return seconds  # only rank 0 prints, so its own time is the answer
-    t = torch.tensor([seconds], dtype=torch.float64, device=device)
+    t = torch.tensor(seconds, dtype=torch.float64, device=device)
     op = {1: dist.ReduceOp.SUM, 2: dist.ReduceOp.MIN, 3: dist.ReduceOp.MAX}[average]
     dist.all_reduce(t, op=op)
-    return float(t.item()) / (nranks if average == 1 else 1)
+    return [float(v) / (nranks if average == 1 else 1) for v in t.tolist()]
 
 
 def _check(opts: BenchOptions, lay: Layout, call: Callable[[], None], send: torch.Tensor, recv: torch.Tensor,

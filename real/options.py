@@ -93,6 +93,7 @@ class BenchOptions:
     stepbytes: int = 1 << 20
     iters: int = 20
     warmup: int = 1
+    repeat: int = 1
     check: int = 1
     ops: tuple[str, ...] = ("sum",)
     dtypes: tuple[str, ...] = ("float",)
@@ -113,6 +114,7 @@ class BenchOptions:
     @classmethod
     def from_json(cls, data: dict) -> "BenchOptions":
         data = dict(data)
+        data.setdefault("repeat", 1)
         for key in ("sizes", "ops", "dtypes"):
             data[key] = tuple(data[key])
         data["nccl_env"] = tuple(tuple(kv) for kv in data["nccl_env"])
@@ -152,6 +154,7 @@ def check_sweep(opts: BenchOptions) -> None:
     if opts.collective not in COLLECTIVES:
         raise CollsimError(f"unknown collective {opts.collective!r}: choose one of {', '.join(COLLECTIVES)}")
     for name, value, low in (("-n/--iters", opts.iters, 1), ("-w/--warmup_iters", opts.warmup, 0),
+                             ("--repeat", opts.repeat, 1),
                              ("-c/--check", opts.check, 0), ("--nprocs", opts.nprocs, 1)):
         if value < low:
             raise CollsimError(f"{name} {value} is below {low}: give a whole number >= {low}")

@@ -84,7 +84,8 @@ def run_rank(opts: BenchOptions, out=None) -> int:
             ranks = [f"Rank {r:3d} Pid {pid:7d} on {h:>12} device {d}" for r, (h, d, pid) in enumerate(everyone)]
             settings = (f"minBytes {min(opts.sizes)} maxBytes {max(opts.sizes)} step: "
                         + (f"{opts.stepfactor:g}(factor)" if opts.stepfactor > 1 else f"{opts.stepbytes}(bytes)")
-                        + f" warmup iters: {opts.warmup} iters: {opts.iters} agg iters: 1 validation: {opts.check}")
+                        + f" warmup iters: {opts.warmup} iters: {opts.iters} agg iters: 1 validation: {opts.check}"
+                        + (f" repeat: {opts.repeat}" if opts.repeat > 1 else ""))
             title = (f"collsim bench: {opts.collective} on {topology}, impl {opts.impl}, timer {opts.timer}, "
                      f"-a {opts.average}")
             print(report.table_header(title, settings, ranks, notes, p2p), file=out, flush=True)
@@ -94,6 +95,10 @@ def run_rank(opts: BenchOptions, out=None) -> int:
             return 0
         env = envinfo.collect(world, hosts=hosts, gpus=sorted({d for _, d, _ in everyone} - {"cpu"}) or [])
         env.update(report.p2p_fields(p2p))
+        warning = report.noise_warning(rows)
+        if warning and opts.fmt != "table":  # the table says it in its footer; JSON/CSV keep stdout clean
+            notes = notes + [f"warning: {warning}"]
+            print(f"collsim bench: warning: {warning}", file=sys.stderr)
         doc = report.document(topology, opts.collective, world, opts.backend, opts.impl, opts.timer,
                               opts.to_json(), env, notes, rows)
         text = {"table": report.table_footer, "json": lambda _: report.to_json(doc),

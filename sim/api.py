@@ -48,7 +48,7 @@ def default_pipeline(algorithm: str, collective: str, nbytes: float, topo: Topol
 
 def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protocol: str = "auto", *,
              model: str = "engine", nchannels: int | None = None, pipeline: int | None = None, root: int = 0,
-             trace: bool = False, engine: str = "default") -> Result:
+             trace: bool = False, engine: str = "default", select: str = "nccl") -> Result:
     """Predict ``collective`` moving ``nbytes`` (nccl-tests' size) on ``topology``.
 
     ``topology``: a Topology, a preset spec (``"dgx-h100:nodes=2"``) or a .yaml/.json path.
@@ -57,6 +57,8 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     ``model``: ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or ``flow``
     (ring collectives on very large clusters, aggregated by symmetry; see :mod:`sim.flow`).
     ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.reference_engine`).
+    ``select`` (with ``auto``): ``nccl``, the pair NCCL's tuner picks (what nccl-tests measures), or
+    ``fastest``, the model's fastest pair among those NCCL can run (:mod:`sim.select`).
     """
     topo = load_topology(topology)
     coll = get_collective(collective)
@@ -81,7 +83,7 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     if algorithm == "auto" or protocol == "auto":
         from .select import choose
         return choose(coll, int(nbytes), topo, algorithm=algorithm, protocol=protocol, model=model,
-                      nchannels=nchannels, pipeline=pipeline, root=root, trace=trace, engine=engine)
+                      nchannels=nchannels, pipeline=pipeline, root=root, trace=trace, engine=engine, select=select)
     reason = why_not(algorithm, coll, topo.nranks, topo)
     if reason:
         raise CollsimError(f"cannot run {algorithm} on {topo.name}: {reason}")

@@ -20,6 +20,7 @@ from .errors import CollsimError
 COMMAND_MODULES = (
     "sim.commands.simulate",
     "sim.commands.topo",
+    "sim.commands.tune",
     "sim.commands.verify",
     "sim.commands.validate",
     "sim.commands.demo",

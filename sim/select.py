@@ -2,9 +2,13 @@
 
 ``--algorithm X`` / ``--protocol Y`` pin one side, as ``NCCL_ALGO`` / ``NCCL_PROTO`` do.
 
-With NCCL's protocols the choice is NCCL's own: its cost model (:mod:`sim.tuner`) ranks every
-(algorithm, protocol) pair and the cheapest wins, whatever the chosen model then predicts for it. That
-is what NCCL does, and it keeps a sweep fast: the engine runs once per size, for the chosen pair only.
+With NCCL's protocols the choice is NCCL's own (``select="nccl"``, the default): its cost model
+(:mod:`sim.tuner`) ranks every (algorithm, protocol) pair and the cheapest wins, whatever the chosen
+model then predicts for it. That is what NCCL does (and what nccl-tests measures), and it keeps a sweep
+fast: the engine runs once per size, for the chosen pair only. ``select="fastest"`` runs the chosen
+model on every pair NCCL can run there and keeps the fastest: what forcing ``NCCL_ALGO``/``NCCL_PROTO``
+could get (:func:`faster_choice` tells how much faster it is than NCCL's pick, and which variables).
+
 Algorithms NCCL does not have (``recursive_hd``, ``binomial``...) are not candidates for ``auto``; pin
 one with ``--algorithm`` and its protocol is picked by the chosen model's own times. With
 ``--protocol ideal`` (the pure latency-bandwidth model) every registered algorithm competes on the
@@ -21,12 +25,34 @@ from .errors import CollsimError
 from .protocols import IDEAL, NCCL_ALGORITHMS
 from .result import Result
 
+SELECTIONS = ("nccl", "fastest")
+NOTE_MARGIN = 0.10     # an alternative is worth a note when it is more than 10% faster than NCCL's pick
+# faster_choice runs the engine only on pairs NCCL's own model puts within 3x of its pick: the engine and
+# the tuner model disagree by far less than that (docs/nccl-model.md), and it keeps `simulate` quick
+NOTE_TUNER_RANGE = 3.0
+# NCCL_ALGO / NCCL_PROTO spellings (NCCL's ncclAlgoStr / ncclProtoStr)
+NCCL_ALGO_NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect", "collnet_chain": "CollNetChain",
+                   "nvls": "NVLS", "nvls_tree": "NVLSTree", "pat": "PAT"}
+
+
+def nccl_env(algorithm: str, protocol: str) -> str:
+    """``NCCL_ALGO=Ring NCCL_PROTO=Simple``: the variables that force a pair on NCCL.
+
+    >>> nccl_env("nvls_tree", "LL128")
+    'NCCL_ALGO=NVLSTree NCCL_PROTO=LL128'
+    """
+    return f"NCCL_ALGO={NCCL_ALGO_NAMES.get(algorithm, algorithm)} NCCL_PROTO={protocol}"
+
 
 def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model="engine", nchannels=None,
-           pipeline=None, root=0, trace=False, engine="default") -> Result:
-    """The fastest usable pair's Result; ``explain`` records how it was chosen."""
+           pipeline=None, root=0, trace=False, engine="default", select="nccl") -> Result:
+    """The selected pair's Result (``select``: nccl or fastest, see the module docstring); ``explain``
+    records how it was chosen."""
     from .api import protocols_for, simulate
     from .tuner import rank_pairs
+    if select not in SELECTIONS:
+        raise CollsimError(f"unknown selection {select!r}: choose nccl (NCCL's own choice) or fastest (the model's fastest "
+                           "NCCL-runnable pair)")
     algos = candidates(coll, topo.nranks, topo) if algorithm == "auto" else [algorithm]
     if not algos:
         raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
@@ -36,6 +62,15 @@ def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model=
     if IDEAL.name not in protos:
         nccl_algos = [a for a in algos if a in NCCL_ALGORITHMS]
         ranked = rank_pairs(coll, nbytes, topo, nccl_algos, protos) if nccl_algos else []
+        if ranked and select == "fastest":
+            results = [run(t.algorithm, t.protocol) for t in ranked]
+            best = min(results, key=lambda r: r.time_us)   # ties keep NCCL's ranking order
+            nccl = results[0]
+            best.explain["selected_by"] = f"fastest by the {model} model among the pairs NCCL can run"
+            best.explain["nccl_choice"] = f"{nccl.algorithm}/{nccl.protocol} {nccl.time_us:.4g} us"
+            if best is not nccl:
+                best.explain["nccl_env"] = nccl_env(best.algorithm, best.protocol)
+            return best
         if ranked:
             best = ranked[0]
             r = run(best.algorithm, best.protocol)
@@ -49,4 +84,33 @@ def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model=
             if best is None or r.time_us < best.time_us:
                 best = r
     best.explain["selected_by"] = f"fastest by the {model} model"
+    return best
+
+
+def faster_choice(chosen: Result, coll, nbytes: int, topo, *, model="engine", nchannels=None, pipeline=None,
+                  root=0, engine="default") -> Result | None:
+    """The fastest other pair NCCL can run when the ``model`` predicts it more than NOTE_MARGIN faster
+    than ``chosen`` (NCCL's pick), else None; its ``explain`` names the ``NCCL_ALGO``/``NCCL_PROTO``
+    that would get it."""
+    from .api import simulate
+    from .protocols import NCCL_PROTOCOLS
+    from .tuner import rank_pairs
+    if chosen.protocol not in NCCL_PROTOCOLS:
+        return None
+    algos = [a for a in candidates(coll, topo.nranks, topo) if a in NCCL_ALGORITHMS]
+    ranked = rank_pairs(coll, nbytes, topo, algos, NCCL_PROTOCOLS)
+    best = None
+    for t in ranked:
+        if (t.algorithm, t.protocol) == (chosen.algorithm, chosen.protocol):
+            continue
+        if t.time_us > NOTE_TUNER_RANGE * ranked[0].time_us:
+            break   # ranked is sorted: the rest are further off still
+        r = simulate(coll, nbytes, topo, t.algorithm, t.protocol, model=model, nchannels=nchannels, pipeline=pipeline,
+                     root=root, engine=engine)
+        if best is None or r.time_us < best.time_us:
+            best = r
+    if best is None or best.time_us >= chosen.time_us * (1 - NOTE_MARGIN):
+        return None
+    best.explain["nccl_env"] = nccl_env(best.algorithm, best.protocol)
+    best.explain["faster_by"] = 1 - best.time_us / chosen.time_us
     return best

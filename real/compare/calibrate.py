@@ -64,12 +64,15 @@ from sim.topology_file import topology_from_dict
 from sim.validation import latency_us as check_latency_us
 
 from .hostmodel import HOST_MODELS, LOOPBACK_BYTES_PER_WIRE_BYTE, default_host_model, host_bytes
-from .measured import Measurement
+from .measured import DEFAULT_STATISTIC, Measurement, with_statistic
 from .score import Comparison, compare, nonneg_lstsq
 
 HUBER_K = 1.345          # Huber's constant: 95% efficiency on clean Gaussian noise
 MIN_SCALE = 0.03         # residual scale floor (3%): never trust a fit to be tighter than this
 MAX_ITER = 50
+BOOTSTRAP_ROUNDS = 200   # resamples of the iterations; the 2.5-97.5% range of 200 is stable to a few %
+BOOTSTRAP_SEED = 16      # fixed: the same files give the same uncertainty
+LOOSE_FIT = 0.5          # a 95% range wider than +-50% of the value: the constant is not pinned down
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +92,7 @@ class Calibration:
     holdout: tuple[Comparison, ...] = ()
     notes: tuple[str, ...] = ()
     fit_sources: tuple[Measurement, ...] = field(default=())
+    uncertainty: dict = field(default_factory=dict)   # name -> {"low", "high"} (95%), "method"
 
     @property
     def fit_median_abs_rel_error(self) -> float:
@@ -160,10 +164,17 @@ def robust_fit(a: np.ndarray, y: np.ndarray, scale_to: np.ndarray | None = None)
 
 def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (), host_model: str = "auto",
               algorithm: str = "ring", latency_us: float | None = None, measured_latency: bool = False,
-              name: str | None = None) -> Calibration:
-    """Fit the model of the module docstring to ``measurements``; score it on ``holdout``."""
+              name: str | None = None, statistic: str = DEFAULT_STATISTIC,
+              bootstrap: int = BOOTSTRAP_ROUNDS) -> Calibration:
+    """Fit the model of the module docstring to ``measurements``; score it on ``holdout``.
+
+    ``statistic`` (mean, median, min) is the statistic of each size's timed iterations that is fitted
+    (:func:`~real.compare.measured.with_statistic`); ``bootstrap`` resamples of those iterations give
+    the uncertainty of every fitted constant (``meta.calibration.uncertainty``; 0 turns it off)."""
     if not measurements:
         raise CollsimError("nothing to calibrate on: give at least one measured file")
+    measurements = [with_statistic(m, statistic) for m in measurements]
+    holdout = [with_statistic(h, statistic) for h in holdout]
     n = measurements[0].nranks
     if any(m.nranks != n for m in measurements):
         raise CollsimError("the measured files have different rank counts "
@@ -200,8 +211,8 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
                 continue
             if key not in cache:
                 cache[key] = basis(m.collective, r.nbytes, n, algorithm, host_model)
-            for t in r.observations():
-                obs.append((m, r.nbytes, t, *cache[key]))
+            for t, samples in r.observed_samples():
+                obs.append((m, r.nbytes, t, *cache[key], samples))
     if len(obs) < 3:
         raise CollsimError(f"only {len(obs)} measured time(s): calibration needs at least 3 (a sweep of sizes, e.g. -b 4K -e 16M -f 4)")
     measured = y = np.array([o[2] for o in obs])
@@ -233,6 +244,7 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
                          + (f"; --measured-latency uses the files' measured message latency, {p2p:.3g} us)"
                             if p2p is not None else ")"))
     x, weights = robust_fit(a, y, scale_to=measured)
+    spread = bootstrap_fit(a, [o[6] for o in obs], measured, y - measured, [o[0].statistic for o in obs], bootstrap)
     t0 = float(x[0])
     alpha = float(x[1]) if identifiable else float(latency_us or 0.0)
     inv_b = float(x[-1])
@@ -241,9 +253,31 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
     bw = 1.0 / inv_b
     host_GBps = bw * LOOPBACK_BYTES_PER_WIRE_BYTE if host_model != "none" else None
 
+    uncertainty = {}
+    if spread is not None:
+        names = ["launch_us"] + (["link_latency_us"] if identifiable else []) + ["link_bandwidth_GBps"]
+        for name_, col in zip(names, spread.T):
+            if name_ == "link_bandwidth_GBps":
+                col = 1.0 / col[col > 0] if (col > 0).any() else np.array([math.inf])
+            lo, hi = (float(v) for v in np.percentile(col, [2.5, 97.5]))
+            uncertainty[name_] = {"low": lo, "high": hi}
+        uncertainty["method"] = (f"bootstrap: {bootstrap} resamples of each size's timed iterations, "
+                                 f"{'/'.join(sorted({m.statistic for m in measurements}))} of each, refitted; "
+                                 "low/high are the 2.5% and 97.5% points")
+        values = {"launch_us": t0, "link_latency_us": alpha, "link_bandwidth_GBps": bw}
+        loose = [k for k, v in uncertainty.items() if k != "method" and _loose(values[k], v)]
+        if loose:
+            notes.append(f"{', '.join(loose)} not pinned down by these measurements (95% range wider than "
+                         f"+-{LOOSE_FIT:.0%}): more iterations (-n), --repeat, or sizes that exercise that term")
+    elif bootstrap:
+        notes.append("no uncertainty: the files record no per-iteration times (measure with collsim bench to get them)")
+    m_stat = sorted({m.statistic for m in measurements})
+    notes.extend(m.statistic_note for m in measurements if m.statistic_note)
+
     label = first.label or f"{first.backend or 'measured'}:{n}"
     cal_meta = {
         "method": "collsim calibrate: T = t0 + alpha*L + (W + H)/B, relative Huber IRLS",
+        "statistic": "/".join(m_stat), "uncertainty": uncertainty or None,
         "algorithm": algorithm, "launch_us": t0, "link_latency_us": alpha, "link_bandwidth_GBps": bw,
         "latency_fitted": bool(identifiable), "latency_source": source, "p2p_latency_us": p2p, "host_model": host_model,
         "host_GBps": host_GBps, "host_bytes_per_wire_byte": LOOPBACK_BYTES_PER_WIRE_BYTE if host_model != "none" else None,
@@ -276,7 +310,45 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
                                                              "geomean_error", "worst")}} for h in held]
     doc["meta"] = _plain(doc["meta"])
     return Calibration(bw, alpha, t0, host_model, host_GBps, algorithm, n, topology_from_dict(doc, doc["name"]), doc,
-                       tuple(residuals), held, tuple(notes), tuple(measurements))
+                       tuple(residuals), held, tuple(notes), tuple(measurements), uncertainty)
+
+
+def bootstrap_fit(a: np.ndarray, samples: list[tuple[float, ...]], measured: np.ndarray, shift: np.ndarray,
+                  statistic: str | list[str], rounds: int, seed: int = BOOTSTRAP_SEED) -> np.ndarray | None:
+    """The fit refitted on ``rounds`` resamples: each observation's iterations drawn with replacement
+    and summarised by ``statistic`` (one name, or one per observation; observations without iterations keep their value); ``shift`` is
+    what the fitted target adds to the measured time (``-alpha * L`` when alpha is fixed). Returns one
+    row of fitted parameters per resample, or None when nothing has iterations.
+
+    >>> a = np.array([[1.0, s] for s in (1.0, 100.0, 10000.0)])
+    >>> xs = [(9.0, 10.0, 11.0), (200.0, 210.0, 220.0), (20000.0, 20010.0, 20020.0)]
+    >>> fits = bootstrap_fit(a, xs, np.array([10.0, 210.0, 20010.0]), np.zeros(3), "median", 50)
+    >>> fits.shape, bool(1.9 < np.median(fits[:, 1]) < 2.1)
+    ((50, 2), True)
+    """
+    if rounds <= 0 or not any(len(xs) > 1 for xs in samples):
+        return None
+    rng = np.random.default_rng(seed)
+    funcs = {"mean": np.mean, "median": np.median, "min": np.min}
+    names = [statistic] * len(samples) if isinstance(statistic, str) else list(statistic)
+    arrays = [np.asarray(xs, dtype=float) for xs in samples]
+    fits = []
+    for _ in range(rounds):
+        t = np.array([funcs[name](rng.choice(xs, size=len(xs))) if len(xs) > 1 else m
+                      for xs, m, name in zip(arrays, measured, names)])
+        y = t + shift
+        if (y <= 0).any():
+            continue
+        fits.append(robust_fit(a, y, scale_to=t)[0])
+    return np.array(fits) if fits else None
+
+
+def _loose(value: float, interval: dict) -> bool:
+    """A 95% range reaching further than LOOSE_FIT of the value from it (a zero value, a bound the fit
+    sits on, is judged by nothing relative and is not called loose)."""
+    if not math.isfinite(interval["high"]):
+        return True
+    return value > 0 and max(value - interval["low"], interval["high"] - value) > LOOSE_FIT * value
 
 
 def measured_latency_us(measurements: list[Measurement]) -> float | None:

@@ -67,6 +67,10 @@ def register(subparsers) -> None:
 
 
 def _measured_args(p) -> None:
+    p.add_argument("--statistic", default="auto", choices=("auto", "mean", "median", "min"),
+                   help="statistic of each size's timed iterations: auto (default: the median, or the minimum where the "
+                        "bench flagged the iterations as noisy), median, mean (nccl-tests' time column) or min (least "
+                        "disturbed); files with only a mean use the mean")
     p.add_argument("--collective", "-c", default=None, help="collective of nccl-tests text that does not name it")
     p.add_argument("--nranks", "-n", type=int, default=None, help="rank count of nccl-tests text that does not list its ranks")
 
@@ -80,7 +84,7 @@ def run_compare(args) -> int:
     from .score import compare
     m = read_measurement(args.measured, args.collective, args.nranks)
     c = compare(m, args.topology, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
-                time=args.time, min_bytes=parse_size(args.min_size))
+                time=args.time, min_bytes=parse_size(args.min_size), statistic=args.statistic)
     if args.format == "json":
         print(json.dumps(c.to_dict(), indent=1))
     elif args.format == "csv":
@@ -110,12 +114,15 @@ def run_calibrate(args) -> int:
     fit = [read_measurement(p, args.collective, args.nranks) for p in args.measured]
     held = [read_measurement(p, None, args.nranks) for p in args.holdout]
     cal = calibrate(fit, holdout=held, host_model=args.host_model, algorithm=args.algorithm,
-                    latency_us=args.latency_us, measured_latency=args.measured_latency, name=args.name)
+                    latency_us=args.latency_us, measured_latency=args.measured_latency, name=args.name,
+                    statistic=args.statistic)
     write_output(out, json.dumps(cal.document, indent=1) if out.lower().endswith(".json") else cal.to_yaml(), "--out")
     if args.format == "json":
         print(json.dumps({"out": out, "bandwidth_GBps": cal.bandwidth_GBps, "latency_us": cal.latency_us,
                           "launch_us": cal.launch_us, "host_model": cal.host_model, "host_GBps": cal.host_GBps,
                           "fit_median_abs_rel_error": cal.fit_median_abs_rel_error,
+                          "statistic": cal.document["meta"]["calibration"]["statistic"],
+                          "uncertainty": cal.uncertainty,
                           "holdout": [h.to_dict() for h in cal.holdout], "notes": list(cal.notes)}, indent=1))
     else:
         print(calibration_text(cal, out))
@@ -131,12 +138,18 @@ def run_calibrate(args) -> int:
 def calibration_text(cal, out: str) -> str:
     """What a calibration found, in a few lines (and each held-out comparison's table)."""
     from .report import text_table
-    lines = [f"# collsim calibrate: {len(cal.fit_sources)} file(s), {cal.nranks} ranks, through {cal.algorithm}",
-             f"#   link bandwidth     {cal.bandwidth_GBps:10.4f} GB/s",
-             f"#   link latency       {cal.latency_us:10.3f} us per step",
-             f"#   per-call overhead  {cal.launch_us:10.3f} us",
+    u = cal.uncertainty
+    rng = lambda key, fmt: (f"   (95%: {u[key]['low']:{fmt}} .. {u[key]['high']:{fmt}})" if key in u else "")
+    stat = cal.document["meta"]["calibration"].get("statistic", "mean")
+    lines = [f"# collsim calibrate: {len(cal.fit_sources)} file(s), {cal.nranks} ranks, through {cal.algorithm}, "
+             f"{stat} of each size's iterations",
+             f"#   link bandwidth     {cal.bandwidth_GBps:10.4f} GB/s" + rng("link_bandwidth_GBps", ".4f"),
+             f"#   link latency       {cal.latency_us:10.3f} us per step" + rng("link_latency_us", ".3f"),
+             f"#   per-call overhead  {cal.launch_us:10.3f} us" + rng("launch_us", ".3f"),
              f"#   host model         {cal.host_model}" + (f" at {cal.host_GBps:.3f} GB/s" if cal.host_GBps else ""),
              f"#   fit residual       median |error| {cal.fit_median_abs_rel_error:.1%} over {len(cal.residuals)} timings"]
+    if u.get("method"):
+        lines.append(f"#   uncertainty        {u['method']}")
     lines += [f"# note: {n}" for n in cal.notes]
     lines.append(f"# wrote {out}: use it with `collsim compare --topology {out}` or `collsim simulate --topology {out}`")
     for h in cal.holdout:

@@ -24,7 +24,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
@@ -34,6 +34,8 @@ from sim.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 
 MAX_FILE_BYTES = 64 << 20
 TIME_CHOICES = ("best", "out-of-place", "in-place")
+STATISTICS = ("auto", "mean", "median", "min")
+DEFAULT_STATISTIC = "auto"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,13 @@ class MeasuredRow:
     dtype: str | None = None
     redop: str | None = None
     wrong: float | None = None            # #wrong elements (or the old max-error column)
+    # what collsim bench records beside the mean (None in nccl-tests text and older JSON)
+    median_time_us: float | None = None
+    inplace_median_time_us: float | None = None
+    min_time_us: float | None = None
+    inplace_min_time_us: float | None = None
+    samples_us: tuple[float, ...] = ()            # every timed iteration, out-of-place
+    inplace_samples_us: tuple[float, ...] = ()
 
     def time(self, which: str = "best") -> float | None:
         """The time to compare with: ``best`` (the faster of out-of-place and in-place: interference on
@@ -63,7 +72,13 @@ class MeasuredRow:
 
     def observations(self) -> list[float]:
         """Every positive time this row holds (out-of-place, in-place): calibration fits them all."""
-        return [t for t in (self.time_us, self.inplace_time_us) if t is not None and t > 0]
+        return [t for t, _ in self.observed_samples()]
+
+    def observed_samples(self) -> list[tuple[float, tuple[float, ...]]]:
+        """:meth:`observations`, each with the timed iterations behind it (``()`` where not recorded):
+        what calibration's bootstrap resamples."""
+        return [(t, xs) for t, xs in ((self.time_us, self.samples_us), (self.inplace_time_us, self.inplace_samples_us))
+                if t is not None and t > 0]
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,9 @@ class Measurement:
     label: str = ""                  # where it ran: "local:gloo:2", a GPU name...
     env: dict = field(default_factory=dict)
 
+    statistic: str = "mean"          # which statistic of the iterations the rows' times are (with_statistic)
+    statistic_note: str = ""         # why it is not the one asked for, when it is not
+
     @property
     def sizes(self) -> list[int]:
         return [r.nbytes for r in self.rows]
@@ -87,6 +105,63 @@ class Measurement:
         where = f" on {self.label}" if self.label else ""
         return (f"{self.collective}, {self.nranks} ranks{where} ({len(self.rows)} sizes "
                 f"{_size(min(self.sizes))}..{_size(max(self.sizes))}, {os.path.basename(self.source)})")
+
+
+def noisy_sizes(m: Measurement) -> list[int]:
+    """Sizes whose recorded iterations disagree by collsim bench's own test (:func:`real.report.noise_warning`:
+    interquartile range over 25% of the median, or a mean 1.5x the median)."""
+    from real.report import NOISY_MEAN_RATIO, NOISY_SPREAD, row_spread
+    noisy = []
+    for r in m.rows:
+        spread = row_spread({"time_samples_us": list(r.samples_us), "inplace_time_samples_us": list(r.inplace_samples_us)})
+        ratio = max((t / med for t, med in ((r.time_us, r.median_time_us), (r.inplace_time_us, r.inplace_median_time_us))
+                     if t and med), default=1.0)
+        if (spread or 0.0) > NOISY_SPREAD or ratio > NOISY_MEAN_RATIO:
+            noisy.append(r.nbytes)
+    return noisy
+
+
+def with_statistic(m: Measurement, statistic: str = DEFAULT_STATISTIC) -> Measurement:
+    """``m`` with each row's out-of-place and in-place time replaced by ``statistic`` of its timed
+    iterations: ``mean`` (what nccl-tests prints), ``median`` (a few stalled iterations do not move
+    it), ``min`` (the least disturbed iteration), or ``auto`` (the default): the median, unless the
+    bench's own noise test flags the file (:func:`noisy_sizes`), then the minimum. Why: on a shared
+    machine the load of other processes changes from minute to minute, and it moves the median with
+    it (gloo all_gather sweeps on 2 busy cores: fitted bandwidth 1.04-1.36 GB/s over four runs with
+    the median, 1.53-1.66 with the minimum; docs/compare.md). Files that record only the mean
+    (nccl-tests text, older collsim JSON) keep it, and ``statistic_note`` says so.
+
+    >>> row = MeasuredRow(4096, 30.0, 28.0, median_time_us=12.0, inplace_median_time_us=11.0)
+    >>> m = with_statistic(Measurement("<x>", "collsim-json", "all_reduce", 2, (row,)), "median")
+    >>> m.rows[0].time("best"), m.statistic
+    (11.0, 'median')
+    """
+    if statistic not in STATISTICS:
+        raise CollsimError(f"unknown --statistic {statistic!r}: choose one of {', '.join(STATISTICS)}")
+    if statistic == "auto":
+        noisy = noisy_sizes(m)
+        picked = with_statistic(m, "min" if noisy else "median")
+        if noisy and picked.statistic == "min":
+            return replace(picked, statistic_note=(
+                f"{os.path.basename(m.source)}: iterations are noisy at {len(noisy)} of {len(m.rows)} sizes, so the "
+                "minimum of each size's iterations is used, not the median (--statistic median to insist)"))
+        return picked
+    if statistic == "mean" or m.statistic == statistic:
+        return replace(m, statistic=m.statistic if statistic == "mean" else statistic)
+    rows, missing = [], 0
+    for r in m.rows:
+        out, inp = getattr(r, f"{statistic}_time_us"), getattr(r, f"inplace_{statistic}_time_us")
+        if out is None and inp is None:
+            missing += 1
+            rows.append(r)
+        else:
+            rows.append(replace(r, time_us=out, inplace_time_us=inp))
+    if missing == len(m.rows):
+        return replace(m, statistic="mean", statistic_note=(
+            f"{os.path.basename(m.source)} records only the mean of its iterations (nccl-tests' time), so it is "
+            f"compared on the mean, not the {statistic}"))
+    note = (f"{missing} of {len(m.rows)} sizes record only the mean and use it" if missing else "")
+    return replace(m, rows=tuple(rows), statistic=statistic, statistic_note=note)
 
 
 def size_text(nbytes: int) -> str:
@@ -145,7 +220,10 @@ def measurement_from_json(doc, source: str = "<json>", collective: str | None = 
         if not isinstance(r, dict) or not isinstance(r.get("nbytes"), int) or not 0 <= r["nbytes"] <= MAX_BYTES:
             raise CollsimError(f"{source!r}: result #{i} has no whole 'nbytes' from 0 to {MAX_BYTES} (1 PiB)")
         rows.append(MeasuredRow(r["nbytes"], _num(r.get("time_us")), _num(r.get("inplace_time_us")),
-                                r.get("count"), r.get("dtype"), r.get("redop"), _num(r.get("wrong"))))
+                                r.get("count"), r.get("dtype"), r.get("redop"), _num(r.get("wrong")),
+                                _num(r.get("median_time_us")), _num(r.get("inplace_median_time_us")),
+                                _num(r.get("min_time_us")), _num(r.get("inplace_min_time_us")),
+                                _samples(r.get("time_samples_us")), _samples(r.get("inplace_time_samples_us"))))
     backend = doc.get("backend")
     return _finish(Measurement(source, "collsim-json", coll, n, tuple(rows), backend, str(doc.get("topology") or ""),
                                doc.get("env") if isinstance(doc.get("env"), dict) else {}))
@@ -193,6 +271,14 @@ def _finish(m: Measurement) -> Measurement:
     if not any(r.time("best") for r in m.rows):
         raise CollsimError(f"{m.source!r}: no size has a positive time")
     return m
+
+
+def _samples(v) -> tuple[float, ...]:
+    """The positive finite numbers of a JSON list (an iteration list), or () for anything else."""
+    if not isinstance(v, list):
+        return ()
+    vals = [_num(x) for x in v]
+    return tuple(x for x in vals if x is not None and x > 0)
 
 
 def _num(v):

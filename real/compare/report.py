@@ -43,7 +43,8 @@ def time_rule(choice: str) -> str:
 def text_table(c) -> str:
     """nccl-tests-like table of one comparison, its summary and its reading."""
     m = c.measurement
-    lines = [f"# collsim compare: {m.describe()}", f"# model: {c.predictor_description}; measured time: {time_rule(c.time_choice)}",
+    lines = [f"# collsim compare: {m.describe()}", f"# model: {c.predictor_description}; measured time: "
+             f"{getattr(m, 'statistic', 'mean')} of the iterations, {time_rule(c.time_choice)}",
              _HEAD, _UNITS]
     for r in c.rows:
         d = r.to_dict(m.collective, m.nranks)

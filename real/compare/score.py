@@ -30,7 +30,7 @@ import numpy as np
 from sim import analytic
 from sim.collectives import get_collective
 
-from .measured import Measurement
+from .measured import DEFAULT_STATISTIC, Measurement, with_statistic
 from .measured import size_text as _size
 from .predict import Prediction, Predictor
 
@@ -79,16 +79,20 @@ class Comparison:
         m = self.measurement
         return {"measured": m.source, "collective": m.collective, "nranks": m.nranks, "topology": self.topology,
                 "model": self.predictor_description, "measured_time": self.time_choice,
+                "measured_statistic": m.statistic,
                 "rows": [r.to_dict(m.collective, m.nranks) for r in self.rows],
                 "summary": self.summary, "reading": list(self.reading), "notes": list(self.notes)}
 
 
 def compare(measurement: Measurement, topology, *, algorithm: str = "auto", protocol: str = "auto",
             model: str = "engine", time: str = "best", min_bytes: int = 0,
-            predictor: Predictor | None = None) -> Comparison:
-    """Predict every measured size of ``measurement`` on ``topology`` and score the predictions."""
+            predictor: Predictor | None = None, statistic: str = DEFAULT_STATISTIC) -> Comparison:
+    """Predict every measured size of ``measurement`` on ``topology`` and score the predictions;
+    ``statistic`` (median, mean, min) is which statistic of each size's timed iterations is the
+    measured time (:func:`~real.compare.measured.with_statistic`)."""
     pred = predictor or Predictor(topology, algorithm=algorithm, protocol=protocol, model=model)
-    rows, notes = [], []
+    measurement = with_statistic(measurement, statistic)
+    rows, notes = [], [measurement.statistic_note] if measurement.statistic_note else []
     skipped = 0
     for r in measurement.rows:
         t = r.time(time)

@@ -20,6 +20,9 @@ def register(sub) -> None:
     p.add_argument("--model", default="engine", choices=api.MODELS,
                    help="engine (discrete-event, default), tuner (NCCL's closed form), alpha-beta, "
                         "flow (ring collectives on very large clusters, aggregated by symmetry)")
+    p.add_argument("--select", default="nccl", choices=("nccl", "fastest"),
+                   help="with -a auto: nccl (the pair NCCL's tuner picks, what nccl-tests measures; default) or fastest "
+                        "(the model's fastest pair among those NCCL can run: what NCCL_ALGO/NCCL_PROTO could get)")
     p.add_argument("--engine", default="default", choices=ENGINES,
                    help="what times the engine model: default (fast) or reference (readable SimPy, the oracle)")
     p.add_argument("--nchannels", type=int, default=None, help="channels (default 1, or the model's choice)")
@@ -67,6 +70,7 @@ def run(args) -> int:
     tasks = [sweep.Task(coll.name, nbytes, where, a, args.protocol,
                         {"model": args.model, "nchannels": args.nchannels, "pipeline": args.pipeline, "root": args.root,
                          "engine": args.engine,
+                         **({"select": args.select} if args.select != "nccl" else {}),
                          "trace": bool(args.trace) and nbytes == sizes[-1]})
              for nbytes in sizes for a in algos]
     done = iter(sweep.run(tasks, args.jobs, desc=f"simulate {coll.name}"))
@@ -81,32 +85,61 @@ def run(args) -> int:
             raise CollsimError(f"--trace needs the engine model (got --model {args.model})")
         trace.save(args.trace)
     elem = DTYPE_BYTES[args.datatype]
+    faster = _faster_choices(results, coll, topo, args) if algos == ["auto"] else {}
     rows = []
     for nbytes, group, best in results:
         for r in group:
             row = r.row()
             if len(algos) > 1:
                 row["fastest"] = r is best
+            if nbytes in faster:
+                f = faster[nbytes]
+                row["faster_choice"] = {"algorithm": f.algorithm, "protocol": f.protocol, "time_us": f.time_us,
+                                        "faster_by": f.explain["faster_by"], "nccl_env": f.explain["nccl_env"]}
             rows.append(row)
     payload = {"topology": topo.name, "collective": coll.name, "nranks": topo.nranks, "model": args.model, "results": rows}
-    text = _table(topo, coll, results, elem, args, multi=len(algos) > 1)
+    text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster)
     print(emit(args.format, text, payload, rows))
     return 0
 
 
-def _table(topo, coll, results, elem, args, multi: bool) -> str:
+def _faster_choices(results, coll, topo, args) -> dict:
+    """Sizes where a pair NCCL can run is predicted >10% faster than NCCL's pick -> that pair's Result
+    (only for NCCL's own choice: -a auto, -p auto, --select nccl, the engine)."""
+    if args.select != "nccl" or args.protocol != "auto" or args.model != "engine":
+        return {}
+    from ..select import faster_choice
+    found = {}
+    for nbytes, group, _ in results:
+        f = faster_choice(group[0], coll, nbytes, topo, nchannels=args.nchannels, pipeline=args.pipeline, root=args.root,
+                          engine=args.engine)
+        if f is not None:
+            found[nbytes] = f
+    return found
+
+
+def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None) -> str:
+    faster = faster or {}
     lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)), model {args.model}",
              f"# {'size':>10s} {'count':>12s} {'type':>6s} {'algorithm':>14s} {'protocol':>8s} {'steps':>6s} {'time':>10s} {'algbw':>8s} {'busbw':>8s}",
              f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"]
     for nbytes, group, best in results:
         for r in group:
-            mark = " *" if multi and r is best else ""
+            mark = " *" if multi and r is best else " +" if nbytes in faster else ""
             lines.append(f"  {nbytes:>10d} {nbytes // elem:>12d} {args.datatype:>6s} {r.algorithm:>14s} {r.protocol:>8s} "
                          f"{r.steps:>6d} {r.time_us:>10.2f} {r.algbw_GBps:>8.2f} {r.busbw_GBps:>8.2f}{mark}")
             if args.explain:
                 lines.extend(_explain(r))
+                if nbytes in faster:
+                    f = faster[nbytes]
+                    lines.append(f"#     faster: {f.algorithm}/{f.protocol} {f.time_us:.2f} us ({f.explain['faster_by']:.0%} "
+                                 f"faster): set {f.explain['nccl_env']}")
     if multi:
         lines.append("# * fastest algorithm at that size")
+    if faster:
+        sizes = ", ".join(f"{n} B {f.algorithm}/{f.protocol} -{f.explain['faster_by']:.0%}" for n, f in faster.items())
+        lines.append(f"# + NCCL's choice, but a pair NCCL can run is predicted over 10% faster ({sizes}): "
+                     "--select fastest shows it, --explain names the NCCL_ALGO/NCCL_PROTO")
     avg = sum(b.busbw_GBps for _, _, b in results) / len(results)
     lines.append(f"# Avg bus bandwidth    : {avg:.3f}")
     return "\n".join(lines)

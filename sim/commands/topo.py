@@ -4,13 +4,18 @@ from __future__ import annotations
 import json
 
 from ..presets import load_topology, presets
+from ..errors import CollsimError
 from .common import check_output_path
 
 
 def register(sub) -> None:
     p = sub.add_parser("topo", help="describe a topology (and draw it with --plot)",
                        description="Summarise a topology: GPUs, hosts, link classes, reducing switches.")
-    p.add_argument("spec", nargs="?", help="preset spec NAME[:k=v,...] or .yaml/.json file; omit to list presets")
+    p.add_argument("spec", nargs="?", help="preset spec NAME[:k=v,...], .yaml/.json file, or NCCL topology FILE.xml[:nodes=N,...]; "
+                        "omit to list presets")
+    p.add_argument("--from-nvidia-smi", metavar="FILE[:k=v,...]", default=None,
+                   help="build the node from saved `nvidia-smi topo -m` output (GPU model from the text or gpu=NAME; "
+                        "other keys such as nodes=2 go to the preset)")
     p.add_argument("--plot", metavar="FILE.png", help="draw the topology to an image file")
     p.add_argument("--format", default="text", choices=("text", "json"), help="json: the file format (loadable)")
     p.set_defaults(func=run)
@@ -18,12 +23,24 @@ def register(sub) -> None:
 
 def run(args) -> int:
     check_output_path(args.plot, "--plot", (".png", ".pdf", ".svg"))
+    if args.from_nvidia_smi:
+        if args.spec:
+            raise CollsimError("give either a topology spec or --from-nvidia-smi FILE, not both")
+        from ..topology_nvsmi import load_topology_nvsmi
+        args.spec = args.from_nvidia_smi
+        topo = load_topology_nvsmi(args.from_nvidia_smi)
+        return _show(topo, args)
     if not args.spec:
         for name, pr in sorted(presets().items()):
             params = ", ".join(f"{k}={d}" for k, (_, d) in pr.params.items())
             print(f"{name:16s} {pr.summary}\n{'':16s} ({params})")
         return 0
-    topo = load_topology(args.spec)
+    return _show(load_topology(args.spec), args)
+
+
+def _show(topo, args) -> int:
+    if args.format == "text" and topo.meta.get("xml_read"):   # an NCCL topology XML: what was read from it
+        print("\n".join(f"# read: {line}" for line in topo.meta["xml_read"]))
     print(json.dumps(topo.to_dict(), indent=1) if args.format == "json" else topo.summary())
     if args.plot:
         from ..viz.topology_plot import plot_topology

@@ -94,11 +94,15 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 
 def load_topology(spec: "str | Topology") -> Topology:
-    """A topology from a preset spec, a ``.yaml``/``.yml``/``.json`` path, or a Topology (returned as is)."""
+    """A topology from a preset spec, a ``.yaml``/``.yml``/``.json`` path, an NCCL topology ``.xml``
+    (``FILE.xml[:nodes=N,...]``, :mod:`sim.topology_xml`), or a Topology (returned as is)."""
     if isinstance(spec, Topology):
         return spec
     if not isinstance(spec, str) or not spec.strip():
         raise CollsimError("no topology given: pass a preset spec such as ring:n=8 or a .yaml/.json file")
+    from ..topology_xml import load_topology_xml, split_xml_spec
+    if split_xml_spec(spec) is not None:   # NCCL's topology XML, FILE.xml[:nodes=N,...]
+        return load_topology_xml(spec)
     if spec.lower().endswith((".yaml", ".yml", ".json")) or os.sep in spec:
         from ..topology_file import load_topology_file
         return load_topology_file(spec)
