@@ -33,8 +33,20 @@ def _worker(rank: int, world: int, directory: str, port: int, fault: str, timeou
     import torch
     import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s))
+    from sim.safe_io import write_output
+
+    from .launch import loopback_interface
+    if loopback_interface():
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    # the rendezvous listens on loopback only (torch's own store would listen on every interface)
+    listener = None
+    if rank == 0:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(128)
+    store = dist.TCPStore("127.0.0.1", port, world, rank == 0, datetime.timedelta(seconds=timeout_s),
+                          wait_for_workers=False, master_listen_fd=listener.fileno() if listener else None)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s))
     x = torch.ones(1024)
     faulty = rank == world - 1
     try:
@@ -53,11 +65,9 @@ def _worker(rank: int, world: int, directory: str, port: int, fault: str, timeou
     c10d = torch._C._distributed_c10d
     name = os.path.join(directory, f"rank_{rank}")
     if form == "json":
-        with open(name + ".json", "wb") as f:
-            f.write(c10d._dump_fr_trace_json(True, False))
+        write_output(name + ".json", c10d._dump_fr_trace_json(True, False), "--dump")
     else:
-        with open(name, "wb") as f:
-            f.write(c10d._dump_fr_trace(True, False, False))
+        write_output(name, c10d._dump_fr_trace(True, False, False), "--dump")
     os._exit(0)  # skip process-group teardown: a desynchronised group can block in it
 
 

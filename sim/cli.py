@@ -15,6 +15,7 @@ import importlib
 import sys
 
 from .errors import CollsimError
+from .safe_io import command_inputs
 
 # Order here is the order in `collsim --help`.
 COMMAND_MODULES = (
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with command_inputs():  # outputs of this command may not overwrite the files it reads
+            return int(args.func(args) or 0)
     except CollsimError as e:
         print(f"collsim: error: {e}", file=sys.stderr)
         return 2

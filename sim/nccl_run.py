@@ -36,6 +36,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import calibration
 from .algorithms import build_program, get_algorithm
 from .errors import CollsimError
 from .program import Program
@@ -49,20 +50,23 @@ from .tuner import NVLINK_LINK_GBps, Machine, Terms, machine, tuner_terms
 NVLINK_EFFICIENCY = {arch: bw / (50.0 if arch == "blackwell" else 25.0) for arch, bw in NVLINK_LINK_GBps.items()}
 PCIE_EFFICIENCY = 0.75
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}   # tuning.cc nvlsEfficiency (2.28+)
-# Global calibration (fitted, documented in docs/nccl-model.md):
-# NET_EFFICIENCY: share of a NIC's line rate an NCCL collective sustains; fitted on the network-bound
-# public cases C1 (2x p4de, EFA, tree: 0.84), C6-2 and C6-8 (Polaris, Slingshot, ring: 0.73).
-NET_EFFICIENCY = 0.78
-# HOST_BOUNCE_EFFICIENCY: share of the PCIe rate left when GPUs without peer-to-peer exchange data
-# through host memory (NCCL's SHM transport: SM loads from host memory); fitted on E1 (2x RTX 2080 Ti,
-# p2p=0: 4.0 GB/s measured against 6 GB/s = half of PCIe gen3 at 3/4 of raw).
-HOST_BOUNCE_EFFICIENCY = 2.0 / 3.0
+# Global calibration (fitted, sim/calibration.py, docs/nccl-model.md): each fabric's share of a NIC's
+# line rate an NCCL collective sustains (meta["fabric"], InfiniBand by default), and the share of PCIe left
+# when GPUs without peer-to-peer exchange data through host memory (NCCL's SHM transport: SM loads from
+# host memory; fitted on E1). The names are the in-sample InfiniBand and host-bounce values, for reference.
+NET_EFFICIENCY = calibration.DEFAULTS["efficiency.ib"]
+HOST_BOUNCE_EFFICIENCY = calibration.DEFAULTS["host_bounce_duplex_efficiency"]
 OPS_BUDGET = 60_000              # simulated ops per engine run before extrapolating the steady state
 SPREAD_ALGORITHMS = ("ring", "tree")
 
 
-def link_efficiency(topo: Topology, link: Link, nvls: bool = False) -> float:
-    """Share of ``link``'s raw bandwidth a collective gets (1.0 on topologies without hardware facts)."""
+def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool = True) -> float:
+    """Share of ``link``'s raw bandwidth a collective gets (1.0 on topologies without hardware facts).
+
+    ``duplex``: every GPU sends and receives at once (all collectives but a 2-GPU broadcast/reduce). On
+    host-bounced PCIe (``p2p=0``) that costs more than sharing the link: each GPU's SMs read host memory
+    while its own writes stream up (E1: 11.1 GB/s one way alone, 4.0 GB/s per GPU both ways), so the two
+    cases have their own fitted efficiency."""
     meta = topo.meta
     arch = meta.get("gpu_arch")
     if arch is None:
@@ -71,20 +75,23 @@ def link_efficiency(topo: Topology, link: Link, nvls: bool = False) -> float:
         eff = NVLINK_EFFICIENCY.get(arch, 0.8)
         return eff * (NVLS_EFFICIENCY.get(arch, 1.0) if nvls else 1.0)
     if link.kind == "pcie":
-        return PCIE_EFFICIENCY * (HOST_BOUNCE_EFFICIENCY if meta.get("p2p") is False else 1.0)
+        if meta.get("p2p") is False:
+            return PCIE_EFFICIENCY * calibration.value("host_bounce_duplex_efficiency" if duplex else "host_bounce_efficiency")
+        return PCIE_EFFICIENCY
     if link.kind == "net":
-        return NET_EFFICIENCY
+        return calibration.fabric_efficiency(meta.get("fabric"))
     return 1.0
 
 
+@calibration.depends_on_calibration
 @lru_cache(maxsize=16)
-def effective_topology(topo: Topology, nvls: bool = False) -> Topology:
+def effective_topology(topo: Topology, nvls: bool = False, duplex: bool = True) -> Topology:
     """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology.
 
     Links keep a millionth of their latency: routes are chosen by latency, so they stay exactly those of
     the real topology, while the time the wire adds (under a nanosecond per hop) is negligible: the
     latency is in the latency term."""
-    links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls), l.latency_us * 1e-6, l.kind)
+    links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls, duplex), l.latency_us * 1e-6, l.kind)
              for l in topo.links]
     return Topology.build(topo.name, topo.nodes, links, topo.meta)
 
@@ -167,7 +174,7 @@ class NcclPlan:
     >>> from sim.presets import load_topology
     >>> p = plan_nccl(get_collective("all_reduce"), 1 << 30, load_topology("dgx-h100"), "ring", "Simple")
     >>> p.nchannels, p.steps, p.pieces, p.payload_share, round(p.latency_us, 1)
-    (1, 14, 1, 1.0, 61.5)
+    (1, 14, 1, 1.0, 59.0)
     """
 
     algorithm: str
@@ -192,10 +199,13 @@ class NcclPlan:
 
 def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, m: Machine | None = None) -> tuple[bool, int]:
     """(spread, channels) the engine runs: across nodes with several GPUs per node, rings and trees run
-    one channel per NIC, spread over the NICs (:func:`channel_order`); else ``nchannels`` or 1."""
+    one channel per NIC port, spread over the ports (:func:`channel_order`); else ``nchannels`` or 1. (A
+    preset draws the NICs behind one GPU's PCIe switch as one port: NCCL spreads that GPU's channels over
+    them, which moves the same bytes.)"""
     m = m or machine(topo)
     spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
-    nch = nchannels or (m.nics if spread and m.nics > 1 else 1)
+    ports = min(m.nics, m.ppn)   # NICs behind one GPU's switch are one port (presets draw them so)
+    nch = nchannels or (ports if spread and ports > 1 else 1)
     return spread and nch > 1, nch
 
 
@@ -301,7 +311,8 @@ def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=N
     nch, spread, pieces, tuned = plan.nchannels, plan.spread, plan.pieces, plan.tuned
     nvls = algorithm.startswith("nvls")
     one = _program(algorithm, coll, topo, nch, 1, root, spread)
-    eff = effective_topology(topo, nvls)
+    duplex = is_duplex(coll, topo)
+    eff = effective_topology(topo, nvls, duplex)
     sim_pieces = min(pieces, max(2, OPS_BUDGET // max(1, one.nops)))
     if trace and pieces > sim_pieces:
         raise CollsimError(f"--trace: {pieces} chunks per channel is more than the engine simulates op by op "
@@ -328,7 +339,7 @@ def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=N
                "payload_share": plan.payload_share,
                "chunk_bytes": plan.chunk_bytes or int(math.ceil(nbytes / nch / plan.split)),
                "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
-               "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls).items()),
+               "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls, duplex).items()),
                "simulated_ops": len(runs.op_index), "symmetric": runs.symmetric}
     if plan.tree_correction != 1:
         explain["tree_correction"] = plan.tree_correction
@@ -347,10 +358,15 @@ def _split(one: Program, nch: int) -> int:
     return max(1, one.nchunks // nch)
 
 
-def _efficiencies(topo: Topology, nvls: bool) -> dict:
+def is_duplex(coll, topo: Topology) -> bool:
+    """Whether every GPU both sends and receives: all but a broadcast/reduce between two GPUs."""
+    return not (coll.name in ("broadcast", "reduce") and topo.nranks == 2)
+
+
+def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True) -> dict:
     out = {}
     for l in topo.links:
-        out.setdefault(l.kind, link_efficiency(topo, l, nvls))
+        out.setdefault(l.kind, link_efficiency(topo, l, nvls, duplex))
     return out
 
 

@@ -136,10 +136,13 @@ def parse_nccl_tests(text: str) -> list[dict]:
 def parse_nccl_tests_meta(text: str) -> dict:
     """What the output says about the run: ``collective`` (from ``all_reduce_perf`` in the command line
     or banner, else None), ``nranks`` (the ``#  Rank  N ...`` device lines, else None), ``nccl_version``
-    and ``avg_busbw_GBps`` (the footer), when printed.
+    and ``avg_busbw_GBps`` (the footer), when printed; ``gpus_per_process``: the GPUs one thread launches
+    (``-g N``, the header's ``# nThread 1 nGpus N``), 1 when the header does not say.
 
     >>> parse_nccl_tests_meta("# Collective test starting: all_gather_perf\\n#  Rank  0 Group 0 Pid 1 on h device 0\\n")
-    {'collective': 'all_gather', 'nranks': 1, 'nccl_version': None, 'avg_busbw_GBps': None}
+    {'collective': 'all_gather', 'nranks': 1, 'nccl_version': None, 'avg_busbw_GBps': None, 'gpus_per_process': 1}
+    >>> parse_nccl_tests_meta("# nThread 1 nGpus 8 minBytes 8 maxBytes 128")["gpus_per_process"]
+    8
     """
     named = {"alltoall": "all_to_all"}
     found = sorted({named.get(c, c) for c in _COLLECTIVE_RE.findall(text)}
@@ -151,5 +154,7 @@ def parse_nccl_tests_meta(text: str) -> dict:
     ranks = re.findall(r"#\s*Rank\s+(\d+)\s", text)
     ver = re.search(r"NCCL version (\d+\.\d+\.\d+)", text)
     avg = re.search(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)", text)
+    gpus = re.search(r"nThread\s+\d+\s+nGpus\s+(\d+)", text)
     return {"collective": coll, "nranks": max(int(r) for r in ranks) + 1 if ranks else None,
-            "nccl_version": ver.group(1) if ver else None, "avg_busbw_GBps": float(avg.group(1)) if avg else None}
+            "nccl_version": ver.group(1) if ver else None, "avg_busbw_GBps": float(avg.group(1)) if avg else None,
+            "gpus_per_process": max(1, int(gpus.group(1))) if gpus else 1}

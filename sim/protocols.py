@@ -84,23 +84,25 @@ def get_protocol(name: "str | Protocol") -> Protocol:
 
 # ---- NCCL's latency tables (src/graph/tuning.cc, NCCL 2.27.7), microseconds ---------------------------
 # Index order of NCCL's enums: algorithms Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree (PAT has
-# no table in 2.27: its latency is a formula); protocols LL, LL128, Simple.
-NCCL_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+# no table in 2.27: its latency is a formula); protocols LL, LL128, Simple. ``p2p`` is not a collective
+# algorithm in NCCL but how it runs all_to_all (grouped send/recv); its rows are the ring's (one hop per
+# peer message), see sim/algorithms/alltoall.py.
+NCCL_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat", "p2p")
 BASE_LATENCY_US = {
     "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
     "collnet_direct": (0.0, 0.0, 0.0), "collnet_chain": (0.0, 0.0, 0.0),
-    "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0),
+    "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0), "p2p": (6.6, 14.0, 8.4),
 }
 HW_LATENCY_US = {  # [link class][algorithm] -> (LL, LL128, Simple): latency of one hop
     "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet_direct": (0.0, 0.0, 3.7),
                "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 25.0), "nvls_tree": (0.0, 0.0, 25.0),
-               "pat": (0.0, 0.0, 4.0)},
+               "pat": (0.0, 0.0, 4.0), "p2p": (0.6, 1.9, 3.4)},
     "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "collnet_direct": (0.0, 0.0, 3.7),
              "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0),
-             "pat": (0.0, 0.0, 4.0)},
+             "pat": (0.0, 0.0, 4.0), "p2p": (1.0, 2.5, 5.7)},
     "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet_direct": (0.0, 0.0, 31.0),
             "collnet_chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 14.0),
-            "pat": (0.0, 0.0, 14.0)},
+            "pat": (0.0, 0.0, 14.0), "p2p": (2.7, 4.0, 14.0)},
 }
 
 

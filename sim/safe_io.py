@@ -26,21 +26,31 @@ import yaml
 from .errors import CollsimError
 
 MAX_DEPTH = 64  # no collsim file nests deeper than ~6 levels; 64 leaves room and stops stack exhaustion
-_inputs: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) -> path, for every file this process read
+# (st_dev, st_ino) -> path of every file the running command read; None outside a command (Python API,
+# notebooks: rewriting a file read earlier in a session is a normal workflow there, not a mistake)
+_inputs: dict[tuple[int, int], str] | None = None
+
+
+@contextlib.contextmanager
+def command_inputs():
+    """The scope of one CLI command: files read inside it may not be written over inside it."""
+    global _inputs
+    outer, _inputs = _inputs, {}
+    try:
+        yield
+    finally:
+        _inputs = outer
 
 
 def remember_input(path: str) -> None:
     """Record ``path`` as an input of this command (:func:`write_output` will refuse to write over it)."""
+    if _inputs is None:
+        return
     try:
         st = os.stat(path)
     except OSError:
         return
     _inputs[(st.st_dev, st.st_ino)] = path
-
-
-def forget_inputs() -> None:
-    """Clear the inputs recorded so far (between commands run in one process: tests, notebooks)."""
-    _inputs.clear()
 
 
 def read_input(path: str, what: str, max_bytes: int, binary: bool = False):
@@ -111,38 +121,30 @@ def load_yaml(text: str, source: str):
         raise CollsimError(f"{source!r}: nesting too deep: not a collsim file") from None
 
 
-def _depth_ok(text: str) -> bool:
-    """Cheap bound on JSON nesting: brackets outside strings never go deeper than MAX_DEPTH."""
-    depth, in_str, escape = 0, False, False
-    for ch in text:
-        if in_str:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
+def _too_deep(data) -> bool:
+    """True when ``data`` nests deeper than :data:`MAX_DEPTH` (an iterative walk: no recursion to exhaust)."""
+    stack = [(data, 1)]
+    while stack:
+        x, depth = stack.pop()
+        if isinstance(x, (dict, list)):
             if depth > MAX_DEPTH:
-                return False
-        elif ch in "]}":
-            depth -= 1
-    return True
+                return True
+            stack.extend((v, depth + 1) for v in (x.values() if isinstance(x, dict) else x))
+    return False
 
 
 def load_json(text: str, source: str):
     """Parse JSON with bounded nesting; errors name ``source`` and the line."""
-    if ("[" * 40 in text or "{" * 40 in text or len(text) > 1 << 16) and not _depth_ok(text):
-        raise CollsimError(f"{source!r}: JSON nested deeper than {MAX_DEPTH} levels: not a collsim file")
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise CollsimError(f"{source!r} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except RecursionError:
-        raise CollsimError(f"{source!r}: JSON nested too deeply: not a collsim file") from None
+    except RecursionError:  # json recurses per level: 100,000 '[' exhaust the stack
+        data = None
+    else:
+        if not _too_deep(data):
+            return data
+    raise CollsimError(f"{source!r}: JSON nested deeper than {MAX_DEPTH} levels: not a collsim file")
 
 
 def check_output(path: str, flag: str) -> None:
@@ -164,7 +166,7 @@ def check_output(path: str, flag: str) -> None:
         st = os.stat(path)
     except OSError:
         return
-    original = _inputs.get((st.st_dev, st.st_ino))
+    original = (_inputs or {}).get((st.st_dev, st.st_ino))
     if original is not None:
         raise CollsimError(f"{flag} {path} is an input of this command ({original}): writing there would destroy it; "
                            "choose another output name")

@@ -122,4 +122,11 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise CollsimError(f"topology file {source!r}: 'meta' must be a mapping")
-    return Topology.build(name, nodes, links, _check_meta(meta, source))
+    meta = _check_meta(meta, source)
+    if "fabric" in meta:   # the scale-out network's efficiency and latency (sim.calibration.FABRICS)
+        from .calibration import get_fabric
+        try:
+            meta = {**meta, "fabric": get_fabric(meta["fabric"]).name}
+        except CollsimError as e:
+            raise CollsimError(f"topology file {source!r}: meta: {e}") from None
+    return Topology.build(name, nodes, links, meta)

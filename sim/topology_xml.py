@@ -25,7 +25,8 @@ must be under 8 MiB.
 
 >>> import os
 >>> here = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "nccl_topo")
->>> t = load_topology_xml(os.path.join(here, "azure-ndv5-topo.xml") + ":gpu=h100")
+>>> from sim.presets import load_topology
+>>> t = load_topology(os.path.join(here, "azure-ndv5-topo.xml") + ":gpu=h100")
 >>> t.meta["gpu_arch"], t.meta["nics_per_node"], t.meta["nic_gbps"], t.nranks
 ('hopper', 8, 400.0, 8)
 """
@@ -136,36 +137,14 @@ def _number(text):
         return None
 
 
-def split_xml_spec(spec: str) -> tuple[str, dict[str, str]] | None:
-    """``"node.xml:nodes=2,fabric=roce"`` -> ``("node.xml", {"nodes": "2", "fabric": "roce"})``; None when
-    the spec is not an XML file.
-
-    >>> split_xml_spec("a/b.XML:nodes=2"), split_xml_spec("dgx-h100:nodes=2")
-    (('a/b.XML', {'nodes': '2'}), None)
-    """
-    i = spec.lower().rfind(".xml")
-    if i < 0 or not (spec[i + 4:] == "" or spec[i + 4:].startswith(":")):
-        return None
-    from .presets import parse_spec
-    return spec[:i + 4], parse_spec("xml" + spec[i + 4:])[1]
-
-
-def load_topology_xml(spec: str):
-    """A Topology from ``FILE.xml[:key=value,...]`` (see the module docstring)."""
-    split = split_xml_spec(spec)
-    if split is None:
-        raise CollsimError(f"{spec!r} is not an .xml topology file spec")
-    path, params = split
+def node_preset_from_xml(path: str, params: dict[str, str]) -> tuple[str, list[str]]:
+    """Read the NCCL topology XML at ``path`` and return the preset spec that builds its node (with the
+    user's other spec keys, e.g. ``nodes=2``) and what was read, line by line. :func:`sim.presets.load_topology`
+    builds it, so this module never imports the presets (no cycle)."""
     from .safe_io import read_input
     text = read_input(path, "NCCL topology XML", MAX_XML_BYTES, binary=True).decode("utf-8", errors="replace")
     node = parse_topology_xml(text, path)
-    preset_spec, read = preset_for(node, params, path)
-    from .presets import load_topology
-    from .topology import Topology
-    topo = load_topology(preset_spec)
-    meta = dict(topo.meta, source_xml=os.path.abspath(path), xml_preset=preset_spec, xml_read=read)
-    name = f"{os.path.basename(path)}({topo.name})"
-    return Topology.build(name, topo.nodes, topo.links, meta)
+    return preset_for(node, params, path)
 
 
 def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, list[str]]:

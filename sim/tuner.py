@@ -11,14 +11,15 @@ Units: bandwidths in GB/s (1e9 B/s), latencies in us, sizes in bytes.
 
 >>> from sim.presets import load_topology
 >>> t = tuner_terms("all_reduce", 1 << 30, load_topology("dgx-h100"), "ring", "Simple")
->>> t.nchannels, t.bus_GBps, round(t.latency_us, 1)   # 12 rings x 30 GB/s; 8.4 + 14 hops x 3.4 + 5.5 us
-(12, 360.0, 61.5)
+>>> t.nchannels, t.bus_GBps, round(t.latency_us, 1)   # 12 rings x 30 GB/s; 8.4 + 14 hops x 3.4 + 3.0 us launch
+(12, 360.0, 59.0)
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+from . import calibration
 from .analytic import ring_steps
 from .collectives import get_collective
 from .errors import CollsimError
@@ -47,13 +48,14 @@ SPEEDS_INTER = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
 MAX_SEARCH_CHANNELS = 32          # MAXCHANNELS / 2: what one search may find before duplication
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
 NVLS_BUS_TO_ALG = 5.0 / 6.0       # 2.21-2.27: NVLS/NVLSTree algBw = busBw * 5/6
-# Global calibration (hardware presets only; fitted on the public cases, see docs/nccl-model.md):
-# LAUNCH_OVERHEAD_US: what one nccl-tests iteration costs beyond NCCL's modelled latency (host enqueue
-# and kernel launch), fitted on the small sizes of B1, E1, C6-2 and C6-8.
-# NET_SOFTWARE_LATENCY_US: latency a network hop adds beyond NCCL's InfiniBand-measured NET table and
-# the NIC (net plugin, proxy thread), as NCCL's graph.latencyInter; fitted on C6-2 and C6-8.
-LAUNCH_OVERHEAD_US = 5.5
-NET_SOFTWARE_LATENCY_US = 6.0
+P2P_LL_THRESHOLD = 16384          # NCCL_P2P_LL_THRESHOLD: p2p sends of at most this many bytes use LL
+# Global calibration (hardware presets only; fitted on the public cases, see sim/calibration.py and
+# docs/nccl-model.md): the per-call launch overhead, the per-GPU cost of one thread launching several GPUs
+# (nccl-tests -g N) and each fabric's software latency per network hop (net plugin, proxy thread), which
+# NCCL counts in graph.latencyInter. The names below are the in-sample values, kept for reference; the
+# model reads sim.calibration.VALUES, which --cross-validate refits per fold.
+LAUNCH_OVERHEAD_US = calibration.DEFAULTS["launch_overhead_us"]
+NET_SOFTWARE_LATENCY_US = calibration.DEFAULTS["latency.slingshot"]
 
 
 # ---- the machine as NCCL sees it ---------------------------------------------------------------------
@@ -84,6 +86,22 @@ class Machine:
     nic_latency_us: float
     intra_wire_us: float
     inter_wire_us: float
+    fabric: str | None = None      # the scale-out network (sim.calibration.FABRICS); None off hardware presets
+    gpus_per_process: int = 1      # GPUs one thread launches (nccl-tests -g N)
+
+    @property
+    def net_latency_us(self) -> float:
+        """NCCL's graph.latencyInter: the NIC plus the fabric's software latency (fitted, per fabric)."""
+        extra = calibration.fabric_latency_us(self.fabric) if self.arch and self.inter_class == "net" else 0.0
+        return self.nic_latency_us + extra
+
+    @property
+    def call_overhead_us(self) -> float:
+        """What one nccl-tests call costs beyond NCCL's latency: launch, and one more enqueue and launch
+        per further GPU the same thread drives (``-g N``). Hardware presets only."""
+        if self.arch is None:
+            return 0.0
+        return calibration.value("launch_overhead_us") + (self.gpus_per_process - 1) * calibration.value("per_gpu_launch_us")
 
     @property
     def cc_index(self) -> int:
@@ -143,9 +161,28 @@ def _read_machine(topo) -> Machine:
     return Machine(arch, n, nnodes, ppn, intra_class, inter_class, gpu, pair, nic, nics,
                    bool(meta.get("nvswitch")), bool(topo.reducing_switches("nvls")), bool(topo.reducing_switches("sharp")),
                    bool(meta.get("nvls_sharp", not meta.get("gpu_arch"))), str(meta.get("cpu", "intel")),
-                   float(meta.get("nic_latency_us", 0.0)) + (NET_SOFTWARE_LATENCY_US if arch and inter_class == "net" else 0.0)
-                   if nnodes > 1 else 0.0,
-                   intra_wire, inter_wire)
+                   float(meta.get("nic_latency_us", 0.0)) if nnodes > 1 else 0.0,
+                   intra_wire, inter_wire, meta.get("fabric", "ib" if arch else None) if nnodes > 1 else None,
+                   int(meta.get("gpus_per_process", 1)))
+
+
+def with_gpus_per_process(topo, gpus_per_process: int | None):
+    """``topo`` run the way nccl-tests ``-g N`` runs: one thread launching ``gpus_per_process`` GPUs per
+    call (the launch mode travels in ``meta['gpus_per_process']``, so every model sees it).
+
+    >>> from sim.presets import load_topology
+    >>> machine(with_gpus_per_process(load_topology("dgx-a100"), 8)).gpus_per_process
+    8
+    """
+    from .topology import Topology
+    n = gpus_per_process
+    if n is None or n == topo.meta.get("gpus_per_process", 1):
+        return topo
+    ppn = max(len(h) for h in topo.hosts)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= ppn:
+        raise CollsimError(f"--gpus-per-process {n!r}: one process drives GPUs of its own node, so it is a whole "
+                           f"number from 1 to {ppn} (the GPUs per node of {topo.name}), like nccl-tests' -g N")
+    return Topology.build(topo.name, topo.nodes, topo.links, {**topo.meta, "gpus_per_process": n})
 
 
 # ---- topology search (search.cc, simplified) ---------------------------------------------------------
@@ -242,8 +279,11 @@ def _disabled(a: str, p: str, coll: str, m: Machine) -> str | None:
         return "NCCL runs broadcast/reduce with rings only"
     if coll in ("all_gather", "reduce_scatter") and a not in ("ring", "pat", "nvls", "collnet_direct"):
         return f"NCCL has no {a} {coll}"
-    if coll == "all_to_all":
-        return "all_to_all is point-to-point in NCCL (no tuner entry)"
+    if (coll == "all_to_all") != (a == "p2p"):
+        return ("NCCL runs all_to_all as grouped point-to-point sends (p2p)" if coll == "all_to_all"
+                else "p2p is how NCCL runs all_to_all only")
+    if a == "p2p" and p == "LL128":
+        return "NCCL's point-to-point sends use LL (small) or Simple"
     if coll == "all_reduce" and a == "pat":
         return "PAT serves all_gather/reduce_scatter only"
     if a in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") and p != "Simple":
@@ -277,14 +317,16 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         raise CollsimError(f"the tuner models NCCL's algorithms ({', '.join(NCCL_ALGORITHMS)}), not {algorithm!r}")
     m = m or machine(topo)
     why = _disabled(algorithm, p, coll, m)
+    if algorithm == "p2p" and not why and (p == "LL") != (nbytes / m.nranks <= P2P_LL_THRESHOLD):
+        why = f"NCCL's p2p uses LL up to {P2P_LL_THRESHOLD} B per peer (NCCL_P2P_LL_THRESHOLD), Simple above"
     if why:
         return Terms(algorithm, p, 0, 0.0, 0.0, math.inf, math.inf, {"disabled": why})
     bus, nch, detail = _bus_bandwidth(coll, algorithm, p, m)
     n = m.nranks
-    nsteps = ring_steps(coll, n) if coll in ("all_reduce", "all_gather", "reduce_scatter") else n
+    nsteps = ring_steps(coll, n) if coll in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") else n
     alg = bus
     if not (algorithm != "ring" and coll in ("all_gather", "reduce_scatter")):
-        alg = bus * (n / nsteps if algorithm == "ring" else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
+        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
     lat = _latency(coll, algorithm, p, m, nsteps)
     bw = alg
     log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
@@ -294,8 +336,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and coll == "all_reduce" and nbytes / (nch * n) >= 64:
         lat *= 1.9 if m.cc_index == 0 else 1.4   # "plateau effect of ring"
         detail["ring_plateau"] = True
-    if m.arch is not None:
-        lat += LAUNCH_OVERHEAD_US
+    lat += m.call_overhead_us
     time = lat + nbytes / (1000 * bw) if bw > 0 else math.inf
     return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
 
@@ -313,7 +354,7 @@ def _bus_bandwidth(coll: str, a: str, p: str, m: Machine) -> tuple[float, int, d
         bw = min(graph.bw_intra, graph.bw_inter if m.nnodes <= 2 else graph.bw_inter / 2)
     bus = nch * bw
     ll_max = LL_MAX_BW[ci if m.nnodes == 1 else int(m.cpu == "amd")][col]
-    if a == "ring" and p == "LL":
+    if a in ("ring", "p2p") and p == "LL":
         bus = min(ll_max, bus * 0.5)
     if a == "ring" and p == "LL128":
         bus = min(bus * 0.92, nch * PER_CH_MAX_RING_LL128[ci][col])
@@ -349,9 +390,9 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
         row = "tree" if m.ppn == 1 else a
         inter = hop_latency_us(m.inter_class, row, p)
         inter = max(inter, m.inter_wire_us) if textbook else inter
-        inter += m.nic_latency_us   # NCCL's graph.latencyInter (the net plugin's latency)
+        inter += m.net_latency_us   # NCCL's graph.latencyInter (the net plugin's latency)
         if p == "Simple":
-            inter += m.nic_latency_us  # flush
+            inter += m.net_latency_us  # flush
     lat = base_latency_us(a, p)
     nodes, ppn, n = m.nnodes, m.ppn, m.nranks
     if a == "ring":
@@ -375,6 +416,10 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
         return intra + (inter if nodes > 1 else 0.0)
     if a == "nvls_tree":
         return lat + intra + 2 * lg * inter
+    if a == "p2p":   # one message per peer: a hop inside the node; across it one per remote peer (proxy progress)
+        remote = n - ppn if nodes > 1 else 0
+        per_peer = calibration.value("p2p_peer_latency_us") + (calibration.fabric_latency_us(m.fabric) if m.arch else 0.0)
+        return lat + intra + (inter + remote * per_peer if remote else 0.0)
     return 8.0 + lg * (inter / 3.5) + n * 2.8   # pat (2.27: a formula)
 
 

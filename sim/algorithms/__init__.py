@@ -36,7 +36,7 @@ class Algorithm:
 _REGISTRY: dict[str, Algorithm] = {}
 
 # Modules that define algorithms (imported on first use). One algorithm family per file.
-ALGORITHM_MODULES = ("ring", "tree", "collnet", "nvls", "classic", "hierarchical")
+ALGORITHM_MODULES = ("ring", "tree", "collnet", "nvls", "classic", "hierarchical", "alltoall")
 
 
 def algorithm(name: str, collectives, summary: str, requirement: Callable | None = None, pipelined=()):

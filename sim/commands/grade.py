@@ -64,11 +64,11 @@ def run(args) -> int:
     else:
         reports = grade_many(files, args.assignment, limits, args.jobs or os.cpu_count() or 1, ProgressBar())
     if args.csv:
-        write_atomic(args.csv, csv_text(reports), args.file)
+        write_atomic(args.csv, csv_text(reports), args.file, "--csv")
     if args.feedback:
         os.makedirs(args.feedback, exist_ok=True)
         for r in reports:
-            write_atomic(os.path.join(args.feedback, feedback_name(r.path)), feedback_markdown(r), args.file)
+            write_atomic(os.path.join(args.feedback, feedback_name(r.path)), feedback_markdown(r), args.file, "--feedback")
     if args.format == "gradescope":
         text = json.dumps(gradescope(reports[0]), indent=1)
     elif args.format == "json":
@@ -79,7 +79,7 @@ def run(args) -> int:
         text = "\n".join(f"{r.path}: {'ERROR ' + r.error if r.error and not r.checks else '%g/%g' % r.score}"
                          for r in reports) + f"\n{len(reports)} submission(s) graded" + (f"; grade sheet {args.csv}" if args.csv else "")
     if args.output:
-        write_atomic(args.output, text + "\n", args.file)
+        write_atomic(args.output, text + "\n", args.file, "--output")
     else:
         print(text)
     if batch:

@@ -32,6 +32,8 @@ def register(sub) -> None:
     p.add_argument("--nchannels", type=int, default=None, help="channels (default 1, or the model's choice)")
     p.add_argument("--pipeline", type=int, default=None, help="pieces per channel (default: chosen from the protocol)")
     p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce")
+    p.add_argument("--gpus-per-process", type=int, default=1, metavar="N",
+                   help="GPUs one thread launches per call, as nccl-tests -g N (default 1: a process per GPU)")
     p.add_argument("--format", default="table", choices=("table", "json", "csv"))
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace of the largest size to FILE")
     p.add_argument("--explain", action="store_true", help="print the model's terms for each size")
@@ -42,7 +44,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    topo = load_topology(args.topology)
+    from ..tuner import with_gpus_per_process
+    topo = with_gpus_per_process(load_topology(args.topology), args.gpus_per_process)
     coll = get_collective(args.collective)
     sizes = sizes_from_args(args)
     check_output_path(args.trace, "--trace", (".json",))
@@ -70,7 +73,7 @@ def run(args) -> int:
     from .. import sweep
     ntasks = len(sizes) * len(algos)
     # in this process the loaded topology is reused; worker processes get the spec and load it once each
-    where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 else args.topology
+    where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 or args.gpus_per_process != 1 else args.topology
     tasks = [sweep.Task(coll.name, nbytes, where, a, args.protocol,
                         {"model": args.model, "max_memory": args.max_memory, "nchannels": args.nchannels,
                          "pipeline": args.pipeline, "root": args.root, "engine": args.engine,

@@ -30,6 +30,7 @@ from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 from ..presets import load_topology
 from ..safe_io import read_input
 from ..validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
+from ..tuner import with_gpus_per_process
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
@@ -50,6 +51,9 @@ def register(sub) -> None:
     p.add_argument("--auto", action="store_true", help="ignore the algorithms/protocols the cases pin (as the acceptance check runs)")
     p.add_argument("--case", action="append", default=None, help="only this case id (repeatable)")
     p.add_argument("--rows", action="store_true", help="also print every size: measured vs predicted")
+    p.add_argument("--cross-validate", action="store_true",
+                   help="also score every case out of sample: each fitted constant refitted without that case "
+                        "(leave-one-case-out), reported beside the in-sample score")
     p.add_argument("--format", default="table", choices=("table", "json"))
     p.set_defaults(func=run)
 
@@ -63,8 +67,9 @@ def load_cases(path: str | None, topology: str | None = None, collective: str | 
         where = f"{path or PUBLIC_CASES}: case {str(c.get('id'))[:40]}"
         if c.get("nranks") is not None:
             c["nranks"] = whole(c["nranks"], f"{where}: nranks", low=2, high=MAX_RANKS)
-        if not isinstance(c.get("rows"), list):
-            raise CollsimError(f"{where}: 'rows' must be a list of {{size, time_us, busbw}}")
+        if not isinstance(c.get("rows"), list) or not c["rows"]:
+            raise CollsimError(f"{where}: no measured sizes: 'rows' must be a non-empty list of {{size, time_us, busbw}} "
+                               "(a collsim JSON needs 'nbytes' and 'time_us' per result)")
         for i, r in enumerate(c["rows"]):
             if not isinstance(r, dict):
                 raise CollsimError(f"{where}: row #{i} must be a mapping {{size, time_us, busbw}}")
@@ -80,7 +85,11 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
         data = json.loads(text)
     except json.JSONDecodeError:
         data = None
+    except RecursionError:
+        raise CollsimError(f"{path}: JSON nested too deeply: not a measurement or cases file") from None
     if isinstance(data, dict) and isinstance(data.get("cases"), list):
+        if not all(isinstance(c, dict) for c in data["cases"]):
+            raise CollsimError(f"{path}: every case must be a mapping with 'id' and 'rows' (see sim/data/public_cases.json)")
         cases = [dict(c) for c in data["cases"]]
         for c in cases:
             if "rows" not in c or "id" not in c:
@@ -97,7 +106,7 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
     rows = parse_nccl_tests(text)
     meta = parse_nccl_tests_meta(text)
     return [{"id": os.path.basename(path), "topology": topology, "collective": collective or meta["collective"] or "all_reduce",
-             "nranks": meta["nranks"], "source": path,
+             "nranks": meta["nranks"], "source": path, "gpus_per_process": meta["gpus_per_process"],
              "rows": [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r["busbw_GBps"] or 0.0} for r in rows]}]
 
 
@@ -107,7 +116,7 @@ def score_case(case: dict, *, model: str = "engine", algorithm: str | None = Non
     spec = case.get("topology")
     if not spec:
         raise CollsimError(f"case {case['id']}: no topology: pass --topology SPEC describing the machine it ran on")
-    topo = load_topology(spec)
+    topo = with_gpus_per_process(load_topology(spec), case.get("gpus_per_process"))   # nccl-tests -g N
     coll = get_collective(case.get("collective", "all_reduce"))
     if case.get("nranks") is not None and case["nranks"] != topo.nranks:
         raise CollsimError(f"case {case['id']}: the measurement has {case['nranks']} ranks but {spec} has {topo.nranks} GPUs: "
@@ -131,7 +140,7 @@ def score_case(case: dict, *, model: str = "engine", algorithm: str | None = Non
             lat_errs.append(row["time_err"])
         rows.append(row)
     med = lambda xs: statistics.median(xs) if xs else None
-    return {"id": case["id"], "topology": topo.name, "algorithm": algo, "protocol": proto, "bw_errors": bw_errs,
+    return {"id": case["id"], "topology": topo.name, "collective": coll.name, "algorithm": algo, "protocol": proto, "bw_errors": bw_errs,
             "lat_errors": lat_errs, "bw_median": med(bw_errs), "lat_median": med(lat_errs), "chosen": chosen,
             "rows": rows, "seconds": time.perf_counter() - t0, "source": case.get("source", "")}
 
@@ -159,8 +168,23 @@ def run(args) -> int:
             c = {k: v for k, v in c.items() if k not in ("algorithm", "protocol")}
         scores.append(score_case(c, model=args.model, algorithm=args.algorithm, protocol=args.protocol))
     total = summarize(scores)
+    cv, cv_total, refit = None, None, None
+    if args.cross_validate:
+        from .crossval import cross_validate
+        cases_cv = [{k: v for k, v in c.items() if k not in ("algorithm", "protocol")} if args.auto else c for c in cases]
+        cv, refit = cross_validate(cases_cv, score_case, algorithm=args.algorithm, protocol=args.protocol, model=args.model)
+        cv_total = summarize(cv)
     if args.format == "json":
-        print(json.dumps({"model": args.model, "cases": scores, "overall": total}, indent=1))
+        out = {"model": args.model, "cases": scores, "overall": total}
+        if cv is not None:
+            # per-size rows stay out of this report (use --rows / a plain run for them): it must stay small
+            # enough to pass around (shell arguments are capped at 128 KiB)
+            out["cases"] = [{k: v for k, v in s.items() if k not in ("rows", "bw_errors", "lat_errors")} for s in scores]
+            out.update({"cross_validated": cv_total, "cross_validated_cases": [
+                {"id": s["id"], "collective": s["collective"], "bw_median": s["bw_median"], "lat_median": s["lat_median"],
+                 "fitted": s["fitted"]} for s in cv],
+                "fit_all_cases": {k: round(v, 4) for k, v in refit.items()}})
+        print(json.dumps(out, indent=1))
         return 0
     pct = lambda x: f"{x:6.1%}" if x is not None else "   n/a"
     print(f"# collsim validate: model {args.model}; busbw error over sizes >= 64 MiB, time error over sizes <= 64 KiB")
@@ -177,6 +201,17 @@ def run(args) -> int:
     print(f"overall: busbw median error {pct(total['bw_median']).strip()} over {total['bw_points']} sizes, "
           f"small-size time median error {pct(total['lat_median']).strip()} over {total['lat_points']} sizes; "
           f"worst case {total['worst_bw_case']} ({pct(total['worst_bw_median']).strip()}); {total['seconds']:.1f} s")
+    if cv is not None:
+        print("# cross-validated (leave-one-case-out: every fitted constant refitted without the case scored)")
+        print(f"# {'case':8s} {'bw in':>7s} {'bw out':>7s} {'lat in':>7s} {'lat out':>7s}  refitted constants used")
+        for s_in, s_out in zip(scores, cv):
+            fitted = ", ".join(f"{k}={v:g}" for k, v in s_out["fitted"].items())
+            print(f"  {s_in['id']:8s} {pct(s_in['bw_median']):>7s} {pct(s_out['bw_median']):>7s} "
+                  f"{pct(s_in['lat_median']):>7s} {pct(s_out['lat_median']):>7s}  {fitted}")
+        print(f"cross-validated: busbw median error {pct(cv_total['bw_median']).strip()} over {cv_total['bw_points']} sizes, "
+              f"small-size time median error {pct(cv_total['lat_median']).strip()} over {cv_total['lat_points']} sizes "
+              f"(in-sample {pct(total['bw_median']).strip()} / {pct(total['lat_median']).strip()})")
+        print("# fit on every case: " + ", ".join(f"{k}={v:.4g}" for k, v in refit.items()))
     return 0
 
 

@@ -93,7 +93,8 @@ def run_user_file(path: str, jobs: list[tuple[str, int]], timeout_s: float) -> t
     """Run the child for ``jobs``; returns (per-program results, a failure of the whole run or None)."""
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # the child imports what this process would (its sys.path), so the file behaves as it would in-process
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([root, *(p for p in sys.path if p)]))
     cmd = [sys.executable, "-m", "sim.commands.verify_user", path, json.dumps(jobs)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, stdin=subprocess.DEVNULL, env=env,
                             start_new_session=True, text=True)

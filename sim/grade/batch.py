@@ -15,7 +15,6 @@ import csv
 import io
 import os
 import sys
-import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from ..errors import CollsimError
@@ -164,30 +163,17 @@ def feedback_name(shown: str) -> str:
     return os.path.splitext(stem)[0] + ".md"
 
 
-def write_atomic(path: str, text: str, inputs: list[str]) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (no half-written file, a symlink at
-    ``path`` is replaced, not followed); refuse to write over one of the command's inputs."""
-    from ..errors import CollsimError
+def write_atomic(path: str, text: str, inputs: list[str], flag: str = "output") -> None:
+    """Write ``text`` to ``path`` through :mod:`sim.safe_io` (a temporary file and a rename; never through a
+    link, never over a file the command reads); a path among the submissions being graded is refused too."""
+    from ..safe_io import check_not_input, write_output
     real = os.path.realpath(path)
     for i in inputs:
         if os.path.exists(i) and (os.path.realpath(i) == real or (os.path.isdir(i) and real.startswith(os.path.realpath(i) + os.sep)
-                                                                   and real.endswith((".ipynb", ".py")))):
+                                                                   and real.endswith(SUFFIXES))):
             raise CollsimError(f"{path} is one of the submissions being graded: write the output somewhere else")
-    if os.path.isdir(path):
-        raise CollsimError(f"{path} is a folder: give a file name for the output")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise CollsimError(f"the folder of {path} does not exist: create it first")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".collsim-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
+    check_not_input(path, flag, [i for i in inputs if os.path.isfile(i)])
+    write_output(path, text, flag)
 
 __all__ = ["collect", "grade_one", "grade_many", "csv_text", "gradescope", "feedback_markdown", "feedback_name", "ProgressBar",
            "write_atomic"]

@@ -114,7 +114,7 @@ def release(sources: list[str], out_dir: str) -> list[str]:
         released.append((os.path.join(out_dir, os.path.basename(f)), notebook_json(release_notebook(nb, f))))
     os.makedirs(out_dir, exist_ok=True)
     for path, text in released:
-        write_atomic(path, text, files)
+        write_atomic(path, text, files, "--out")
     return [p for p, _ in released]
 
 

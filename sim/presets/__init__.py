@@ -93,6 +93,29 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
     return name.strip(), params
 
 
+def split_xml_spec(spec: str):
+    """``"node.xml:nodes=2,fabric=roce"`` -> ``("node.xml", {"nodes": "2", "fabric": "roce"})``; None when
+    the spec is not an XML file.
+
+    >>> split_xml_spec("a/b.XML:nodes=2"), split_xml_spec("dgx-h100:nodes=2")
+    (('a/b.XML', {'nodes': '2'}), None)
+    """
+    i = spec.lower().rfind(".xml")
+    if i < 0 or not (spec[i + 4:] == "" or spec[i + 4:].startswith(":")):
+        return None
+    return spec[:i + 4], parse_spec("xml" + spec[i + 4:])[1]
+
+
+def load_topology_xml(path: str, params: dict[str, str]) -> Topology:
+    """The cluster an NCCL topology XML file describes: its node as the matching hardware preset
+    (:mod:`sim.topology_xml` says what is read), with the spec's other keys passed to that preset."""
+    from ..topology_xml import node_preset_from_xml
+    preset_spec, read = node_preset_from_xml(path, params)
+    topo = load_topology(preset_spec)
+    meta = dict(topo.meta, source_xml=os.path.abspath(path), xml_preset=preset_spec, xml_read=read)
+    return Topology.build(f"{os.path.basename(path)}({topo.name})", topo.nodes, topo.links, meta)
+
+
 def load_topology(spec: "str | Topology") -> Topology:
     """A topology from a preset spec, a ``.yaml``/``.yml``/``.json`` path, an NCCL topology ``.xml``
     (``FILE.xml[:nodes=N,...]``, :mod:`sim.topology_xml`), or a Topology (returned as is)."""
@@ -100,9 +123,9 @@ def load_topology(spec: "str | Topology") -> Topology:
         return spec
     if not isinstance(spec, str) or not spec.strip():
         raise CollsimError("no topology given: pass a preset spec such as ring:n=8 or a .yaml/.json file")
-    from ..topology_xml import load_topology_xml, split_xml_spec
-    if split_xml_spec(spec) is not None:   # NCCL's topology XML, FILE.xml[:nodes=N,...]
-        return load_topology_xml(spec)
+    xml = split_xml_spec(spec)
+    if xml is not None:   # NCCL's topology XML, FILE.xml[:nodes=N,...]
+        return load_topology_xml(*xml)
     if spec.lower().endswith((".yaml", ".yml", ".json")) or os.sep in spec:
         from ..topology_file import load_topology_file
         return load_topology_file(spec)

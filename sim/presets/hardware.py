@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..calibration import get_fabric
 from ..errors import CollsimError
 from ..topology import Link, Node, Topology
 from . import register
@@ -54,6 +55,7 @@ NIC_LATENCY_US = 0.6      # NIC <-> leaf (ConnectX-6/7 product briefs: "sub 0.6 
 SPINE_HOP_US = 0.2        # leaf <-> spine
 PCIE_GBPS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}  # raw x16 per direction: GT/s x 16 lanes / 8
 MAX_GPUS = 1 << 17
+MAX_NICS_PER_NODE = 32    # NCCL: one channel per NIC, at most MAXCHANNELS/2 = 32 per topology search
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ def _positive_int(preset: str, key: str, value, lo: int = 1, hi: int = MAX_GPUS)
 
 def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per_node: int | None,
                    nic_gbps: float | None, sharp: bool, nvls: bool | None, oversubscription: float,
-                   nodes_per_leaf: int | None, mesh_GBps: float = 0.0, nvls_sharp: bool = False) -> Topology:
+                   nodes_per_leaf: int | None, mesh_GBps: float = 0.0, nvls_sharp: bool = False,
+                   fabric: str = "ib", default_fabric: str = "ib") -> Topology:
     """Build ``nodes`` hosts of platform ``pf`` (see the module docstring for the model).
 
     ``nvls_sharp``: allow NCCL's multi-node NVLS (NVLink SHARP inside each node, IB SHARP between them).
@@ -114,7 +117,18 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
         raise CollsimError(f"preset {name!r}: {nodes * gpn} GPUs is more than collsim builds (at most {MAX_GPUS})")
     # Using part of a node keeps the GPU:NIC ratio (GPU i keeps its own NIC), at least one NIC.
     nics = max(1, pf.nics * gpn // pf.gpus) if nics_per_node is None else nics_per_node
-    nics = _positive_int(name, "nics_per_node", nics, 1, gpn)
+    max_nics = max(MAX_NICS_PER_NODE, gpn)   # beyond 32 only one NIC per GPU (GB200 NVL72: 72 per rack)
+    if isinstance(nics, int) and not isinstance(nics, bool) and nics > max_nics:
+        raise CollsimError(f"preset {name!r}: nics_per_node={nics} is more than {max_nics}: NCCL's topology search "
+                           f"finds at most {MAX_NICS_PER_NODE} channels (MAXCHANNELS/2) per GPU's rings and needs one "
+                           f"per NIC, so more NICs than that (or than one per GPU) cannot all carry traffic; "
+                           f"use {max_nics} or fewer")
+    nics = _positive_int(name, "nics_per_node", nics, 1, max_nics)
+    if nics > gpn and nics % gpn:
+        raise CollsimError(f"preset {name!r}: nics_per_node={nics} on {gpn} GPUs per node: with more NICs than GPUs "
+                           f"each GPU needs the same number (a multiple of {gpn}, e.g. {gpn * (nics // gpn)} or "
+                           f"{gpn * (nics // gpn + 1)})")
+    fab = get_fabric(fabric).name
     gbps = pf.nic_gbps if nic_gbps is None else nic_gbps
     if not (isinstance(gbps, (int, float)) and math.isfinite(gbps) and gbps > 0):
         raise CollsimError(f"preset {name!r}: nic_gbps={gbps} must be a positive NIC speed in Gb/s (e.g. 200, 400)")
@@ -130,6 +144,11 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
         raise CollsimError(f"preset {name!r}: sharp=1 with nodes=1: SHARP reduces in the network switches between "
                            f"nodes; use nodes=2 or more")
     nic_GBps = gbps / 8
+    # NIC ports the engine draws: several NICs behind one GPU's PCIe switch (p5: 4 x 100G per GPU) are one
+    # port of their summed speed, as NCCL spreads that GPU's channels over them; fewer NICs than GPUs are
+    # shared (GPU i uses NIC i * nics // gpn). ``ports`` PCIe switches, one per port.
+    ports = min(nics, gpn)
+    port_GBps = nic_GBps * nics / ports
     pcie_GBps = PCIE_GBPS[pf.pcie_gen]
     nvl = pf.nvlink_GBps
 
@@ -145,7 +164,7 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
         gpus = [f"h{h}.gpu{i}" for i in range(gpn)]
         node_list.extend(Node(g, "gpu", host=h) for g in gpus)
         if nodes > 1:  # PCIe switches, the NVSwitch listed amid them (it is drawn in the middle of its host)
-            node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(nics // 2))
+            node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2))
         if pf.nvswitch:
             sw = f"h{h}.nvswitch"
             node_list.append(Node(sw, "switch", host=h, reduce="nvls" if use_nvls else None, label="NVSwitch"))
@@ -157,25 +176,27 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
                     duplex(gpus[i], gpus[j], mesh_GBps, 2 * NVLINK_HOP_US, "nvlink")
         if nodes == 1:
             continue
-        node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(nics // 2, nics))
+        node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2, ports))
         cpu = f"h{h}.cpu"
         node_list.append(Node(cpu, "cpu", host=h, label="CPU"))
-        for s in range(nics):
+        for s in range(ports):
             duplex(f"h{h}.pcie{s}", cpu, pcie_GBps, PCIE_HOP_US, "pcie")
         for i, g in enumerate(gpus):
-            duplex(g, f"h{h}.pcie{i * nics // gpn}", pcie_GBps, PCIE_HOP_US, "pcie")
+            duplex(g, f"h{h}.pcie{i * ports // gpn}", pcie_GBps, PCIE_HOP_US, "pcie")
         su = h // per_leaf
-        for k in range(nics):
+        per_port = nics // ports
+        for k in range(ports):
             nic = f"h{h}.nic{k}"
-            node_list.append(Node(nic, "nic", host=h, label=f"NIC{k}"))
-            duplex(nic, f"h{h}.pcie{k}", pcie_GBps, PCIE_NIC_US, "pcie")
-            duplex(nic, _leaf(su, k, nsu), nic_GBps, NIC_LATENCY_US, "net")
+            label = f"NIC{k}" if per_port == 1 else f"NIC{k * per_port}-{k * per_port + per_port - 1} ({per_port} x {gbps:g}G)"
+            node_list.append(Node(nic, "nic", host=h, label=label))
+            duplex(nic, f"h{h}.pcie{k}", pcie_GBps * per_port, PCIE_NIC_US, "pcie")
+            duplex(nic, _leaf(su, k, nsu), port_GBps, NIC_LATENCY_US, "net")
     if nodes > 1:
         reduce = "sharp" if sharp else None
         for su in range(nsu):
             hosts_here = min(per_leaf, nodes - su * per_leaf)
-            up = hosts_here * nic_GBps / oversubscription
-            for k in range(nics):
+            up = hosts_here * port_GBps / oversubscription
+            for k in range(ports):
                 leaf = _leaf(su, k, nsu)
                 node_list.append(Node(leaf, "switch", reduce=reduce, label=f"leaf rail{k}" if nsu == 1 else f"leaf su{su} rail{k}"))
                 duplex(leaf, "spine", up, SPINE_HOP_US, "net")
@@ -187,7 +208,7 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
         "nodes": nodes, "gpus_per_node": gpn, "nics_per_node": nics, "nic_GBps": nic_GBps, "nic_gbps": float(gbps),
         "sharp": bool(sharp), "nvls": use_nvls, "nvls_sharp": bool(nvls_sharp and sharp and use_nvls), "cpu": pf.cpu, "nic_latency_us": NIC_LATENCY_US,
         "pcie_GBps": pcie_GBps, "nvlink_latency_us": 2 * NVLINK_HOP_US, "oversubscription": float(oversubscription),
-        "nodes_per_leaf": per_leaf,
+        "nodes_per_leaf": per_leaf, "fabric": fab, "nic_ports": ports if nodes > 1 else 0,
     }
     if not pf.nvswitch:
         meta["nvlink_pair_GBps"] = mesh_GBps
@@ -198,6 +219,7 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
         params.append(f"gpus_per_node={gpn}")
     if nodes > 1:  # the network that the name's reader needs to compare clusters
         params += [f"nics_per_node={nics}", f"nic_gbps={gbps:g}"]
+    params += [f"fabric={fab}"] if fab != default_fabric else []
     params += ["sharp=1"] if sharp else []
     params += [f"nvls={int(use_nvls)}"] if use_nvls != pf.nvls_capable else []
     params += ["nvls_sharp=1"] if nvls_sharp else []
@@ -213,7 +235,7 @@ def _leaf(su: int, rail: int, nsu: int) -> str:
 def dgx_a100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
              nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
              oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False) -> Topology:
+             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
     """DGX A100 nodes. Source: NVIDIA DGX A100 datasheet and System Architecture whitepaper: 8x A100-SXM4,
     6 second-generation NVSwitches, 12 NVLink3 links per GPU (600 GB/s bidirectional = 300 GB/s per
     direction), 8x ConnectX-6 HDR 200 Gb/s compute NICs, PCIe Gen4 switches, 2x AMD
@@ -224,54 +246,54 @@ def dgx_a100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: in
     12.5
     """
     return _node_topology(DGX_A100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp)
+                          nvls_sharp=nvls_sharp, fabric=fabric)
 
 
 @register("dgx-h100", "NVIDIA DGX H100: 8 H100 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7")
 def dgx_h100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
              nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
              oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False) -> Topology:
+             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
     """DGX H100 nodes. Source: NVIDIA DGX H100 datasheet / user guide: 8x H100-SXM5, 4 third-generation
     NVSwitches (NVLink SHARP), 18 NVLink4 links per GPU (900 GB/s bidirectional = 450 GB/s per direction),
     8x ConnectX-7 400 Gb/s NDR compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8480C. SuperPOD reference
     architecture: 32 nodes per scalable unit (one QM9700 leaf per rail).
     """
     return _node_topology(DGX_H100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp)
+                          nvls_sharp=nvls_sharp, fabric=fabric)
 
 
 @register("dgx-h200", "NVIDIA DGX H200: 8 H200 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7")
 def dgx_h200(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
              nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
              oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False) -> Topology:
+             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
     """DGX H200 nodes. Source: NVIDIA DGX H200 datasheet: 8x H200 (141 GB), 4 NVSwitches, NVLink4 900 GB/s
     bidirectional per GPU (18 links, 450 GB/s per direction), 8x ConnectX-7 400 Gb/s, PCIe Gen5, 2x Intel
     Xeon Platinum 8480C. The interconnect is the DGX H100's; only the GPU (memory) differs.
     """
     return _node_topology(DGX_H200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp)
+                          nvls_sharp=nvls_sharp, fabric=fabric)
 
 
 @register("dgx-b200", "NVIDIA DGX B200: 8 B200 on NVSwitch (NVLink5 900 GB/s/dir, NVLS), 8x 400G ConnectX-7")
 def dgx_b200(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
              nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
              oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False) -> Topology:
+             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
     """DGX B200 nodes. Source: NVIDIA DGX B200 datasheet / user guide: 8x B200, 2 fifth-generation NVLink
     switch chips, 18 NVLink5 links per GPU (1.8 TB/s bidirectional = 900 GB/s per direction), 8x ConnectX-7
     400 Gb/s compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8570.
     """
     return _node_topology(DGX_B200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp)
+                          nvls_sharp=nvls_sharp, fabric=fabric)
 
 
 @register("gb200-nvl72", "NVIDIA GB200 NVL72: a rack of 72 Blackwell GPUs on NVLink5 switches (900 GB/s/dir), a 400G NIC per GPU")
 def gb200_nvl72(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
                 nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
                 oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False) -> Topology:
+             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
     """GB200 NVL72 racks; a node is one NVLink domain (a rack). Source: NVIDIA GB200 NVL72 product page and
     datasheet: 72 Blackwell GPUs and 36 Grace (Arm) CPUs, 18 NVLink5 switch chips in 9 trays, 1.8 TB/s
     bidirectional NVLink per GPU (900 GB/s per direction, 18 links), one 400 Gb/s ConnectX-7 per GPU for the
@@ -282,14 +304,14 @@ def gb200_nvl72(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node:
     900.0
     """
     return _node_topology(GB200_NVL72, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp)
+                          nvls_sharp=nvls_sharp, fabric=fabric)
 
 
 @register("hgx-a100-4", "4 A100 on a direct NVLink3 mesh (4 links = 100 GB/s/dir per pair), 2x 200G NICs (ALCF Polaris-like)")
 def hgx_a100_4(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
                nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
                oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False) -> Topology:
+             nvls_sharp: bool = False, fabric: str = "slingshot") -> Topology:
     """HGX A100 4-GPU nodes, as in ALCF Polaris. Sources: NVIDIA HGX A100 datasheet (4-GPU board: A100s
     joined directly by NVLink3, no NVSwitch; each A100 has 12 links of 25 GB/s per direction, 4 to each
     of its 3 peers = 100 GB/s per direction per pair); ALCF Polaris machine overview (per node 4x A100-SXM4,
@@ -301,7 +323,8 @@ def hgx_a100_4(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: 
     8
     """
     return _node_topology(HGX_A100_4, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
-                          nodes_per_leaf, mesh_GBps=4 * HGX_A100_4.nvlink_link_GBps, nvls_sharp=nvls_sharp)
+                          nodes_per_leaf, mesh_GBps=4 * HGX_A100_4.nvlink_link_GBps, nvls_sharp=nvls_sharp, fabric=fabric,
+                          default_fabric="slingshot")
 
 
 _ARCHS = ("volta", "ampere", "hopper", "blackwell")

@@ -66,6 +66,9 @@ def test_headerless_rows_by_field_count():
 
 def test_meta_and_no_rows():
     meta = parse_nccl_tests_meta("# Collective test starting: reduce_scatter_perf\n" + CURRENT + "# NCCL version 2.21.5+cuda12.4\n")
-    assert meta == {"collective": "reduce_scatter", "nranks": 2, "nccl_version": "2.21.5", "avg_busbw_GBps": 46.3}
+    assert meta == {"collective": "reduce_scatter", "nranks": 2, "nccl_version": "2.21.5", "avg_busbw_GBps": 46.3,
+                    "gpus_per_process": 1}
+    # the launch mode from the banner nccl-tests prints first (-g 8: one thread driving 8 GPUs)
+    assert parse_nccl_tests_meta("# nThread 1 nGpus 8 minBytes 8 maxBytes 1024 step: 2(factor)\n")["gpus_per_process"] == 8
     with pytest.raises(CollsimError, match="no nccl-tests result rows"):
         parse_nccl_tests("# nothing here\nhello world\n")

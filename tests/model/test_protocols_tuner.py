@@ -9,7 +9,8 @@ from sim.errors import CollsimError
 from sim.presets import load_topology
 from sim.protocols import (BUFFER_BYTES, NCCL_STEPS, base_latency_us, get_protocol, hop_latency_us,
                            nccl_chunk_bytes)
-from sim.tuner import (LAUNCH_OVERHEAD_US, NET_SOFTWARE_LATENCY_US, machine, nvls_graph, rank_pairs, ring_graph,
+from sim import calibration
+from sim.tuner import (LAUNCH_OVERHEAD_US, machine, nvls_graph, rank_pairs, ring_graph,
                        tree_graph, tuner_result, tuner_terms)
 
 
@@ -76,11 +77,11 @@ def test_ring_closed_form_single_node():
 
 
 def test_tree_closed_form_two_nodes():
-    topo = load_topology("dgx-a100:nodes=2,nics_per_node=4,nic_gbps=100")
+    topo = load_topology("dgx-a100:nodes=2,nics_per_node=4,nic_gbps=100,fabric=efa")
     t = tuner_terms("all_reduce", 1 << 30, topo, "tree", "Simple")
     assert t.bus_GBps == pytest.approx(min(0.92 * 4 * 24.0, 4 * 23.6))           # perChMaxTreeBw Ampere N2
     assert t.alg_GBps == pytest.approx(t.bus_GBps / 2)
-    nic = 0.6 + NET_SOFTWARE_LATENCY_US
+    nic = 0.6 + calibration.value("latency.efa")                                 # NIC + the fabric's software latency
     inter = 14.0 + 2 * nic                                                         # NET tree Simple + NIC twice
     assert t.latency_us == pytest.approx(8.4 + 2 * (7 * 4.0 + 1 * inter) + LAUNCH_OVERHEAD_US)
     # tree correction factor: 1 MiB -> log2(1M / 64) = 14 -> Simple 0.5

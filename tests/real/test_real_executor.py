@@ -128,7 +128,10 @@ def test_switch_programs_are_refused(tmp_path):
 
 def test_cli_refuses_a_switch_program_in_one_line(cli, tmp_path):
     f = tmp_path / "sharp.py"
-    f.write_text("from test_real_executor import _switch_program\ndef build(collective, nranks):\n"
-                 "    return _switch_program(nranks)\n")
+    # the file runs in a child process (sandboxed import), so it builds the program itself
+    f.write_text("from sim.program import Program\n"
+                 "def build(collective, nranks):\n"
+                 "    return Program.from_ops('all_reduce', nranks, 1, [0, 1, 2, 2], [2, 2, 0, 1], [0] * 4, [0, 0, 1, 1],\n"
+                 "                            [True, True, False, False], algorithm='toy_sharp', steps=2, switches=('sw0',))\n")
     code, out, err = cli("bench", "--backend", "gloo", "--nprocs", 2, "--impl", f"program:{f}")
     assert code == 2 and "hosts cannot play a SHARP/NVLS switch" in err and err.count("\n") == 1

@@ -68,11 +68,11 @@ def test_write_output_replaces_atomically_with_normal_permissions(tmp_path):
 def test_an_input_read_by_the_command_is_never_an_output(tmp_path):
     src = tmp_path / "in.yaml"
     src.write_text(TOPO)
-    safe_io.forget_inputs()
-    try:
+    with safe_io.command_inputs():
         safe_io.read_input(str(src), "topology file", 1 << 20)
         with pytest.raises(CollsimError, match="input of this command"):
             safe_io.write_output(str(src), "x")
-    finally:
-        safe_io.forget_inputs()
     assert src.read_text() == TOPO
+    safe_io.read_input(str(src), "topology file", 1 << 20)  # outside a command (Python API, notebooks) ...
+    safe_io.write_output(str(src), "rewritten")              # ... rewriting a file read earlier is allowed
+    assert src.read_text() == "rewritten"

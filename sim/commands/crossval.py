@@ -1,0 +1,171 @@
+"""Leave-one-case-out cross-validation of the model's fitted constants (``collsim validate --cross-validate``).
+
+For every case k of the set, every fitted constant of :mod:`sim.calibration` is refitted on the other
+cases only, and case k is predicted with those values: its errors are out of sample. The fit is the
+acceptance rule itself: each constant minimises the pooled median relative error over the training rows
+it affects, by a small grid search:
+
+* ``efficiency.<fabric>``: busbw rows (sizes >= 64 MiB) of the multi-node cases of that fabric; each
+  grid value is one engine run per row, and busbw is interpolated linearly between grid values;
+* ``host_bounce_efficiency`` / ``host_bounce_duplex_efficiency``: busbw rows of the cases without
+  peer-to-peer (``p2p=0``), one-way (2-GPU broadcast/reduce) and the others;
+* ``latency.<fabric>``: time rows (sizes <= 64 KiB) of the multi-node cases of that fabric (one run per
+  grid value and row);
+* ``launch_overhead_us`` (every time row), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and
+  ``p2p_peer_latency_us`` (multi-node all_to_all): these add the same time to every (algorithm,
+  protocol) NCCL could pick, so the time of a row is linear in them and needs no new run.
+
+While one group is fitted the other group stays at its *prior* (:data:`PRIORS`: public figures, never
+fitted on a case), so no constant fitted with case k inside reaches its own fold. A constant with no
+training row left (the only case of its fabric is the one scored) takes its prior. Runs are memoised
+per (case, size, grid value), so the folds share them: the cost is about one run per row and grid value.
+"""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from .. import api, calibration
+from ..collectives import get_collective
+from ..nccl_run import is_duplex
+from ..presets import load_topology
+from ..tuner import machine, with_gpus_per_process
+
+BW_MIN_BYTES = 64 << 20
+LAT_MAX_BYTES = 64 << 10
+EFFICIENCY_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)   # busbw is interpolated linearly in between
+BOUNCE_GRID = (0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8, 0.9, 1.0)
+FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
+LINEAR_GRID = {"launch_overhead_us": np.arange(0.0, 15.01, 0.25), "per_gpu_launch_us": np.arange(0.0, 10.01, 0.25),
+               "p2p_peer_latency_us": np.arange(0.0, 20.01, 0.25)}
+PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5, "host_bounce_efficiency": 0.5,
+          "host_bounce_duplex_efficiency": 0.5, "p2p_peer_latency_us": 5.0,
+          **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
+          **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()}}
+
+
+class Case:
+    """One case's rows, what it depends on, and memoised predictions."""
+
+    def __init__(self, case: dict, algorithm=None, protocol=None):
+        self.id, self.raw = case["id"], case
+        self.topo = with_gpus_per_process(load_topology(case["topology"]), case.get("gpus_per_process"))
+        self.coll = get_collective(case.get("collective", "all_reduce"))
+        self.algo = algorithm or case.get("algorithm") or "auto"
+        self.proto = protocol or case.get("protocol") or "auto"
+        m = machine(self.topo)
+        self.fabric = m.fabric if m.nnodes > 1 else None
+        self.gpus = m.gpus_per_process
+        self.remote_peers = (m.nranks - m.ppn) if (m.nnodes > 1 and self.coll.name == "all_to_all") else 0
+        self.p2p_off = self.topo.meta.get("p2p") is False
+        self.duplex = is_duplex(self.coll, self.topo)
+        rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]
+        self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
+        self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]
+        self._memo: dict = {}
+
+    def run(self, size: int, values: dict):
+        key = (size, tuple(sorted(values.items())))
+        if key not in self._memo:
+            with calibration.override(values):
+                q = api.simulate(self.coll, size, self.topo, self.algo, self.proto)
+            self._memo[key] = (q.time_us, q.busbw_GBps)
+        return self._memo[key]
+
+    def bw_key(self) -> str | None:
+        if self.fabric:
+            return f"efficiency.{self.fabric}"
+        return ("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency") if self.p2p_off else None
+
+
+TIE = 0.005   # medians closer than half a percentage point are a tie, broken toward the prior
+
+
+def _median(xs) -> float:
+    return statistics.median(xs) if xs else float("inf")
+
+
+def _score(errors, value: float, prior: float) -> tuple:
+    """Sort key of a candidate value: its pooled median error (to :data:`TIE`), then its distance from the
+    prior, so data that cannot tell two values apart leaves the constant at its public figure."""
+    return round(_median(errors) / TIE), abs(value - prior)
+
+
+def _bw_errors(case: Case, key: str, value: float) -> list[float]:
+    """busbw errors of ``case`` with bandwidth constant ``key`` = ``value`` (others at their priors),
+    interpolating between the grid runs."""
+    grid = EFFICIENCY_GRID if key.startswith("efficiency.") else BOUNCE_GRID
+    i = int(np.clip(np.searchsorted(grid, value) - 1, 0, len(grid) - 2))
+    lo, hi = grid[i], grid[i + 1]
+    w = (value - lo) / (hi - lo)
+    out = []
+    for r in case.bw_rows:
+        a = case.run(r["size"], {**PRIORS, key: lo})[1]
+        b = case.run(r["size"], {**PRIORS, key: hi})[1]
+        out.append(abs(a + w * (b - a) - r["busbw"]) / r["busbw"])
+    return out
+
+
+def _lat_base(case: Case, fabric_latency: float | None) -> list[float]:
+    """Times of the latency rows with the fabric latency given and the linear constants at their priors."""
+    values = dict(PRIORS)
+    if case.fabric:
+        values[f"latency.{case.fabric}"] = fabric_latency
+    return [case.run(r["size"], values)[0] for r in case.lat_rows]
+
+
+def _lat_errors(case: Case, fit: dict) -> list[float]:
+    base = _lat_base(case, fit.get(f"latency.{case.fabric}") if case.fabric else None)
+    shift = ((fit["launch_overhead_us"] - PRIORS["launch_overhead_us"])
+             + (case.gpus - 1) * (fit["per_gpu_launch_us"] - PRIORS["per_gpu_launch_us"])
+             + case.remote_peers * (fit["p2p_peer_latency_us"] - PRIORS["p2p_peer_latency_us"]))
+    return [abs(t + shift - r["time_us"]) / r["time_us"] for t, r in zip(base, case.lat_rows)]
+
+
+def fit(cases: list[Case]) -> dict:
+    """Every fitted constant from ``cases`` (the training set), by the grid searches described above."""
+    out = dict(PRIORS)
+    # bandwidth: one constant per fabric / host bounce, each from its own cases' busbw rows
+    for key in sorted({c.bw_key() for c in cases if c.bw_key() and c.bw_rows}):
+        train = [c for c in cases if c.bw_key() == key and c.bw_rows]
+        grid = EFFICIENCY_GRID if key.startswith("efficiency.") else BOUNCE_GRID
+        fine = np.arange(grid[0], grid[-1] + 1e-9, 0.01)
+        out[key] = float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v)], v, PRIORS[key])))
+    # latency: coordinate descent over the fabric latencies and the three linear constants
+    lat_cases = [c for c in cases if c.lat_rows]
+    groups = {"launch_overhead_us": lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
+              "p2p_peer_latency_us": [c for c in lat_cases if c.remote_peers]}
+    fabrics = sorted({c.fabric for c in lat_cases if c.fabric})
+    for _ in range(3):
+        for f in fabrics:
+            key, train = f"latency.{f}", [c for c in lat_cases if c.fabric == f]
+            out[key] = float(min(FABRIC_LATENCY_GRID, key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
+                                                                            v, PRIORS[key])))
+        for key, train in groups.items():
+            if train:
+                out[key] = float(min(LINEAR_GRID[key], key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
+                                                                             v, PRIORS[key])))
+    return out
+
+
+def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=None, model: str = "engine") -> tuple[list[dict], dict]:
+    """(per-case scores out of sample, the in-sample fit). ``score_case`` is validate's scorer."""
+    prepared = [Case(c, algorithm, protocol) for c in cases]
+    scores = []
+    for k, case in enumerate(prepared):
+        fitted = fit(prepared[:k] + prepared[k + 1:])
+        with calibration.override(fitted):
+            s = score_case(case.raw, model=model, algorithm=algorithm, protocol=protocol)
+        s["fitted"] = {key: round(v, 4) for key, v in fitted.items() if _relevant(case, key)}
+        scores.append(s)
+    return scores, fit(prepared)
+
+
+def _relevant(case: Case, key: str) -> bool:
+    return (key == "launch_overhead_us" or (key == "per_gpu_launch_us" and case.gpus > 1)
+            or (key == "p2p_peer_latency_us" and case.remote_peers > 0) or key == case.bw_key()
+            or (case.fabric is not None and key == f"latency.{case.fabric}"))
+
+
+__all__ = ["cross_validate", "fit", "PRIORS", "Case"]
