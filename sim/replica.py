@@ -102,7 +102,7 @@ def _program(algorithm, coll, topo, nchannels, pipeline, root, spread):
 
 @lru_cache(maxsize=256)
 def _engine_time(algorithm, coll, topo: Topology, nchannels, pieces, root, spread, nbytes, protocol, nvls,
-                 ops_budget: int) -> tuple:
+                 ops_budget: int, duplex: bool = True) -> tuple:
     """(time us, simulated ops) of the engine on ``topo`` for ``pieces`` pieces per channel.
 
     Past ``ops_budget`` ops it simulates ``s`` and ``s // 2`` pieces and extrapolates linearly, as
@@ -110,7 +110,7 @@ def _engine_time(algorithm, coll, topo: Topology, nchannels, pieces, root, sprea
     repeat the same chunks."""
     from .engine import simulate_program
     from .nccl_run import effective_topology
-    eff = effective_topology(topo, nvls) if protocol.name != IDEAL.name else topo
+    eff = effective_topology(topo, nvls, duplex) if protocol.name != IDEAL.name else topo
     one = _program(algorithm, coll, topo, nchannels, 1, root, spread)
     sim_pieces = min(pieces, max(2, ops_budget // max(1, one.nops)))
     chunk = nbytes / pieces
@@ -163,12 +163,14 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
         extra = {"latency_us": lat, "payload_share": plan.payload_share, "chunk_bytes": plan.chunk_bytes,
                  "channels_spread_over_nics": spread}
     key = (algorithm, coll, nch, pieces, root, spread, float(nbytes), engine_proto, nvls)
-    data, sim_ops = _engine_time(key[0], key[1], small, *key[2:], ops_budget)
+    from .nccl_run import is_duplex
+    duplex = is_duplex(coll, topo)   # the full cluster's: its links run at the efficiencies NCCL gets there
+    data, sim_ops = _engine_time(key[0], key[1], small, *key[2:], ops_budget, duplex)
     level_cost = 0.0
     if levels_full > levels_rep and per_level_steps:
         # one level: one piece's time on the replica minus on the half replica, per level between them
-        t_rep, _ = _engine_time(algorithm, coll, small, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget)
-        t_half, _ = _engine_time(algorithm, coll, half, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget)
+        t_rep, _ = _engine_time(algorithm, coll, small, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget, duplex)
+        t_half, _ = _engine_time(algorithm, coll, half, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget, duplex)
         level_cost = max(0.0, (t_rep - t_half) / (levels_rep - tree_levels(r // 2)))
         data += level_cost * (levels_full - levels_rep)
     t = lat + data
