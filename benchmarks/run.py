@@ -33,6 +33,7 @@ QUICK = (8, 16, 32, 64, 128)
 DOC = os.path.join(ROOT, "docs", "performance.md")
 FIGURE = os.path.join(ROOT, "docs", "performance.png")
 BEGIN, END = "<!-- benchmark:begin (benchmarks/run.py writes this part) -->", "<!-- benchmark:end -->"
+TBEGIN, TEND = "<!-- targets:begin (benchmarks/run.py writes this part) -->", "<!-- targets:end -->"
 CLI_CASES = (
     ("scale-1024 check: ring all_reduce, 1024 ranks, 1 GiB, engine",
      ["simulate", "--topology", "ring:n=1024,bandwidth_GBps=100,latency_us=1", "--collective", "all_reduce",
@@ -42,6 +43,52 @@ CLI_CASES = (
     ("flow: all_reduce on gb200-nvl72:nodes=128 (9,216 GPUs), 1 GiB, auto",
      ["simulate", "--topology", "gb200-nvl72:nodes=128", "--model", "flow", "-b", "1G", "-e", "1G", "--format", "json"], 0, 0),
 )
+
+
+# issue 14's targets: (what, collsim arguments, bar as a multiple of the bare simpy reference, or None for
+# "an answer within 30 s or a clear refusal")
+TARGETS = (
+    ("1,024 GPUs: full sweep 8 B..8 GiB", ["--topology", "dgx-h100:nodes=128", "-b", "8", "-e", "8G", "-f", "2"], 2.0),
+    ("1,024 GPUs: ring forced, 1 GiB", ["--topology", "dgx-h100:nodes=128", "--algorithm", "ring", "-b", "1G", "-e", "1G"], 1.0),
+    ("1,024 GPUs: all_gather, 1 GiB", ["--topology", "dgx-h100:nodes=128", "--collective", "all_gather", "-b", "1G", "-e", "1G"], 1.0),
+    ("16,384 GPUs: default model, 1 GiB", ["--topology", "dgx-h100:nodes=2048", "-b", "1G", "-e", "1G"], 2.0),
+    ("131,072 GPUs (preset limit): 1 GiB", ["--topology", "dgx-h100:nodes=16384", "-b", "1G", "-e", "1G"], None),
+)
+
+
+def targets() -> list[dict]:
+    """Issue 14's target table: each command in a fresh process, against bare simpy (1024 processes x
+    2046 timeouts, the scale checks' reference) measured in the same run."""
+    code = "import sys; sys.path.insert(0, %r); import time, cases; t = time.perf_counter(); " \
+           "cases.bare_simpy(1024, 2 * 1023 * 1024); print(time.perf_counter() - t)" % HERE
+    ref = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)
+    print(f"bare simpy reference (1024 x 2046 timeouts): {ref:.2f} s", flush=True)
+    rows = []
+    for what, argv, bar in TARGETS:
+        try:
+            wall, rss, payload = run_cli(["simulate", *argv, "--format", "json"], timeout=300)
+            first = payload["results"][0]
+            answer = f"{first['algorithm']}/{first['protocol']} ({', '.join(sorted({r['model'] for r in payload['results']}))})"
+        except SystemExit as e:   # a refusal is an answer too, if it is clear
+            wall, rss, answer = float("nan"), float("nan"), "refused: " + str(e).strip().splitlines()[-1][-120:]
+        ratio = wall / ref
+        ok = (ratio <= bar) if bar is not None else (wall <= 30 or answer.startswith("refused"))
+        ok = ok and (rss != rss or rss <= 2048)
+        rows.append({"what": what, "command": "collsim simulate " + " ".join(argv), "wall_s": wall, "peak_rss_MB": rss,
+                     "ratio": ratio, "bar": bar, "answer": answer, "ok": bool(ok), "ref_wall_s": ref})
+        print(f"{what}: {wall:.2f} s = {ratio:.2f}x bare simpy (bar {bar or '30 s'}), {rss:.0f} MB, {answer}"
+              f" -> {'ok' if ok else 'MISSED'}", flush=True)
+    return rows
+
+
+def _targets_table(rows: list[dict]) -> str:
+    out = [f"Bare simpy reference in the same run: {rows[0]['ref_wall_s']:.2f} s.", "",
+           "| target | wall (s) | ratio to bare simpy | bar | peak RSS (MB) | timed | met |", "|---|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        out.append(f"| {r['what']} (`{r['command']}`) | {r['wall_s']:.2f} | **{r['ratio']:.2f}** | "
+                   f"{str(r['bar']) + 'x' if r['bar'] else 'answer in 30 s'} | {r['peak_rss_MB']:.0f} | {r['answer']} | "
+                   f"{'yes' if r['ok'] else 'no'} |")
+    return "\n".join(out)
 
 
 def child(case: str, nranks: int, rounds: int) -> dict:
@@ -54,16 +101,19 @@ def child(case: str, nranks: int, rounds: int) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def run_cli(argv: list[str]) -> tuple[float, float, dict]:
+def run_cli(argv: list[str], timeout: float | None = None) -> tuple[float, float, dict]:
     """Wall seconds and peak RSS (MB) of one ``python -m sim`` run, and its JSON output."""
     code = ("import resource, runpy, sys, time; sys.argv = ['collsim'] + %r; t = time.perf_counter()\n"
             "try:\n    runpy.run_module('sim', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "sys.stderr.write('%%f %%f\\n' %% (time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))"
             % (argv,))
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"collsim {' '.join(argv)}: no answer in {timeout:.0f} s") from None
     wall = time.perf_counter() - t
-    if p.returncode:
+    if p.returncode or not p.stdout.strip():
         raise SystemExit(f"collsim {' '.join(argv)} failed:\n{p.stderr}")
     rss = float(p.stderr.strip().splitlines()[-1].split()[1])
     return wall, rss, json.loads(p.stdout)
@@ -77,12 +127,21 @@ def main(argv=None) -> int:
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     ap.add_argument("--no-cli", action="store_true", help="skip the end-to-end command-line timings")
     ap.add_argument("--json", help="also save the raw measurements to this file")
+    ap.add_argument("--targets-only", action="store_true", help="only issue 14's target table (about a minute)")
+    ap.add_argument("--no-targets", action="store_true", help="skip issue 14's target table")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(QUICK if args.quick else SIZES)
     cases = [c for c in args.cases.split(",") if c]
     for c in cases:
         if c not in CASES:
             raise SystemExit(f"unknown case {c!r}: choose from {', '.join(CASES)}")
+    goals = [] if args.no_targets or args.quick else targets()
+    if args.targets_only:
+        print(_targets_table(goals))
+        if not args.no_write:
+            _write_block(TBEGIN, TEND, _targets_doc(goals))
+            print(f"wrote {os.path.relpath(DOC, ROOT)}")
+        return 0
     rows = []
     for case in cases:
         for n in sizes:
@@ -94,9 +153,13 @@ def main(argv=None) -> int:
     cli = [] if args.no_cli or args.quick else _cli_rows()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "cli": cli}, f, indent=1)
+            json.dump({"rows": rows, "cli": cli, "targets": goals}, f, indent=1)
+    if goals:
+        print(_targets_table(goals))
     if not (args.no_write or args.quick):
         _write_doc(rows, cli, sizes)
+        if goals:
+            _write_block(TBEGIN, TEND, _targets_doc(goals))
         _figure(rows, cases)
         print(f"wrote {os.path.relpath(DOC, ROOT)} and {os.path.relpath(FIGURE, ROOT)}")
     return 0
@@ -133,6 +196,23 @@ def _table(rows: list[dict]) -> str:
                    f"{r['transfers'] / r['wall_s']:,.0f} | {r['peak_rss_MB']:.0f} | {r['ref_wall_s']:.3f} | "
                    f"**{r['ratio']:.3f}** |")
     return "\n".join(out)
+
+
+def _targets_doc(goals: list[dict]) -> str:
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    return "\n".join([f"Measured {stamp} on {platform.machine()} ({os.cpu_count()} cores, shared), Python "
+                      f"{platform.python_version()}, by `python benchmarks/run.py --targets-only`; each command in a "
+                      f"fresh process (start-up, imports and topology building included).", "", _targets_table(goals)])
+
+
+def _write_block(begin: str, end: str, body: str) -> None:
+    """Replace the text between ``begin`` and ``end`` in docs/performance.md (appended if missing)."""
+    text = open(DOC).read()
+    if begin not in text or end not in text:
+        text += f"\n{begin}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    with open(DOC, "w") as f:
+        f.write(head + begin + "\n\n" + body + "\n\n" + end + rest.split(end, 1)[1])
 
 
 def _write_doc(rows: list[dict], cli: list[dict], sizes) -> None:

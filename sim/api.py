@@ -9,62 +9,60 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from functools import lru_cache
 
 from . import analytic
-from .algorithms import build_program, candidates, get_algorithm, why_not
+from .algorithms import algorithms, build_program, candidates, get_algorithm, why_not
+from .budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
 from .collectives import get_collective
 from .engines import check_engine, run_program
 from .errors import CollsimError
 from .presets import load_topology
-from .protocols import IDEAL, NCCL_PROTOCOLS, PROTOCOLS, get_protocol
+from .progress import DELAY_S as PROGRESS_DELAY_S, phases
+from .protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
+from .recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .result import Result, link_tables
+from .select import choose
 from .topology import Topology
 
-MAX_PIPELINE = 128
-MODELS = ("engine", "tuner", "alpha-beta", "flow")
+MODELS = ("auto", "engine", "tuner", "alpha-beta", "flow")
 
 
-def default_pipeline(algorithm: str, collective: str, nbytes: float, topo: Topology, protocol, nchannels: int,
-                     steps: int) -> int:
-    """How many pieces each channel's data is cut into.
+@dataclass(frozen=True)
+class RunOptions:
+    """What every predictor takes besides the collective, size, topology, algorithm and protocol."""
 
-    NCCL protocols cut data into ``protocol.chunk_bytes`` pieces. In the ideal model only algorithms
-    whose critical path shrinks with pipelining (trees, chains, in-network reduction) are cut, into the
-    piece count that minimises the pipeline time (d + P - 1)(alpha + S/(P B)): P* = sqrt((d-1) S / (B alpha)).
-    """
-    coll = get_collective(collective).name
-    algo = get_algorithm(algorithm)
-    per_channel = nbytes / nchannels
-    if protocol.chunk_bytes:
-        return max(1, min(MAX_PIPELINE, math.ceil(per_channel / topo.nranks / protocol.chunk_bytes)
-                          if coll not in algo.pipelined else math.ceil(per_channel / protocol.chunk_bytes)))
-    if coll not in algo.pipelined or steps <= 1:
-        return 1
-    bw = topo.path_bandwidth_GBps(0, 1) * 1e3
-    alpha = max(topo.path_latency_us(0, 1), 1e-3)
-    best = math.sqrt(max(steps - 1, 1) * per_channel / (bw * alpha))
-    return max(1, min(MAX_PIPELINE, int(round(best))))
+    nchannels: int | None = None
+    pipeline: int | None = None
+    root: int = 0
+    trace: bool = False
+    max_memory: int | None = None    # bytes; None: half of the memory available (sim.budget)
+    engine: str = "default"          # which engine times programs (sim.engines)
 
 
 def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protocol: str = "auto", *,
-             model: str = "engine", nchannels: int | None = None, pipeline: int | None = None, root: int = 0,
-             trace: bool = False, engine: str = "default", select: str = "nccl") -> Result:
+             model: str = "auto", nchannels: int | None = None, pipeline: int | None = None, root: int = 0,
+             trace: bool = False, max_memory=None, engine: str = "default", select: str = "nccl") -> Result:
     """Predict ``collective`` moving ``nbytes`` (nccl-tests' size) on ``topology``.
 
     ``topology``: a Topology, a preset spec (``"dgx-h100:nodes=2"``) or a .yaml/.json path.
     ``algorithm``: a name from :func:`sim.algorithms.algorithms`, or ``auto`` (NCCL-style selection).
     ``protocol``: ``ideal``, ``LL``, ``LL128``, ``Simple`` or ``auto``.
-    ``model``: ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or ``flow``
-    (ring collectives on very large clusters, aggregated by symmetry; see :mod:`sim.flow`).
+    ``model``: ``auto`` (the engine where it fits the time and memory budget, the large-scale flow
+    model beyond), ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or
+    ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.flow`).
+    ``max_memory``: bytes (or ``"2G"``) a run may take; default half of the available memory.
     ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.reference_engine`).
     ``select`` (with ``auto``): ``nccl``, the pair NCCL's tuner picks (what nccl-tests measures), or
     ``fastest``, the model's fastest pair among those NCCL can run (:mod:`sim.select`).
+    Every predictor is one function of :data:`PREDICTORS`; selection gets the chosen one.
     """
     topo = load_topology(topology)
     coll = get_collective(collective)
     if not isinstance(nbytes, (int, float)) or nbytes < 0:
         raise CollsimError(f"size {nbytes!r} must be a non-negative number of bytes")
-    if model not in MODELS:
+    if model not in PREDICTORS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < topo.nranks:  # every model, not only the engine
         raise CollsimError(f"root {root!r} is not a rank of {topo.name}: choose 0..{topo.nranks - 1}")
@@ -77,29 +75,62 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     if check_engine(engine) != "default" and model not in ("engine", "auto"):
         raise CollsimError(f"--engine {engine} times programs for the engine model, not the {model} model: "
                            f"drop it, or use --model engine")
-    if model == "flow":  # ring collectives on huge clusters; picks among the algorithms it covers itself
-        from .flow import flow_simulate
-        return flow_simulate(coll, int(nbytes), topo, algorithm, protocol, nchannels=nchannels, pipeline=pipeline, root=root)
+    opts = RunOptions(nchannels, pipeline, root, trace, None if max_memory is None else parse_memory(max_memory), engine)
+    predictor = PREDICTORS[model]
+
+    def predict(algo: str, proto: str) -> Result:
+        reason = _why_not(algo, coll, topo)
+        if reason:
+            raise CollsimError(f"cannot run {algo} on {topo.name}: {reason}")
+        return predictor(coll, int(nbytes), topo, algo, get_protocol(proto), opts)
+
     if algorithm == "auto" or protocol == "auto":
-        from .select import choose
-        return choose(coll, int(nbytes), topo, algorithm=algorithm, protocol=protocol, model=model,
-                      nchannels=nchannels, pipeline=pipeline, root=root, trace=trace, engine=engine, select=select)
-    reason = why_not(algorithm, coll, topo.nranks, topo)
-    if reason:
-        raise CollsimError(f"cannot run {algorithm} on {topo.name}: {reason}")
-    proto = get_protocol(protocol)
-    if model == "tuner":
-        from .tuner import tuner_result
-        return tuner_result(coll, int(nbytes), topo, algorithm, proto)
-    if model == "alpha-beta":
-        return _alpha_beta(coll, int(nbytes), topo, algorithm, proto)
-    return run_engine(coll, int(nbytes), topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline,
-                      root=root, trace=trace, engine=engine)
+        usable = [a for a in algorithms() if _why_not(a, coll, topo) is None] if algorithm == "auto" else None
+        return choose(coll, int(nbytes), topo, predict, algorithm=algorithm, protocol=protocol, model=model,
+                      usable=usable, select=select)
+    return predict(algorithm, protocol)
+
+
+@lru_cache(maxsize=256)
+def _why_not(algo: str, coll, topo: Topology) -> str | None:
+    """:func:`sim.algorithms.why_not`, once per topology (a sweep asks for every size; on 16,384 GPUs
+    finding the NVLink domains takes a second)."""
+    return why_not(algo, coll, topo.nranks, topo)
 
 
 def run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None,
                root: int = 0, trace: bool = False, engine: str = "default") -> Result:
     """The discrete-event prediction for one (algorithm, protocol), timed by ``engine``."""
+    return _engine(coll, nbytes, topo, algorithm, proto, RunOptions(nchannels, pipeline, root, trace, None, engine))
+
+
+def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Estimate:
+    """What the engine would need for this run (closed forms; nothing is built)."""
+    nccl = proto.name != IDEAL.name
+    pipelined = coll.name in get_algorithm(algorithm).pipelined
+    if nccl:
+        from .nccl_run import nccl_channels
+        _, nch = nccl_channels(topo, algorithm, opts.nchannels)
+        chunk = nccl_chunk_bytes(algorithm, proto.name)
+        pieces = opts.pipeline or (max(1, math.ceil(nbytes / nch / chunk)) if pipelined else 1)
+    else:
+        nch = opts.nchannels or 1
+        pieces = opts.pipeline or (16 if pipelined else 1)
+    return engine_estimate(algorithm, coll.name, topo, nch, pieces, nccl)
+
+
+def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
+    """The engine predictor: refuses up front when the run would not fit ``--max-memory``."""
+    est = _estimate(coll, nbytes, topo, algorithm, proto, opts)
+    check_memory(f"the engine on {algorithm}/{proto.name} over {topo.nranks} GPUs ({est.describe(memory=False)})", est.bytes,
+                 opts.max_memory, "use --model flow (or auto), a smaller cluster, or raise --max-memory")
+    with phases(f"engine {algorithm}/{proto.name}, {topo.nranks} GPUs", 3 * (2 if proto.name != IDEAL.name else 1),
+                enabled=None if est.seconds >= PROGRESS_DELAY_S else False):
+        return _run_engine(coll, nbytes, topo, algorithm, proto, opts)
+
+
+def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
+    nchannels, pipeline, root, trace, engine = opts.nchannels, opts.pipeline, opts.root, opts.trace, opts.engine
     if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl_run)
         from .nccl_run import run
         return run(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace,
@@ -124,7 +155,44 @@ def run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, ncha
                   {"ops": program.nops, "simulated_ops": len(run.op_index), "symmetric": run.symmetric}, tr)
 
 
-def _alpha_beta(coll, nbytes: int, topo: Topology, algorithm: str, proto) -> Result:
+def _tuner(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
+    from .tuner import tuner_result
+    return tuner_result(coll, nbytes, topo, algorithm, proto)
+
+
+def _flow(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
+    from .flow import flow_predict
+    return flow_predict(coll, nbytes, topo, algorithm, proto, nchannels=opts.nchannels, pipeline=opts.pipeline,
+                        root=opts.root)
+
+
+def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
+    """The engine where its estimate fits the time and memory budget, the flow model beyond; the
+    Result's ``model`` and ``explain["model_choice"]`` say which ran and why."""
+    est = _estimate(coll, nbytes, topo, algorithm, proto, opts)
+    limit = default_max_memory() if opts.max_memory is None else opts.max_memory
+    fits = est.bytes <= limit
+    if fits and (est.seconds <= AUTO_ENGINE_SECONDS or opts.trace or opts.engine != "default"):
+        r = _engine(coll, nbytes, topo, algorithm, proto, opts)
+        r.explain["model_choice"] = f"engine: {est.describe()}"
+        return r
+    from .flow import flow_covers
+    reason = flow_covers(coll, algorithm, topo)
+    if reason is None:
+        r = _flow(coll, nbytes, topo, algorithm, proto, opts)
+    elif not fits:
+        raise CollsimError(f"{coll.name} over {topo.nranks} GPUs: the engine would need about {gb(est.bytes)} for "
+                           f"{algorithm}/{proto.name} ({est.describe(memory=False)}), more than --max-memory {gb(limit)}, "
+                           f"and the flow model cannot run it ({reason}): simulate fewer GPUs or raise --max-memory")
+    else:
+        r = _engine(coll, nbytes, topo, algorithm, proto, opts)
+        r.explain["model_choice"] = f"engine (the flow model cannot run it: {reason}): {est.describe()}"
+        return r
+    r.explain["model_choice"] = f"flow: the engine would need {est.describe()}"
+    return r
+
+
+def _alpha_beta(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions | None = None) -> Result:
     """Textbook formulas for one ring of uniform hops: the slowest and highest-latency neighbour hop
     stands for all (a conservative single-channel bound; contention and channels are the engine's job)."""
     n = topo.nranks
@@ -139,11 +207,9 @@ def _alpha_beta(coll, nbytes: int, topo: Topology, algorithm: str, proto) -> Res
                   explain={"alpha_us": lat, "bandwidth_GBps": bw})
 
 
-def protocols_for(protocol: str) -> list[str]:
-    """``auto`` -> NCCL's three protocols; a name -> itself."""
-    if protocol == "auto":
-        return list(NCCL_PROTOCOLS)
-    return [get_protocol(protocol).name]
+# The predictors: one function each, same signature, each returning a Result (selection gets one).
+PREDICTORS = {"auto": _auto, "engine": _engine, "tuner": _tuner, "alpha-beta": _alpha_beta, "flow": _flow}
 
 
-__all__ = ["simulate", "run_engine", "default_pipeline", "MODELS", "PROTOCOLS", "IDEAL", "candidates"]
+__all__ = ["simulate", "run_engine", "default_pipeline", "protocols_for", "MODELS", "PREDICTORS", "RunOptions", "PROTOCOLS",
+           "IDEAL", "MAX_PIPELINE", "candidates"]

@@ -48,7 +48,9 @@ import numpy as np
 from .engine_loop import run_ops
 from .errors import CollsimError
 from .program import Program
+from .progress import phase
 from .protocols import IDEAL, Protocol
+from .symmetry import Quotient, find_shift, host_shift, link_orbits
 from .topology import Topology
 
 
@@ -64,6 +66,7 @@ class EngineRun:
     link_busy_us: np.ndarray     # serialisation time per topology link
     symmetric: bool
     events: int                  # simpy events processed
+    quotient: object = None      # the sim.symmetry.Quotient of a symmetric run (maps ops to their orbit's)
 
 
 # ---- dependencies -----------------------------------------------------------------------------------
@@ -107,79 +110,6 @@ def dependencies(p: Program, ops: np.ndarray | None = None) -> tuple[np.ndarray,
     return order, lo_out, hi_out
 
 
-# ---- symmetry ---------------------------------------------------------------------------------------
-def _cycles(perm: np.ndarray):
-    """Cycle decomposition: (cycle id, position in cycle, cycle offsets, cycle members, cycle lengths)."""
-    n = len(perm)
-    cid = np.full(n, -1, np.int64)
-    pos = np.zeros(n, np.int64)
-    members, offsets, lengths = [], [], []
-    for start in range(n):
-        if cid[start] >= 0:
-            continue
-        offsets.append(len(members))
-        c, k = start, 0
-        while cid[c] < 0:
-            cid[c], pos[c] = len(lengths), k
-            members.append(c)
-            c, k = perm[c], k + 1
-        lengths.append(k)
-    return cid, pos, np.asarray(offsets), np.asarray(members), np.asarray(lengths)
-
-
-def _link_orbits(topo: Topology) -> np.ndarray | None:
-    """Orbit id of every link under "GPU i -> GPU i+1", or None if the topology is not symmetric."""
-    n = topo.nranks
-    node_map = np.arange(len(topo.nodes))
-    for r, g in enumerate(topo.gpus):
-        node_map[g] = topo.gpus[(r + 1) % n]
-    by_ends = {(topo.node_index[l.src], topo.node_index[l.dst]): i for i, l in enumerate(topo.links)}
-    perm = np.empty(len(topo.links), np.int64)
-    for i, l in enumerate(topo.links):
-        img = by_ends.get((node_map[topo.node_index[l.src]], node_map[topo.node_index[l.dst]]))
-        if img is None:
-            return None
-        a, b = topo.links[i], topo.links[img]
-        if (a.bandwidth_GBps, a.latency_us) != (b.bandwidth_GBps, b.latency_us):
-            return None
-        perm[i] = img
-    cid, _, _, _, lengths = _cycles(perm)
-    if (lengths != n).any():
-        return None  # a link fixed by the rotation (switch-to-switch) would stand for several images
-    return cid
-
-
-class _Quotient:
-    """Maps any op to the representative of its orbit (the image whose shift is undone)."""
-
-    def __init__(self, p: Program):
-        self.p = p
-        self.cid, self.pos, self.off, self.mem, self.len = _cycles(p.rotation)
-        n = p.nranks
-        self.shift = np.where(p.src < n, p.src, np.where(p.dst < n, p.dst, -1)).astype(np.int64)
-        self.reps = np.flatnonzero(self.shift == 0)
-        self.index = {self._key(p.src[i], p.dst[i], p.chunk[i], i): j for j, i in enumerate(self.reps)}
-
-    def _key(self, s, d, c, i):
-        p = self.p
-        return (int(s), int(d), int(c), int(p.step[i]), int(p.channel[i]), bool(p.reduce[i]))
-
-    def rep_of(self, ops: np.ndarray) -> np.ndarray:
-        p, n = self.p, self.p.nranks
-        k = self.shift[ops]
-        unrot = lambda a: np.where(a < n, (a - k) % n, a)
-        cid = self.cid[p.chunk[ops]]
-        chunk = self.mem[self.off[cid] + (self.pos[p.chunk[ops]] - k) % self.len[cid]]
-        src, dst = unrot(p.src[ops]), unrot(p.dst[ops])
-        out = np.empty(len(ops), np.int64)
-        for j, (s, d, c, i) in enumerate(zip(src, dst, chunk, ops)):
-            rep = self.index.get(self._key(s, d, c, i))
-            if rep is None:
-                raise CollsimError(f"program {p.algorithm!r} declares rotation symmetry but op {i} has no image with src 0")
-            out[j] = rep
-        return out
-
-
 def window_dependencies(p: Program, ops: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     """Flow control: on every (src, dst) connection, in (step, op index) order, op k waits for op
     k - ``window`` to arrive (NCCL has NCCL_STEPS = 8 buffer slots per connection). Without it a
@@ -206,6 +136,37 @@ def _reduce_unit(p: Program, topo: Topology, agent_node, agent: int, nslots: int
     return ((nslots + agent - p.nranks, wire / (node.reduce_bandwidth_GBps * 1e3), float(node.reduce_latency_us)),)
 
 
+HOST_SHIFT_MAX_OPS = 4_000_000   # above this, proving the node-level rotation costs more than it saves
+# Programs whose same-instant FIFO ties the shift keeps in order (tests compare op by op). An invariant
+# op set is not enough: when two different ops' images reach a link at the same instant, the engine
+# serves them in op-index order, which the shift need not preserve (hierarchical_ring: 0.6% off).
+HOST_SHIFT_ALGORITHMS = ("ring",)
+
+
+def _host_quotient(p: Program, topo: Topology, agent_node) -> tuple:
+    """(Quotient, link orbits) for the node-level rotation (every host to the next), or (None, None).
+
+    It holds when the topology's hosts are images of each other (:func:`sim.symmetry.host_shift`), the
+    program is invariant under rank r -> r + GPUs per host (:func:`sim.symmetry.find_shift` proves it),
+    and no route of a representative op crosses a link the rotation fixes (one slot cannot stand for
+    every host's traffic on one link)."""
+    hs = host_shift(topo)
+    if hs is None:
+        return None, None
+    g, orbit, orbit_len = hs
+    sigma = find_shift(p, g)
+    if sigma is None:
+        return None, None
+    quotient = Quotient(p, sigma, g)
+    reps = quotient.reps
+    pairs = np.unique(p.src[reps].astype(np.int64) * p.nagents + p.dst[reps])
+    m = topo.nranks // g
+    for a in pairs.tolist():
+        if any(orbit_len[l] != m for l in topo.route_nodes(agent_node[a // p.nagents], agent_node[a % p.nagents])):
+            return None, None
+    return quotient, orbit
+
+
 # ---- the simulation ---------------------------------------------------------------------------------
 def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protocol = IDEAL, *,
                      symmetry: str = "auto") -> EngineRun:
@@ -218,13 +179,17 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
             raise CollsimError(f"{p.algorithm} reduces in switch {name!r}, which topology {topo.name!r} does not have")
         agent_node.append(topo.node_index[name])
 
-    orbits = None
+    orbits, quotient = None, None
     if symmetry != "off" and p.rotation is not None and p.nranks == topo.nranks and topo.meta.get("symmetry") == "rotation":
-        orbits = _link_orbits(topo)
+        orbits = link_orbits(topo)
+        quotient = Quotient(p) if orbits is not None else None
+    if (quotient is None and symmetry != "off" and p.nranks == topo.nranks and p.algorithm in HOST_SHIFT_ALGORITHMS
+            and (symmetry == "on" or p.nops <= HOST_SHIFT_MAX_OPS)):
+        quotient, orbits = _host_quotient(p, topo, agent_node)
     if symmetry == "on" and orbits is None:
         raise CollsimError("symmetry=on but the program or the topology is not rotation symmetric")
-    quotient = _Quotient(p) if orbits is not None else None
     sim_ops = quotient.reps if quotient else np.arange(p.nops)
+    phase("dependencies")
     order, lo, hi = dependencies(p, sim_ops)
     ndeps = (hi - lo).astype(np.int64)
     # every (lo, hi) range of ``order`` concatenated, without a Python loop per op
@@ -249,6 +214,7 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     lat = np.array([l.latency_us for l in links])
     link_slot = orbits if orbits is not None else np.arange(len(links))
     nslots = int(link_slot.max()) + 1 if len(links) else 0
+    phase("routes")
     # One route per distinct (src agent, dst agent) pair, each a tuple of (link slot, serialisation, latency).
     pair_ids, route_of = np.unique(p.src[sim_ops].astype(np.int64) * p.nagents + p.dst[sim_ops], return_inverse=True)
     routes = [tuple((int(link_slot[i]), wire / bw[i], float(lat[i]))
@@ -256,6 +222,7 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
               + _reduce_unit(p, topo, agent_node, a % p.nagents, nslots, wire)
               for a in pair_ids.tolist()]
 
+    phase("event loop")
     loop = run_ops(routes, route_of.reshape(-1), ndeps, succ, succ_ptr, nslots + len(p.switches), protocol.hop_latency_us)
     start_t, end_t, events = loop.start_us, loop.end_us, loop.events
     if loop.remaining.any():
@@ -271,4 +238,4 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     link_bytes = slot_bytes[link_slot] if len(links) else np.zeros(0)
     link_busy = slot_busy[link_slot] if len(links) else np.zeros(0)
     total = float(end_t.max()) + protocol.launch_us if len(end_t) else protocol.launch_us
-    return EngineRun(total, start_t, end_t, sim_ops, link_bytes, link_busy, quotient is not None, events)
+    return EngineRun(total, start_t, end_t, sim_ops, link_bytes, link_busy, quotient is not None, events, quotient)

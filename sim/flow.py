@@ -28,7 +28,8 @@ flow model shares bandwidth; the engine's later flows start up to one chunk late
 about one chunk's serialisation time (docs/performance.md has the numbers).
 
 Covered: the ``ring`` algorithm for all_reduce, all_gather, reduce_scatter (cyclic) and broadcast, reduce
-(a chain). Other algorithms need ``--model engine`` (or ``tuner``).
+(a chain) here; tree, nvls_tree, nvls and the CollNet algorithms through a replica of the cluster
+(:mod:`sim.replica`). Others (all_to_all, textbook algorithms) need ``--model engine`` (or ``tuner``).
 
 >>> import sim
 >>> r = sim.simulate("all_reduce", 1 << 30, "ring:n=1024,bandwidth_GBps=100,latency_us=1",
@@ -48,11 +49,15 @@ from . import analytic
 from .collectives import get_collective
 from .errors import CollsimError
 from .protocols import IDEAL, Protocol, get_protocol
+from .replica import REPLICA_ALGORITHMS, replica_simulate
 from .result import Result
+from .recipe import default_pipeline, protocols_for
+from .symmetry import link_orbits
 from .topology import Topology
 
-FLOW_ALGORITHMS = ("ring",)
-FLOW_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+FLOW_COLLECTIVES = RING_COLLECTIVES
+FLOW_ALGORITHMS = ("ring",) + REPLICA_ALGORITHMS
 EXACT_RANKS = 256  # up to here every hop is routed and every link's sharing counted
 
 
@@ -133,8 +138,7 @@ class _Cost:
 
 
 def _orbits(topo: Topology):
-    from .engine import _link_orbits
-    return _link_orbits(topo)
+    return link_orbits(topo)
 
 
 def _period(desc: np.ndarray) -> int:
@@ -267,13 +271,18 @@ def flow_simulate(collective, nbytes: int, topology, algorithm: str = "auto", pr
     >>> round(flow_simulate("all_gather", 1 << 20, "ring:n=4", "ring", "ideal").time_us, 6)  # 3 x (1 + 2^18/1e5)
     10.86432
     """
-    from .api import protocols_for
     from .presets import load_topology
     topo = load_topology(topology)
     coll = get_collective(collective)
     if coll.name not in FLOW_COLLECTIVES:
         raise CollsimError(f"the flow model covers {', '.join(FLOW_COLLECTIVES)}, not {coll.name}: use --model engine")
-    algos = FLOW_ALGORITHMS if algorithm == "auto" else (algorithm,)
+    if algorithm == "auto":
+        from .algorithms import candidates
+        from .replica import covers
+        algos = [a for a in candidates(coll, topo.nranks, topo)
+                 if a == "ring" or (a in REPLICA_ALGORITHMS and covers(a, topo) is None)]
+    else:
+        algos = [algorithm]
     for a in algos:
         if a not in FLOW_ALGORITHMS:
             raise CollsimError(f"the flow model covers the {', '.join(FLOW_ALGORITHMS)} algorithm, not {a}: "
@@ -282,7 +291,6 @@ def flow_simulate(collective, nbytes: int, topology, algorithm: str = "auto", pr
         raise CollsimError(f"root {root} is not a rank: choose 0..{topo.nranks - 1}")
     if (nchannels is not None and nchannels < 1) or (pipeline is not None and pipeline < 1):
         raise CollsimError(f"nchannels={nchannels} and pipeline={pipeline} must both be at least 1")
-    cache: dict = {}
     best = None
     protocols = protocols_for(protocol)
     if protocol == "auto":
@@ -290,15 +298,39 @@ def flow_simulate(collective, nbytes: int, topology, algorithm: str = "auto", pr
         from .tuner import rank_pairs
         ranked = rank_pairs(coll, int(nbytes), topo, list(algos), protocols)
         if ranked:
-            protocols = [ranked[0].protocol]
+            algos, protocols = [ranked[0].algorithm], [ranked[0].protocol]
     for a in algos:
         for name in protocols:
-            proto = get_protocol(name)
-            run = _ideal if proto.name == IDEAL.name else _nccl
-            r = run(coll, int(nbytes), topo, proto, nchannels, pipeline, root, method, cache)
+            r = flow_predict(coll, int(nbytes), topo, a, get_protocol(name), nchannels=nchannels, pipeline=pipeline,
+                             root=root, method=method)
             if best is None or r.time_us < best.time_us:
                 best = r
     return best
+
+
+def flow_covers(coll, algorithm: str, topo: Topology) -> str | None:
+    """None if the flow model can time ``algorithm`` for ``coll`` on ``topo``, else a short reason."""
+    if algorithm in REPLICA_ALGORITHMS:
+        from .replica import covers
+        return covers(algorithm, topo)
+    if algorithm != "ring":
+        return f"it covers the ring, tree, NVLS and CollNet algorithms, not {algorithm}"
+    if coll.name not in RING_COLLECTIVES:
+        return f"its rings cover {', '.join(RING_COLLECTIVES)}, not {coll.name}"
+    return None
+
+
+def flow_predict(coll, nbytes: int, topo: Topology, algorithm: str, proto: Protocol, *, nchannels=None, pipeline=None,
+                 root: int = 0, method: str = "auto", cache: dict | None = None) -> Result:
+    """The flow model's prediction of one (algorithm, protocol): rings as flows (this module), the
+    hierarchical algorithms through a replica of the cluster (:mod:`sim.replica`)."""
+    if algorithm in REPLICA_ALGORITHMS:
+        return replica_simulate(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
+    reason = flow_covers(coll, algorithm, topo)
+    if reason:
+        raise CollsimError(f"the flow model cannot run {algorithm} {coll.name}: {reason}; use --model engine")
+    run = _ideal if proto.name == IDEAL.name else _nccl
+    return run(coll, int(nbytes), topo, proto, nchannels, pipeline, root, method, {} if cache is None else cache)
 
 
 def _rings(cache: dict, topo: Topology, key, orders=None, **kw) -> Rings:
@@ -309,7 +341,6 @@ def _rings(cache: dict, topo: Topology, key, orders=None, **kw) -> Rings:
 
 def _ideal(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -> Result:
     """:func:`sim.api.run_engine`'s recipe: one ring in rank order, channels and pieces share it."""
-    from .api import default_pipeline
     n = topo.nranks
     nch = nchannels or 1
     chain = coll.name in ("broadcast", "reduce")

@@ -23,6 +23,7 @@ from __future__ import annotations
 from .algorithms import candidates
 from .errors import CollsimError
 from .protocols import IDEAL, NCCL_ALGORITHMS
+from .recipe import protocols_for
 from .result import Result
 
 SELECTIONS = ("nccl", "fastest")
@@ -44,21 +45,26 @@ def nccl_env(algorithm: str, protocol: str) -> str:
     return f"NCCL_ALGO={NCCL_ALGO_NAMES.get(algorithm, algorithm)} NCCL_PROTO={protocol}"
 
 
-def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model="engine", nchannels=None,
-           pipeline=None, root=0, trace=False, engine="default", select="nccl") -> Result:
+def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto", model="engine", usable=None,
+           select="nccl") -> Result:
     """The selected pair's Result (``select``: nccl or fastest, see the module docstring); ``explain``
-    records how it was chosen."""
-    from .api import protocols_for, simulate
+    records how it was chosen.
+
+    ``predict(algorithm, protocol)``: the chosen model's prediction of one pair (a Result; the API's
+    predictor table supplies it, so selection imports no model); ``model`` names it in the explanation;
+    ``usable``: the algorithms that can run here, if already known."""
     from .tuner import rank_pairs
     if select not in SELECTIONS:
         raise CollsimError(f"unknown selection {select!r}: choose nccl (NCCL's own choice) or fastest (the model's fastest "
                            "NCCL-runnable pair)")
-    algos = candidates(coll, topo.nranks, topo) if algorithm == "auto" else [algorithm]
+    if algorithm != "auto":
+        algos = [algorithm]
+    else:
+        algos = list(usable) if usable is not None else candidates(coll, topo.nranks, topo)
     if not algos:
         raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
     protos = protocols_for(protocol)
-    run = lambda a, p: simulate(coll, nbytes, topo, a, p, model=model, nchannels=nchannels, pipeline=pipeline,
-                                root=root, trace=trace, engine=engine)
+    run = predict
     if IDEAL.name not in protos:
         nccl_algos = [a for a in algos if a in NCCL_ALGORITHMS]
         ranked = rank_pairs(coll, nbytes, topo, nccl_algos, protos) if nccl_algos else []
@@ -87,12 +93,10 @@ def choose(coll, nbytes: int, topo, *, algorithm="auto", protocol="auto", model=
     return best
 
 
-def faster_choice(chosen: Result, coll, nbytes: int, topo, *, model="engine", nchannels=None, pipeline=None,
-                  root=0, engine="default") -> Result | None:
-    """The fastest other pair NCCL can run when the ``model`` predicts it more than NOTE_MARGIN faster
-    than ``chosen`` (NCCL's pick), else None; its ``explain`` names the ``NCCL_ALGO``/``NCCL_PROTO``
-    that would get it."""
-    from .api import simulate
+def faster_choice(chosen: Result, coll, nbytes: int, topo, predict) -> Result | None:
+    """The fastest other pair NCCL can run when ``predict(algorithm, protocol)`` (the model that timed
+    ``chosen``) says it is more than NOTE_MARGIN faster than ``chosen`` (NCCL's pick), else None; its
+    ``explain`` names the ``NCCL_ALGO``/``NCCL_PROTO`` that would get it."""
     from .protocols import NCCL_PROTOCOLS
     from .tuner import rank_pairs
     if chosen.protocol not in NCCL_PROTOCOLS:
@@ -105,8 +109,7 @@ def faster_choice(chosen: Result, coll, nbytes: int, topo, *, model="engine", nc
             continue
         if t.time_us > NOTE_TUNER_RANGE * ranked[0].time_us:
             break   # ranked is sorted: the rest are further off still
-        r = simulate(coll, nbytes, topo, t.algorithm, t.protocol, model=model, nchannels=nchannels, pipeline=pipeline,
-                     root=root, engine=engine)
+        r = predict(t.algorithm, t.protocol)
         if best is None or r.time_us < best.time_us:
             best = r
     if best is None or best.time_us >= chosen.time_us * (1 - NOTE_MARGIN):

@@ -17,9 +17,13 @@ def register(sub) -> None:
     p.add_argument("--collective", "-c", default="all_reduce", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all")
     p.add_argument("--algorithm", "-a", default="auto", help="auto (pick the fastest, like NCCL), all (compare every algorithm), or a name")
     p.add_argument("--protocol", "-p", default="auto", help="auto, ideal, LL, LL128 or Simple")
-    p.add_argument("--model", default="engine", choices=api.MODELS,
-                   help="engine (discrete-event, default), tuner (NCCL's closed form), alpha-beta, "
-                        "flow (ring collectives on very large clusters, aggregated by symmetry)")
+    p.add_argument("--model", default="auto", choices=api.MODELS,
+                   help="auto (default: the engine where it fits the time and memory budget, flow beyond), engine "
+                        "(discrete-event), tuner (NCCL's closed form), alpha-beta, flow (large clusters: rings as flows, "
+                        "trees/NVLS/CollNet through a replica)")
+    p.add_argument("--max-memory", default=None, metavar="SIZE",
+                   help="memory a run may take, e.g. 4G (default: half of the available memory); runs estimated "
+                        "above it switch to the flow model (auto) or are refused")
     p.add_argument("--select", default="nccl", choices=("nccl", "fastest"),
                    help="with -a auto: nccl (the pair NCCL's tuner picks, what nccl-tests measures; default) or fastest "
                         "(the model's fastest pair among those NCCL can run: what NCCL_ALGO/NCCL_PROTO could get)")
@@ -45,6 +49,9 @@ def run(args) -> int:
     coll = get_collective(args.collective)
     sizes = sizes_from_args(args)
     check_output_path(args.trace, "--trace", (".json",))
+    if args.max_memory is not None:
+        from ..budget import parse_memory
+        parse_memory(args.max_memory)   # a bad size is refused before anything runs
     if args.algorithm == "all":
         algos = candidates(coll, topo.nranks, topo)
         if args.model == "flow":
@@ -68,8 +75,8 @@ def run(args) -> int:
     # in this process the loaded topology is reused; worker processes get the spec and load it once each
     where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 or args.gpus_per_process != 1 else args.topology
     tasks = [sweep.Task(coll.name, nbytes, where, a, args.protocol,
-                        {"model": args.model, "nchannels": args.nchannels, "pipeline": args.pipeline, "root": args.root,
-                         "engine": args.engine,
+                        {"model": args.model, "max_memory": args.max_memory, "nchannels": args.nchannels,
+                         "pipeline": args.pipeline, "root": args.root, "engine": args.engine,
                          **({"select": args.select} if args.select != "nccl" else {}),
                          "trace": bool(args.trace) and nbytes == sizes[-1]})
              for nbytes in sizes for a in algos]
@@ -105,14 +112,20 @@ def run(args) -> int:
 
 def _faster_choices(results, coll, topo, args) -> dict:
     """Sizes where a pair NCCL can run is predicted >10% faster than NCCL's pick -> that pair's Result
-    (only for NCCL's own choice: -a auto, -p auto, --select nccl, the engine)."""
-    if args.select != "nccl" or args.protocol != "auto" or args.model != "engine":
+    (only for NCCL's own choice: -a auto, -p auto, --select nccl, timed by the engine; with --model auto,
+    the sizes the engine timed, so a large cluster's flow-model sweep stays fast)."""
+    if args.select != "nccl" or args.protocol != "auto" or args.model not in ("engine", "auto"):
         return {}
     from ..select import faster_choice
     found = {}
     for nbytes, group, _ in results:
-        f = faster_choice(group[0], coll, nbytes, topo, nchannels=args.nchannels, pipeline=args.pipeline, root=args.root,
-                          engine=args.engine)
+        if group[0].model != "engine":
+            continue
+
+        def predict(a, p, nbytes=nbytes):
+            return api.simulate(coll, nbytes, topo, a, p, model=args.model, nchannels=args.nchannels,
+                                pipeline=args.pipeline, root=args.root, engine=args.engine, max_memory=args.max_memory)
+        f = faster_choice(group[0], coll, nbytes, topo, predict)
         if f is not None:
             found[nbytes] = f
     return found
@@ -140,6 +153,13 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
         sizes = ", ".join(f"{n} B {f.algorithm}/{f.protocol} -{f.explain['faster_by']:.0%}" for n, f in faster.items())
         lines.append(f"# + NCCL's choice, but a pair NCCL can run is predicted over 10% faster ({sizes}): "
                      "--select fastest shows it, --explain names the NCCL_ALGO/NCCL_PROTO")
+    if args.model == "auto":  # which model timed which sizes (the JSON has "model" per row)
+        used: dict = {}
+        for nbytes, group, _ in results:
+            for r in group:
+                used.setdefault(r.model, []).append(nbytes)
+        lines.append("# model auto: " + "; ".join(f"{m} for {len(s)} of {len(results) * len(results[0][1])} run(s)"
+                                                  f" ({s[0]}..{s[-1]} B)" for m, s in used.items()))
     avg = sum(b.busbw_GBps for _, _, b in results) / len(results)
     lines.append(f"# Avg bus bandwidth    : {avg:.3f}")
     return "\n".join(lines)

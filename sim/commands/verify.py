@@ -81,6 +81,9 @@ def run(args) -> int:
                         name, c, n, topology=topo, nchannels=args.nchannels, pipeline=args.pipeline, root=n // 2)))
     if not jobs:
         raise CollsimError(f"nothing to verify for {args.algorithm} / {args.collective}: check the names")
+    from ..budget import check_verify   # memory budget (issue 14): refuse huge worlds before building any
+    for label, c, n, _ in jobs:
+        check_verify(c, n, label, args.nchannels, args.pipeline)
     failures, summary = 0, {}
     for label, c, n, thunk in jobs:
         try:

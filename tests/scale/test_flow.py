@@ -94,8 +94,8 @@ def test_periodic_regime_shortcut_changes_nothing(pieces, monkeypatch):
 
 
 def test_sixteen_thousand_gpus_from_the_cli(cli):
-    code, out, _ = cli("simulate", "--topology", "dgx-h100:nodes=2048", "--model", "flow", "-b", "1G", "-e", "1G",
-                       "--format", "json")
+    code, out, _ = cli("simulate", "--topology", "dgx-h100:nodes=2048", "--model", "flow", "--algorithm", "ring",
+                       "-b", "1G", "-e", "1G", "--format", "json")
     assert code == 0
     import json
     payload = json.loads(out)
