@@ -83,6 +83,8 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     env = simpy.Environment()
     links = [simpy.Resource(env) for _ in topo.links]
     units = {s: simpy.Resource(env) for s in p.switches}  # a reducing switch's reduction unit
+    for res in [*links, *units.values()]:
+        res.free_at = 0.0                                 # when its last message's tail has passed
     node_of = [topo.gpus[r] for r in range(p.nranks)] + [topo.node_index[s] for s in p.switches]
     wire = protocol.wire_bytes(p.nbytes_per_chunk(nbytes))
     link_bytes, link_busy = np.zeros(len(topo.links)), np.zeros(len(topo.links))
@@ -108,16 +110,26 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
         head = tail = env.now
         for (res, serialise, latency, link), request in zip(hops, requests):
             yield request                             # 3. this link is ours ...
-            if head > env.now:
-                yield env.timeout(head - env.now)     # ... and the head of the message is here
-            begin = env.now
+            # begin when the head is here and the previous message has left, computed from the two
+            # times themselves: env.now after a timeout can be one rounding off, and a rounding can
+            # flip which of two same-instant transfers queues first on the next link
+            begin = max(head, res.free_at)
+            if begin > env.now:
+                yield env.timeout(begin - env.now)    # ... and the head of the message is here
             end = max(begin + serialise, tail)        # no sooner than the tail is in from the last link
+            res.free_at = end
             env.process(hold(res, request, end))      # busy until the tail has passed
             if link is not None:
                 link_bytes[link] += wire
                 link_busy[link] += serialise
             head, tail = begin + latency, end + latency
-        yield Arrival(env, tail + protocol.hop_latency_us - env.now, sent)  # 4. the tail crossed the last link
+        # 4. the tail crossed the last link: arrive at the instant the fast engine files it under (launch
+        # time + delay, as simpy adds them), exactly, so same-instant arrivals stay same-instant; from
+        # within [3/4, 1] of that instant the remaining delay is exact in floating point (Sterbenz)
+        due = start[i] + (tail + protocol.hop_latency_us - start[i])
+        if env.now < 0.75 * due:
+            yield env.timeout(0.75 * due - env.now)
+        yield Arrival(env, due - env.now, sent)
         end_us[i] = env.now
         arrived[i].succeed()
 
