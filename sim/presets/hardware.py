@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from ..calibration import get_fabric
 from ..errors import CollsimError
-from ..topology import Link, Node, Topology
+from ..topology import Link, Node, Topology, paused_gc
 from . import register
 
 NVLINK_HOP_US = 0.35      # GPU <-> NVSwitch, per hop
@@ -108,6 +108,13 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
     It needs NVLS buffer registration and a SHARP plugin with multicast support on top of ``sharp=1``,
     so it is not assumed: with plain ``sharp=1`` NCCL-style selection uses CollNet between nodes.
     """
+    with paused_gc():   # millions of Link/Node objects and no cycles: see paused_gc
+        return _build_nodes(pf, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
+                            nodes_per_leaf, mesh_GBps, nvls_sharp, fabric, default_fabric)
+
+
+def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
+                 nodes_per_leaf, mesh_GBps, nvls_sharp, fabric, default_fabric) -> Topology:
     name = pf.preset
     nodes = _positive_int(name, "nodes", nodes)
     gpn = _positive_int(name, "gpus_per_node", pf.gpus if gpus_per_node is None else gpus_per_node, 1, pf.gpus)
@@ -155,42 +162,42 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
     node_list: list[Node] = []
     links: list[Link] = []
 
-    def duplex(a: str, b: str, bw: float, lat: float, kind: str) -> None:
-        links.append(Link(a, b, bw, lat, kind))
-        links.append(Link(b, a, bw, lat, kind))
+    def duplex(pairs, bw: float, lat: float, kind: str) -> None:
+        for a, b in pairs:
+            links.append(Link(a, b, bw, lat, kind))
+            links.append(Link(b, a, bw, lat, kind))
 
     nsu = (nodes + per_leaf - 1) // per_leaf     # scalable units: one leaf per rail in each
+    per_port = nics // ports
+    nic_labels = [f"NIC{k}" if per_port == 1 else f"NIC{k * per_port}-{k * per_port + per_port - 1} ({per_port} x {gbps:g}G)"
+                  for k in range(ports)]
+    nic_of_gpu = [i * ports // gpn for i in range(gpn)]
     for h in range(nodes):
-        gpus = [f"h{h}.gpu{i}" for i in range(gpn)]
-        node_list.extend(Node(g, "gpu", host=h) for g in gpus)
+        pre = f"h{h}."
+        gpus = [f"{pre}gpu{i}" for i in range(gpn)]
+        pcie = [f"{pre}pcie{s}" for s in range(ports)] if nodes > 1 else []
+        node_list.extend([Node(g, "gpu", host=h) for g in gpus])
         if nodes > 1:  # PCIe switches, the NVSwitch listed amid them (it is drawn in the middle of its host)
-            node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2))
+            node_list.extend([Node(pcie[s], "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2)])
         if pf.nvswitch:
-            sw = f"h{h}.nvswitch"
+            sw = pre + "nvswitch"
             node_list.append(Node(sw, "switch", host=h, reduce="nvls" if use_nvls else None, label="NVSwitch"))
-            for g in gpus:
-                duplex(g, sw, nvl, NVLINK_HOP_US, "nvlink")
+            duplex([(g, sw) for g in gpus], nvl, NVLINK_HOP_US, "nvlink")
         else:  # direct NVLink mesh (HGX A100 4-GPU): every pair gets mesh_GBps each way
-            for i in range(gpn):
-                for j in range(i + 1, gpn):
-                    duplex(gpus[i], gpus[j], mesh_GBps, 2 * NVLINK_HOP_US, "nvlink")
+            duplex([(gpus[i], gpus[j]) for i in range(gpn) for j in range(i + 1, gpn)], mesh_GBps, 2 * NVLINK_HOP_US, "nvlink")
         if nodes == 1:
             continue
-        node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2, ports))
-        cpu = f"h{h}.cpu"
+        node_list.extend([Node(pcie[s], "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2, ports)])
+        cpu = pre + "cpu"
         node_list.append(Node(cpu, "cpu", host=h, label="CPU"))
-        for s in range(ports):
-            duplex(f"h{h}.pcie{s}", cpu, pcie_GBps, PCIE_HOP_US, "pcie")
-        for i, g in enumerate(gpus):
-            duplex(g, f"h{h}.pcie{i * ports // gpn}", pcie_GBps, PCIE_HOP_US, "pcie")
+        duplex([(p, cpu) for p in pcie], pcie_GBps, PCIE_HOP_US, "pcie")
+        duplex([(g, pcie[nic_of_gpu[i]]) for i, g in enumerate(gpus)], pcie_GBps, PCIE_HOP_US, "pcie")
         su = h // per_leaf
-        per_port = nics // ports
         for k in range(ports):
-            nic = f"h{h}.nic{k}"
-            label = f"NIC{k}" if per_port == 1 else f"NIC{k * per_port}-{k * per_port + per_port - 1} ({per_port} x {gbps:g}G)"
-            node_list.append(Node(nic, "nic", host=h, label=label))
-            duplex(nic, f"h{h}.pcie{k}", pcie_GBps * per_port, PCIE_NIC_US, "pcie")
-            duplex(nic, _leaf(su, k, nsu), port_GBps, NIC_LATENCY_US, "net")
+            nic = f"{pre}nic{k}"
+            node_list.append(Node(nic, "nic", host=h, label=nic_labels[k]))
+            duplex([(nic, pcie[k])], pcie_GBps * per_port, PCIE_NIC_US, "pcie")
+            duplex([(nic, _leaf(su, k, nsu))], port_GBps, NIC_LATENCY_US, "net")
     if nodes > 1:
         reduce = "sharp" if sharp else None
         for su in range(nsu):
@@ -199,7 +206,7 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
             for k in range(ports):
                 leaf = _leaf(su, k, nsu)
                 node_list.append(Node(leaf, "switch", reduce=reduce, label=f"leaf rail{k}" if nsu == 1 else f"leaf su{su} rail{k}"))
-                duplex(leaf, "spine", up, SPINE_HOP_US, "net")
+                duplex([(leaf, "spine")], up, SPINE_HOP_US, "net")
         node_list.append(Node("spine", "switch", reduce=reduce, label="spine (aggregated)"))
 
     meta = {
