@@ -47,7 +47,7 @@ _EXAMPLES = "e.g. dgx-h100 (nvls=1 by default), gb200-nvl72 or switch:n=8,nvls=1
 _DOMAINS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def nvls_domains(topology, n: int) -> tuple[list[int], list[list[int]]]:
+def nvls_domains(topology, n: int) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
     """(switch node, ranks) of every NVLink domain, in order of their first rank; a rank with no NVLS
     switch in reach gets switch -1. Found once per topology (selection asks for them a dozen times)."""
     known = _DOMAINS.setdefault(topology, {})
@@ -56,8 +56,7 @@ def nvls_domains(topology, n: int) -> tuple[list[int], list[list[int]]]:
         for r, sw in enumerate(nearest_nvls_switches(topology)[:n].tolist()):
             by.setdefault(sw, []).append(r)
         known[n] = (tuple(by), tuple(tuple(d) for d in by.values()))
-    switches, domains = known[n]
-    return list(switches), [list(d) for d in domains]
+    return known[n]
 
 
 def nearest_nvls_switches(topology) -> np.ndarray:

@@ -94,7 +94,7 @@ def test_nearest_nvls_switch_matches_a_search_per_gpu(spec):
     by = {}
     for r, s in enumerate(searched):
         by.setdefault(-1 if s is None else s, []).append(r)
-    assert nvls_domains(topo, topo.nranks) == (list(by), list(by.values()))
+    assert nvls_domains(topo, topo.nranks) == (tuple(by), tuple(map(tuple, by.values())))
 
 
 def test_odd_nvls_topology_takes_the_search_where_the_shortcut_cannot_decide():
