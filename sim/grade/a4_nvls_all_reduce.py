@@ -38,9 +38,9 @@ def _topology(n):
 def _program(ns, n):
     p = program_from(ns, FUNCTION, (n,), "all_reduce", n)
     if tuple(p.switches) != ("switch",):
-        raise Fail(f"`{FUNCTION}({n})` names switches {list(p.switches)}; pass switches=(\"switch\",) to Program.from_ops "
-                   f"so that agent {n} is the NVSwitch of switch:n={n},nvls=1", expected="switches=('switch',)",
-                   got=f"switches={tuple(p.switches)}")
+        raise Fail(f"`{FUNCTION}({n})` names switches {list(p.switches)}; send to and from `switch = p.switch(\"switch\")` "
+                   f"(switches=(\"switch\",) in Program.from_ops) so that agent {n} is the NVSwitch of "
+                   f"switch:n={n},nvls=1", expected="switches=('switch',)", got=f"switches={tuple(p.switches)}")
     return p
 
 
