@@ -24,8 +24,9 @@ def test_equals_the_engine_within_one_scalable_unit(spec, proto, size):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec, size, tol", [
+    ("dgx-h100:nodes=8,nodes_per_leaf=4", 1 << 30, 0.02),
     ("dgx-h100:nodes=16", 1 << 30, 1e-6),
-    ("dgx-h100:nodes=64", 16_000_000, 0.02),    # two scalable units of 32: the spine adds a little queueing
+    ("dgx-h100:nodes=16,nodes_per_leaf=8", 1 << 30, 0.01),   # two scalable units: the spine adds a little queueing
     ("dgx-a100:nodes=4,nics_per_node=4", 1 << 30, 0.025),   # two GPUs per NIC
 ])
 def test_within_two_percent_of_the_engine_on_larger_or_other_clusters(spec, size, tol):
