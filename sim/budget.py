@@ -173,6 +173,10 @@ def ops_per_piece(algorithm: str, collective: str, n: int, topo=None) -> int:
         return n * (2 * (n - 1) if collective == "all_reduce" else n - 1)
     if algorithm == "direct":
         return n * (n - 1)
+    if algorithm == "p2p":   # every pair, plus the PXN hop of each block that changes host and rail
+        k = max(1, int((topo.meta.get("gpus_per_node") if topo is not None else 0) or 1))
+        m = n // k if n % k == 0 else 1
+        return n * (n - 1) + n * (m - 1) * (k - 1)
     if algorithm == "tree":
         return 4 * (n - 1) if collective == "all_reduce" else n - 1
     if algorithm in ("recursive_hd",):

@@ -56,3 +56,19 @@ def test_flow_model_refuses_the_ideal_protocol_and_single_nodes_clearly():
         sim.simulate("all_to_all", 1 << 20, "dgx-h100:nodes=4", "p2p", "ideal", model="flow")
     with pytest.raises(CollsimError, match="several nodes"):
         sim.simulate("all_to_all", 1 << 20, "dgx-h100", "p2p", "Simple", model="flow")
+
+
+@pytest.mark.parametrize("spec", ["dgx-h100:nodes=2", "dgx-h100:nodes=5", "dgx-a100:nodes=3,nics_per_node=4", "dgx-h100"])
+def test_the_budget_counts_the_p2p_programs_ops(spec):
+    from sim.algorithms import build_program
+    from sim.budget import ops_per_piece
+    from sim.presets import load_topology
+    topo = load_topology(spec)
+    built = build_program("p2p", "all_to_all", topo.nranks, topology=topo).nops
+    assert ops_per_piece("p2p", "all_to_all", topo.nranks, topo) == built
+
+
+def test_auto_leaves_a_1024_gpu_all_to_all_to_the_flow_model():
+    # 2 M ops per piece: minutes in the engine; the estimate must say so
+    r = sim.simulate("all_to_all", 1 << 30, "dgx-h100:nodes=128")
+    assert r.model == "flow" and "flow" in r.explain["model_choice"]
