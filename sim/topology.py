@@ -48,9 +48,12 @@ def paused_gc(freeze: bool = False):
     to build ``dgx-h100:nodes=16384`` (1.3 M links). Reference counting still frees everything.
     ``freeze``: also move what exists at the end into the collector's permanent generation
     (``gc.freeze``), so that later passes do not walk the topology again (they took 3 of the 6 s of
-    NVLink-domain discovery on that cluster); a topology lives as long as the run that uses it.
+    NVLink-domain discovery on that cluster); a topology lives as long as the run that uses it. Garbage
+    that exists before the block is collected first, so that freezing keeps nothing that should go.
     """
     was_enabled = gc.isenabled()
+    if freeze:
+        gc.collect()
     gc.disable()
     try:
         yield
