@@ -102,3 +102,32 @@ def test_odd_nvls_topology_takes_the_search_where_the_shortcut_cannot_decide():
     names = [topo.nodes[s].name for s in nearest_nvls_switches(topo)]
     # g0, g1: 0.1 + 0.1 through the NIC beats 2.0 direct; g2, g3: the 0.5 tie goes to the lower index (B)
     assert names == ["B", "B", "B", "B"]
+
+
+def test_paused_gc_restores_the_collector_and_frees_old_garbage_before_freezing():
+    import gc
+    import weakref
+
+    from sim.topology import paused_gc
+
+    class Cell:
+        pass
+
+    a = Cell()
+    a.me = a            # a reference cycle: only the collector frees it
+    alive = weakref.ref(a)
+    del a
+    frozen = gc.get_freeze_count()
+    try:
+        with paused_gc(freeze=True):
+            assert not gc.isenabled()
+        assert gc.isenabled() and alive() is None and gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()     # a collector the caller had off stays off
+    finally:
+        gc.enable()
