@@ -15,8 +15,10 @@ Data movement takes the busiest link's load at its effective bandwidth (the engi
 :func:`sim.nccl.plan.effective_topology`), plus the start-up queue the engine's first-come first-served
 links add: every sender launches its blocks in receiver order, so the last host on a rail receives its
 first piece only after ``m - 2`` pieces' time, and then stays busy (measured on the engine: exactly
-``m - 2`` piece times within one scalable unit, 3 to 32 hosts). The latency term, pieces and payload
-share are :func:`sim.nccl.plan.plan_nccl`'s, as for the engine.
+``m - 2`` piece times within one scalable unit, 3 to 32 hosts of 8 GPUs). The latency term, pieces and
+payload share are :func:`sim.nccl.plan.plan_nccl`'s, as for the engine. The engine queues more (and is
+slower, by up to about 10%) where the NVLink relay or an oversubscribed spine delays the busiest link:
+full 72-GPU racks, spine-bound fabrics; docs/performance.md has the table.
 
 >>> import sim
 >>> e = sim.simulate("all_to_all", 1 << 30, "dgx-h100:nodes=8", algorithm="p2p", protocol="Simple", model="engine")
