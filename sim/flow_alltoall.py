@@ -51,7 +51,9 @@ def alltoall_predict(coll, nbytes: int, topo: Topology, proto, *, nchannels=None
     """The flow model's all_to_all: latency term plus the busiest link's load (module docstring)."""
     from .nccl.plan import link_efficiency, plan_nccl
     n, m, k = topo.nranks, len(topo.hosts), len(topo.hosts[0])
-    plan = plan_nccl(coll, nbytes, topo, "p2p", proto, nchannels=nchannels, pipeline=pipeline, steps=2, split=n * n)
+    relayed = k > 1                       # PXN hops exist: the program has two steps, else one
+    plan = plan_nccl(coll, nbytes, topo, "p2p", proto, nchannels=nchannels, pipeline=pipeline,
+                     steps=2 if relayed else 1, split=n * n)
     wire = plan.engine_protocol.wire_bytes(coll.chunk_nbytes(nbytes, n, n * n))   # one block, all channels
 
     def bytes_per_us(li: int) -> float:
@@ -59,9 +61,10 @@ def alltoall_predict(coll, nbytes: int, topo: Topology, proto, *, nchannels=None
         return link.bandwidth_GBps * link_efficiency(topo, link) * 1e3
 
     loads: dict[int, float] = {}          # representative link -> wire bytes it carries
-    nvlink = topo.route(0, 1)
-    for li in (nvlink[0], nvlink[-1]):
-        loads[li] = m * (k - 1) * wire
+    if relayed:
+        nvlink = topo.route(0, 1)
+        for li in (nvlink[0], nvlink[-1]):
+            loads[li] = m * (k - 1) * wire
     # host 0's GPUs to their rail peers on host 1: a link crossed by c of these routes carries c GPUs' traffic
     rail = Counter(li for i in range(k) for li in topo.route(i, k + i))
     for li, c in rail.items():
