@@ -19,7 +19,7 @@ def test_equals_the_engine_within_one_scalable_unit(spec, proto, size):
     f = sim.simulate("all_to_all", size, spec, "p2p", proto, model="flow")
     assert (e.model, f.model) == ("engine", "flow")
     assert f.time_us == pytest.approx(e.time_us, rel=1e-6)
-    assert f.steps == e.steps == 2
+    assert f.steps == e.steps
 
 
 @pytest.mark.slow
