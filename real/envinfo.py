@@ -59,6 +59,7 @@ def collect(world_size: int, hosts: list[str] | None = None, gpus: list[str] | N
     import torch.distributed as dist
 
     from . import nccl as libnccl
+    from .cpucache import cache_record
     cuda = torch.cuda.is_available()
     if gpus is None:
         gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
@@ -88,6 +89,7 @@ def collect(world_size: int, hosts: list[str] | None = None, gpus: list[str] | N
         "platform": platform.platform(),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_cache": cache_record(),   # the host model's cache knee (real.cpucache): private cache, copy speedup
     }
 
 

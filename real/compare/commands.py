@@ -67,10 +67,10 @@ def register(subparsers) -> None:
 
 
 def _measured_args(p) -> None:
-    p.add_argument("--statistic", default="auto", choices=("auto", "mean", "median", "min"),
-                   help="statistic of each size's timed iterations: auto (default: the median, or the minimum where the "
-                        "bench flagged the iterations as noisy), median, mean (nccl-tests' time column) or min (least "
-                        "disturbed); files with only a mean use the mean")
+    p.add_argument("--statistic", default="median", choices=("median", "mean", "min", "auto"),
+                   help="statistic of each size's timed iterations: median (default), mean (nccl-tests' time column), "
+                        "min (least disturbed) or auto (the median, or the minimum where the bench flagged the "
+                        "iterations as noisy); files with only a mean use the mean")
     p.add_argument("--collective", "-c", default=None, help="collective of nccl-tests text that does not name it")
     p.add_argument("--nranks", "-n", type=int, default=None, help="rank count of nccl-tests text that does not list its ranks")
 
