@@ -16,14 +16,14 @@ from . import analytic
 from .algorithms import algorithms, build_program, candidates, get_algorithm, why_not
 from .budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
 from .collectives import get_collective
-from .engines import check_engine, run_program
+from .engine import check_engine, run_program
 from .errors import CollsimError
 from .presets import load_topology
 from .progress import DELAY_S as PROGRESS_DELAY_S, phases
-from .protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
+from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
 from .recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .result import Result, link_tables
-from .select import choose
+from .nccl.select import choose
 from .topology import Topology
 
 MODELS = ("auto", "engine", "tuner", "alpha-beta", "flow")
@@ -38,7 +38,7 @@ class RunOptions:
     root: int = 0
     trace: bool = False
     max_memory: int | None = None    # bytes; None: half of the memory available (sim.budget)
-    engine: str = "default"          # which engine times programs (sim.engines)
+    engine: str = "default"          # which engine times programs (sim.engine)
 
 
 def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protocol: str = "auto", *,
@@ -53,9 +53,9 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     model beyond), ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or
     ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.flow`).
     ``max_memory``: bytes (or ``"2G"``) a run may take; default half of the available memory.
-    ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.reference_engine`).
+    ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.engine.reference`).
     ``select`` (with ``auto``): ``nccl``, the pair NCCL's tuner picks (what nccl-tests measures), or
-    ``fastest``, the model's fastest pair among those NCCL can run (:mod:`sim.select`).
+    ``fastest``, the model's fastest pair among those NCCL can run (:mod:`sim.nccl.select`).
     Every predictor is one function of :data:`PREDICTORS`; selection gets the chosen one.
     """
     topo = load_topology(topology)
@@ -109,7 +109,7 @@ def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: Ru
     nccl = proto.name != IDEAL.name
     pipelined = coll.name in get_algorithm(algorithm).pipelined
     if nccl:
-        from .nccl_run import nccl_channels
+        from .nccl.plan import nccl_channels
         _, nch = nccl_channels(topo, algorithm, opts.nchannels)
         chunk = nccl_chunk_bytes(algorithm, proto.name)
         pieces = opts.pipeline or (max(1, math.ceil(nbytes / nch / chunk)) if pipelined else 1)
@@ -131,9 +131,9 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
 
 def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
     nchannels, pipeline, root, trace, engine = opts.nchannels, opts.pipeline, opts.root, opts.trace, opts.engine
-    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl_run)
-        from .nccl_run import run
-        return run(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace,
+    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.plan)
+        from .nccl.plan import simulate_with_plan
+        return simulate_with_plan(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace,
                    engine=engine)
     nch = nchannels or 1
     if pipeline is None:
@@ -156,7 +156,7 @@ def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: 
 
 
 def _tuner(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
-    from .tuner import tuner_result
+    from .nccl.tuner import tuner_result
     return tuner_result(coll, nbytes, topo, algorithm, proto)
 
 

@@ -1,6 +1,6 @@
 """Flow-level model: ring collectives on very large clusters, aggregated by symmetry and by tier.
 
-The chunk-level engine (:mod:`sim.engine`) builds every op of a Program: 2(n-1) x n ops for a ring
+The chunk-level engine (:mod:`sim.engine.fast`) builds every op of a Program: 2(n-1) x n ops for a ring
 all-reduce, half a billion at n = 16,384. The flow model keeps what decides the time and drops the rest:
 
 * **Hops as flows.** In each channel's ring, rank k's sends to rank k+1 form one flow through its
@@ -18,7 +18,7 @@ all-reduce, half a billion at n = 16,384. The flow model keeps what decides the 
   arrived from upstream and the hop is free: a max-plus recurrence over steps, vectorized over channels,
   positions and pieces, so O(steps) numpy calls instead of O(n x steps) events.
 * **Same recipe as the engine.** ``ideal`` runs like :func:`sim.api.run_engine`; NCCL protocols like
-  :func:`sim.nccl_run.run`, from the same :func:`sim.nccl_run.plan_nccl` (latency term, payload share,
+  :func:`sim.nccl.plan.simulate_with_plan`, from the same :func:`sim.nccl.plan.plan_nccl` (latency term, payload share,
   channels spread over NICs, chunks) and the same link efficiencies.
 
 Where both run, the result equals the engine's up to float rounding when no link is shared by several
@@ -48,11 +48,11 @@ import numpy as np
 from . import analytic
 from .collectives import get_collective
 from .errors import CollsimError
-from .protocols import IDEAL, Protocol, get_protocol
+from .nccl.protocols import IDEAL, Protocol, get_protocol
 from .replica import REPLICA_ALGORITHMS, replica_simulate
 from .result import Result
 from .recipe import default_pipeline, protocols_for
-from .symmetry import link_orbits
+from .engine.symmetry import link_orbits
 from .topology import Topology
 
 RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
@@ -294,8 +294,8 @@ def flow_simulate(collective, nbytes: int, topology, algorithm: str = "auto", pr
     best = None
     protocols = protocols_for(protocol)
     if protocol == "auto":
-        # as sim.select does for the engine: NCCL's own model picks the protocol, then this model times it
-        from .tuner import rank_pairs
+        # as sim.nccl.select does for the engine: NCCL's own model picks the protocol, then this model times it
+        from .nccl.tuner import rank_pairs
         ranked = rank_pairs(coll, int(nbytes), topo, list(algos), protocols)
         if ranked:
             algos, protocols = [ranked[0].algorithm], [ranked[0].protocol]
@@ -355,9 +355,9 @@ def _ideal(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) 
 
 
 def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -> Result:
-    """:func:`sim.nccl_run.run`'s recipe (:func:`sim.nccl_run.plan_nccl`): its latency term plus data
+    """:func:`sim.nccl.plan.simulate_with_plan`'s recipe (:func:`sim.nccl.plan.plan_nccl`): its latency term plus data
     movement at effective bandwidths."""
-    from .nccl_run import channel_order, link_efficiency, plan_nccl
+    from .nccl.plan import channel_order, link_efficiency, plan_nccl
     n = topo.nranks
     chain = coll.name in ("broadcast", "reduce")
     steps = analytic.ring_steps(coll.name, n)

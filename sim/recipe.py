@@ -12,7 +12,8 @@ import math
 
 from .algorithms import get_algorithm
 from .collectives import get_collective
-from .protocols import NCCL_PROTOCOLS, get_protocol
+from .nccl.constants import NCCL_PROTOCOLS
+from .nccl.protocols import get_protocol
 from .topology import Topology
 
 MAX_PIPELINE = 128

@@ -8,8 +8,8 @@ the cluster spans several leaves). So the model
 
 1. builds a replica of the cluster with ``REPLICA_NODES`` nodes of the same kind (two scalable units
    when the real cluster has more than one, so routes cross the spine as they do there);
-2. runs the engine on it with the *full* cluster's NCCL plan (:func:`sim.nccl_run.plan_nccl`: latency
-   term, chunk size, pieces, payload share), exactly as :func:`sim.nccl_run.run` runs the engine;
+2. runs the engine on it with the *full* cluster's NCCL plan (:func:`sim.nccl.plan.plan_nccl`: latency
+   term, chunk size, pieces, payload share), exactly as :func:`sim.nccl.plan.simulate_with_plan` runs the engine;
 3. adds, for every tree level the cluster has beyond the replica, what one level costs: the difference
    between one piece's time on the replica and on a replica half its size, per level between them.
 
@@ -35,7 +35,7 @@ from .algorithms import build_program, get_algorithm
 from .algorithms.tree import double_tree, heights
 from .errors import CollsimError
 from .presets import load_topology, parse_spec
-from .protocols import IDEAL
+from .nccl.protocols import IDEAL
 from .recipe import default_pipeline
 from .result import Result
 from .topology import Topology
@@ -94,7 +94,7 @@ def covers(algorithm: str, topo: Topology) -> str | None:
 
 @lru_cache(maxsize=64)
 def _program(algorithm, coll, topo, nchannels, pipeline, root, spread):
-    from .nccl_run import spread_program
+    from .nccl.plan import spread_program
     if spread:
         return spread_program(algorithm, coll, topo, nchannels, pipeline, root)
     return build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=nchannels, pipeline=pipeline, root=root)
@@ -106,10 +106,10 @@ def _engine_time(algorithm, coll, topo: Topology, nchannels, pieces, root, sprea
     """(time us, simulated ops) of the engine on ``topo`` for ``pieces`` pieces per channel.
 
     Past ``ops_budget`` ops it simulates ``s`` and ``s // 2`` pieces and extrapolates linearly, as
-    :func:`sim.nccl_run.run` does (each further piece adds one period). Cached: a sweep's large sizes
+    :func:`sim.nccl.plan.simulate_with_plan` does (each further piece adds one period). Cached: a sweep's large sizes
     repeat the same chunks."""
     from .engine import simulate_program
-    from .nccl_run import effective_topology
+    from .nccl.plan import effective_topology
     eff = effective_topology(topo, nvls, duplex) if protocol.name != IDEAL.name else topo
     one = _program(algorithm, coll, topo, nchannels, 1, root, spread)
     sim_pieces = min(pieces, max(2, ops_budget // max(1, one.nops)))
@@ -156,14 +156,14 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
                                               steps if coll.name in get_algorithm(algorithm).pipelined else 0)
         spread, engine_proto, lat, extra = False, proto, 0.0, {}
     else:
-        from .nccl_run import plan_nccl
+        from .nccl.plan import plan_nccl
         plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, steps=steps,
                          split=max(1, one_rep.nchunks))
         nch, pieces, spread, engine_proto, lat = plan.nchannels, plan.pieces, plan.spread, plan.engine_protocol, plan.latency_us
         extra = {"latency_us": lat, "payload_share": plan.payload_share, "chunk_bytes": plan.chunk_bytes,
                  "channels_spread_over_nics": spread}
     key = (algorithm, coll, nch, pieces, root, spread, float(nbytes), engine_proto, nvls)
-    from .nccl_run import is_duplex
+    from .nccl.plan import is_duplex
     duplex = is_duplex(coll, topo)   # the full cluster's: its links run at the efficiencies NCCL gets there
     data, sim_ops = _engine_time(key[0], key[1], small, *key[2:], ops_budget, duplex)
     level_cost = 0.0

@@ -123,8 +123,8 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
     if not isinstance(meta, dict):
         raise CollsimError(f"topology file {source!r}: 'meta' must be a mapping")
     meta = _check_meta(meta, source)
-    if "fabric" in meta:   # the scale-out network's efficiency and latency (sim.calibration.FABRICS)
-        from .calibration import get_fabric
+    if "fabric" in meta:   # the scale-out network's efficiency and latency (sim.nccl.calibration.FABRICS)
+        from .nccl.calibration import get_fabric
         try:
             meta = {**meta, "fabric": get_fabric(meta["fabric"]).name}
         except CollsimError as e:

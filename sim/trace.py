@@ -54,7 +54,7 @@ def expand_times(run, program) -> tuple[np.ndarray, np.ndarray]:
         start[run.op_index] = run.op_start_us
         end[run.op_index] = run.op_end_us
         return start, end
-    from .symmetry import Quotient
+    from .engine.symmetry import Quotient
     q = run.quotient if getattr(run, "quotient", None) is not None else Quotient(program)
     rep = q.rep_of(np.arange(program.nops))
     return run.op_start_us[rep], run.op_end_us[rep]

@@ -1,6 +1,6 @@
 """Leave-one-case-out cross-validation of the model's fitted constants (``collsim validate --cross-validate``).
 
-For every case k of the set, every fitted constant of :mod:`sim.calibration` is refitted on the other
+For every case k of the set, every fitted constant of :mod:`sim.nccl.calibration` is refitted on the other
 cases only, and case k is predicted with those values: its errors are out of sample. The fit is the
 acceptance rule itself: each constant minimises the pooled median relative error over the training rows
 it affects, by a small grid search:
@@ -26,11 +26,12 @@ import statistics
 
 import numpy as np
 
-from .. import api, calibration
+from .. import api
+from ..nccl import calibration
 from ..collectives import get_collective
-from ..nccl_run import is_duplex
+from ..nccl.plan import is_duplex
 from ..presets import load_topology
-from ..tuner import machine, with_gpus_per_process
+from ..nccl.machine import machine, with_gpus_per_process
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .. import api
 from ..algorithms import candidates, why_not
 from ..collectives import get_collective
-from ..engines import ENGINES
+from ..engine import ENGINES
 from ..errors import CollsimError
 from ..presets import load_topology
 from .common import check_output_path, DEFAULT_TOPOLOGY, DTYPE_BYTES, add_size_args, emit, sizes_from_args
@@ -44,7 +44,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..tuner import with_gpus_per_process
+    from ..nccl.machine import with_gpus_per_process
     topo = with_gpus_per_process(load_topology(args.topology), args.gpus_per_process)
     coll = get_collective(args.collective)
     sizes = sizes_from_args(args)
@@ -58,8 +58,8 @@ def run(args) -> int:
             from ..flow import FLOW_ALGORITHMS
             algos = [a for a in algos if a in FLOW_ALGORITHMS]
         elif args.model == "tuner":  # NCCL's closed form only knows NCCL's algorithms, where NCCL runs them
-            from ..protocols import NCCL_PROTOCOLS
-            from ..tuner import rank_pairs
+            from ..nccl.constants import NCCL_PROTOCOLS
+            from ..nccl.tuner import rank_pairs
             protos = NCCL_PROTOCOLS if args.protocol == "auto" else (args.protocol,)
             algos = [a for a in algos if rank_pairs(coll, sizes[-1], topo, [a], protos)]
         if not algos:
@@ -116,7 +116,7 @@ def _faster_choices(results, coll, topo, args) -> dict:
     the sizes the engine timed, so a large cluster's flow-model sweep stays fast)."""
     if args.select != "nccl" or args.protocol != "auto" or args.model not in ("engine", "auto"):
         return {}
-    from ..select import faster_choice
+    from ..nccl.select import faster_choice
     found = {}
     for nbytes, group, _ in results:
         if group[0].model != "engine":

@@ -30,7 +30,7 @@ from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 from ..presets import load_topology
 from ..safe_io import read_input
 from ..validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
-from ..tuner import with_gpus_per_process
+from ..nccl.machine import with_gpus_per_process
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10

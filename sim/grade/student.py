@@ -83,8 +83,9 @@ def _patched(targets: list[tuple[object, str]], what: str):
 def forbid_simulator():
     import sim
     import sim.api
-    import sim.engine
-    with _patched([(sim, "simulate"), (sim.api, "simulate"), (sim.api, "run_engine"), (sim.engine, "simulate_program")],
+    import sim.engine.fast
+    with _patched([(sim, "simulate"), (sim.api, "simulate"), (sim.api, "run_engine"), (sim.engine, "simulate_program"),
+                   (sim.engine, "run_program"), (sim.engine.fast, "simulate_program")],
                   "simulator"):
         yield
 

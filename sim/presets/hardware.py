@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..calibration import get_fabric
+from ..nccl.calibration import get_fabric
 from ..errors import CollsimError
 from ..topology import Link, Node, Topology
 from . import register

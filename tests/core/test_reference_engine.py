@@ -1,4 +1,4 @@
-"""The reference engine (plain SimPy, sim.reference_engine) against the fast engine (sim.engine).
+"""The reference engine (plain SimPy, sim.engine.reference) against the fast engine (sim.engine).
 
 Two independent implementations of one link model: a process per op with a Resource per link, and the
 batched array loop with symmetry. They must give the same times and per-link bytes on every algorithm,
@@ -13,8 +13,8 @@ import sim
 from sim.algorithms import algorithms, build_program, why_not
 from sim.engine import simulate_program as fast
 from sim.presets import load_topology
-from sim.protocols import IDEAL, SIMPLE
-from sim.reference_engine import simulate_program as reference
+from sim.nccl.protocols import IDEAL, SIMPLE
+from sim.engine.reference import simulate_program as reference
 
 # small worlds that between them let every algorithm run: a ring, IB SHARP, two NVLS nodes, one NVLS node
 TOPOLOGIES = ["ring:n=5", "switch:n=6,sharp=1", "dgx-h100:nodes=2,gpus_per_node=2,sharp=1", "dgx-h100:gpus_per_node=4"]

@@ -47,8 +47,8 @@ def test_host_rotation_equals_op_by_op(spec, collective, proto):
     # invariant under "every host to the next"; simulating one host's ops must change nothing: the
     # time, every link's bytes and busy time, and every op's start and end (what the trace shows)
     from sim.collectives import get_collective
-    from sim.nccl_run import effective_topology, plan_nccl, spread_program
-    from sim.protocols import IDEAL
+    from sim.nccl.plan import effective_topology, plan_nccl, spread_program
+    from sim.nccl.protocols import IDEAL
     from sim.trace import expand_times
     topo, coll = load_topology(spec), get_collective(collective)
     if proto == "ideal":
@@ -71,7 +71,7 @@ def test_host_rotation_equals_op_by_op(spec, collective, proto):
 def test_host_rotation_is_not_used_where_routes_share_the_spine():
     # dgx-h100 has a NIC per GPU: a ring leaving a host on rail 7 enters the next on rail 0 through the
     # one aggregated spine, whose links every host's traffic shares (fixed by the rotation)
-    from sim.symmetry import find_shift, host_shift
+    from sim.engine.symmetry import find_shift, host_shift
     topo = load_topology("dgx-h100:nodes=4")
     prog = build_program("ring", "all_reduce", topo.nranks, topology=topo)
     assert host_shift(topo) is not None and find_shift(prog, 8) is not None
@@ -79,7 +79,7 @@ def test_host_rotation_is_not_used_where_routes_share_the_spine():
 
 
 def test_find_shift_rejects_programs_that_are_not_invariant():
-    from sim.symmetry import find_shift
+    from sim.engine.symmetry import find_shift
     topo = load_topology("dgx-h100:nodes=4")
     assert find_shift(build_program("tree", "all_reduce", topo.nranks, topology=topo), 8) is None
     assert find_shift(build_program("ring", "broadcast", 32, root=3), 8) is None
@@ -88,7 +88,7 @@ def test_find_shift_rejects_programs_that_are_not_invariant():
 def test_host_rotation_is_kept_to_programs_whose_ties_it_preserves():
     # hierarchical_ring's op set is invariant under the host shift, but same-instant ties on a link are
     # served in op-index order, which the shift does not preserve: the quotient would be 0.6% off
-    from sim.symmetry import find_shift
+    from sim.engine.symmetry import find_shift
     topo = load_topology("dgx-h100:nodes=2,gpus_per_node=2,sharp=1")
     prog = build_program("hierarchical_ring", "all_reduce", topo.nranks, topology=topo, nchannels=2, pipeline=2)
     assert find_shift(prog, 2) is not None

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 
 import sim
-import sim.nccl_run as nr
+import sim.nccl.plan as nr
+from sim.nccl import calibration
 from sim.algorithms import build_program
 from sim.collectives import get_collective
 from sim.presets import load_topology
-from sim.tuner import tuner_terms
+from sim.nccl.tuner import tuner_terms
 from sim.verify import verify
 
 AR = get_collective("all_reduce")
@@ -43,7 +44,7 @@ def test_link_efficiencies_come_from_nccls_constants():
     nvl = next(l for l in h100.links if l.kind == "nvlink")
     assert nr.link_efficiency(h100, nvl) == pytest.approx(20.6 / 25)
     assert nr.link_efficiency(h100, nvl, nvls=True) == pytest.approx(20.6 / 25 * 0.85)
-    assert nr.link_efficiency(e1, e1.links[0]) == pytest.approx(0.75 * nr.HOST_BOUNCE_EFFICIENCY)
+    assert nr.link_efficiency(e1, e1.links[0]) == pytest.approx(0.75 * calibration.value("host_bounce_duplex_efficiency"))
     ring = load_topology("ring:n=4")
     assert nr.link_efficiency(ring, ring.links[0]) == 1.0
     eff = nr.effective_topology(h100)
@@ -53,7 +54,7 @@ def test_link_efficiencies_come_from_nccls_constants():
 @pytest.mark.parametrize("spec,size,busbw", [
     ("dgx-a100", 16 << 30, 240.0),                               # ring: 12 NVLinks x 20 GB/s
     ("gb200-nvl72:gpus_per_node=8", 16 << 30, 18 * 40.1 * 0.74 * 8 / 9 * 1.75),   # NVLS: (n+1)/n S per GPU
-    ("pcie:gpus=2,gen=3,p2p=0", 1 << 30, 16 * 0.75 * nr.HOST_BOUNCE_EFFICIENCY / 2),  # host bounce, shared uplink
+    ("pcie:gpus=2,gen=3,p2p=0", 1 << 30, 16 * 0.75 * calibration.value("host_bounce_duplex_efficiency") / 2),  # host bounce, shared uplink
 ])
 def test_large_message_bandwidth(spec, size, busbw):
     r = sim.simulate("all_reduce", size, spec)

@@ -1,4 +1,4 @@
-"""One NCCL recipe (sim.nccl_run.plan_nccl) for the engine and the flow model; NCCL's tree correction."""
+"""One NCCL recipe (sim.nccl.plan.plan_nccl) for the engine and the flow model; NCCL's tree correction."""
 import dataclasses
 
 import pytest
@@ -6,9 +6,9 @@ import pytest
 import sim
 from sim import analytic
 from sim.collectives import get_collective
-from sim.nccl_run import nccl_channels, plan_nccl
+from sim.nccl.plan import nccl_channels, plan_nccl
 from sim.presets import load_topology
-from sim.tuner import machine
+from sim.nccl.machine import machine
 
 AR = get_collective("all_reduce")
 C6 = "hgx-a100-4:nodes=8,nics_per_node=2,nic_gbps=200"
@@ -55,7 +55,7 @@ def test_tree_all_reduce_takes_nccls_correction_factor(size, proto, factor):
 
 def test_tree_correction_slows_only_the_data_term(monkeypatch):
     # LL at 64 KiB: factor 0.6 (log2(64 KiB / 64) = 10); without it the data term is 0.6 x as long
-    import sim.tuner as tuner
+    import sim.nccl.tuner as tuner
     size = 64 << 10
     assert tuner.TREE_CORRECTION["LL"][10] == 0.6
     r = sim.simulate("all_reduce", size, C6, algorithm="tree", protocol="LL")

@@ -7,11 +7,11 @@ import pytest
 import sim
 from sim.errors import CollsimError
 from sim.presets import load_topology
-from sim.protocols import (BUFFER_BYTES, NCCL_STEPS, base_latency_us, get_protocol, hop_latency_us,
-                           nccl_chunk_bytes)
-from sim import calibration
-from sim.tuner import (LAUNCH_OVERHEAD_US, machine, nvls_graph, rank_pairs, ring_graph,
-                       tree_graph, tuner_result, tuner_terms)
+from sim.nccl.constants import BUFFER_BYTES, NCCL_STEPS
+from sim.nccl.protocols import base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
+from sim.nccl import calibration
+from sim.nccl.tuner import rank_pairs, tuner_result, tuner_terms
+from sim.nccl.machine import machine, nvls_graph, ring_graph, tree_graph
 
 
 def test_payload_efficiency_and_wire_bytes():
@@ -68,7 +68,7 @@ def test_ring_closed_form_single_node():
     t = tuner_terms("all_reduce", 1 << 30, load_topology("dgx-h100"), "ring", "Simple")
     assert t.bus_GBps == pytest.approx(360.0)
     assert t.alg_GBps == pytest.approx(360.0 * 8 / 14)                            # ratio n / nsteps
-    assert t.latency_us == pytest.approx(8.4 + 14 * 3.4 + LAUNCH_OVERHEAD_US)      # base + 2(n-1) hops
+    assert t.latency_us == pytest.approx(8.4 + 14 * 3.4 + calibration.value("launch_overhead_us"))      # base + 2(n-1) hops
     assert t.time_us == pytest.approx(t.latency_us + (1 << 30) / (1000 * t.alg_GBps))
     ll = tuner_terms("all_reduce", 1 << 10, load_topology("dgx-h100"), "ring", "LL")
     assert ll.bus_GBps == pytest.approx(min(141.0, 0.5 * 360))                     # llMaxBw Hopper N1
@@ -83,7 +83,7 @@ def test_tree_closed_form_two_nodes():
     assert t.alg_GBps == pytest.approx(t.bus_GBps / 2)
     nic = 0.6 + calibration.value("latency.efa")                                 # NIC + the fabric's software latency
     inter = 14.0 + 2 * nic                                                         # NET tree Simple + NIC twice
-    assert t.latency_us == pytest.approx(8.4 + 2 * (7 * 4.0 + 1 * inter) + LAUNCH_OVERHEAD_US)
+    assert t.latency_us == pytest.approx(8.4 + 2 * (7 * 4.0 + 1 * inter) + calibration.value("launch_overhead_us"))
     # tree correction factor: 1 MiB -> log2(1M / 64) = 14 -> Simple 0.5
     small = tuner_terms("all_reduce", 1 << 20, topo, "tree", "Simple")
     assert small.time_us == pytest.approx(small.latency_us + (1 << 20) / (1000 * small.alg_GBps * 0.5))

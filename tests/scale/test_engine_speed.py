@@ -3,11 +3,12 @@ bit-identical times to the op-at-a-time loop."""
 import numpy as np
 import pytest
 
-import sim.engine_loop as loop
+import sim.engine.loop as loop
 from sim.algorithms import build_program
-from sim.engine import dependencies, simulate_program
+from sim.engine.fast import dependencies
+from sim.engine import simulate_program
 from sim.presets import load_topology
-from sim.protocols import get_protocol
+from sim.nccl.protocols import get_protocol
 
 CASES = [  # (topology, collective, nchannels, pipeline, protocol): links shared, not shared, multi-hop
     ("switch:n=64", "all_reduce", 3, 1, "ideal"),          # 3 channels queue on every port (FIFO)

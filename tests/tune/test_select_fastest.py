@@ -8,9 +8,9 @@ import pytest
 import sim
 from sim.errors import CollsimError
 from sim.presets import load_topology
-from sim.protocols import NCCL_PROTOCOLS
-from sim.select import nccl_env
-from sim.tuner import rank_pairs
+from sim.nccl.constants import NCCL_PROTOCOLS
+from sim.nccl.select import nccl_env
+from sim.nccl.tuner import rank_pairs
 
 TOPO = "dgx-h100:nodes=2"
 

@@ -1,4 +1,4 @@
-"""Protocols: how a transfer's bytes become time on the wire, and NCCL's protocol constants.
+"""Protocols: how a transfer's bytes become time on the wire (NCCL's constants: :mod:`sim.nccl.constants`).
 
 ``ideal`` is the pure latency-bandwidth link model: a message of B bytes on a link of bandwidth W and
 latency L takes L + B/W. NCCL's protocols change three things (numbers from NCCL's ``device.h``,
@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import CollsimError
+from ..errors import CollsimError
+from .constants import (BASE_LATENCY_US, BUFFER_BYTES, CHUNK_STEPS, HW_LATENCY_US, LL128_DATA_BYTES, LL128_LINE_BYTES,
+                        LL_DATA_BYTES, LL_LINE_BYTES, NCCL_PROTOCOLS, NCCL_STEPS)
 
 
 @dataclass(frozen=True)
@@ -47,19 +49,9 @@ class Protocol:
         return nbytes / self.payload_efficiency
 
 
-# ---- NCCL's wire formats (src/include/device.h) -------------------------------------------------------
-NCCL_STEPS = 8                       # slots per connection buffer
-LL_LINE_BYTES, LL_DATA_BYTES = 16, 8           # ncclLLFifoLine: data1 flag1 data2 flag2 (4 B each)
-LL128_LINE_BYTES, LL128_DATA_BYTES = 128, 120  # 16 uint64 per line, 15 carry data, 1 the flag
-# Default buffer per connection: LL 8 lines/thread x 512 threads x 8 steps x 16 B; LL128 120 elements x
-# 640 threads x 8 steps x 8 B; Simple NCCL_BUFFSIZE = 4 MiB.
-BUFFER_BYTES = {"LL": 8 * 512 * NCCL_STEPS * LL_LINE_BYTES, "LL128": 120 * 640 * NCCL_STEPS * 8, "Simple": 4 << 20}
-CHUNK_STEPS = NCCL_STEPS // 2        # ring all_reduce/all_gather/reduce_scatter (Simple)
-THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}      # bytes per thread before NCCL adds channels (comm.h)
-
 IDEAL = Protocol("ideal")
 # The NCCL protocols as seen by the engine when no hardware is known: payload efficiency from the wire
-# format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl_run`` specialises them
+# format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl.plan`` specialises them
 # per algorithm and topology (latency by link class, NCCL's chunk rules).
 LL = Protocol("LL", payload_efficiency=LL_DATA_BYTES / LL_LINE_BYTES, hop_latency_us=0.6,
               chunk_bytes=BUFFER_BYTES["LL"] // NCCL_STEPS // 2)
@@ -69,7 +61,6 @@ SIMPLE = Protocol("Simple", payload_efficiency=1.0, hop_latency_us=3.4,
                   chunk_bytes=BUFFER_BYTES["Simple"] // NCCL_STEPS * CHUNK_STEPS)
 
 PROTOCOLS = {p.name: p for p in (IDEAL, LL, LL128, SIMPLE)}
-NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
 
 
 def get_protocol(name: "str | Protocol") -> Protocol:
@@ -80,30 +71,6 @@ def get_protocol(name: "str | Protocol") -> Protocol:
         if key.lower() == str(name).strip().lower():
             return proto
     raise CollsimError(f"unknown protocol {name!r}: choose one of {', '.join(PROTOCOLS)} (or auto)")
-
-
-# ---- NCCL's latency tables (src/graph/tuning.cc, NCCL 2.27.7), microseconds ---------------------------
-# Index order of NCCL's enums: algorithms Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree (PAT has
-# no table in 2.27: its latency is a formula); protocols LL, LL128, Simple. ``p2p`` is not a collective
-# algorithm in NCCL but how it runs all_to_all (grouped send/recv); its rows are the ring's (one hop per
-# peer message), see sim/algorithms/alltoall.py.
-NCCL_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat", "p2p")
-BASE_LATENCY_US = {
-    "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
-    "collnet_direct": (0.0, 0.0, 0.0), "collnet_chain": (0.0, 0.0, 0.0),
-    "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0), "p2p": (6.6, 14.0, 8.4),
-}
-HW_LATENCY_US = {  # [link class][algorithm] -> (LL, LL128, Simple): latency of one hop
-    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet_direct": (0.0, 0.0, 3.7),
-               "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 25.0), "nvls_tree": (0.0, 0.0, 25.0),
-               "pat": (0.0, 0.0, 4.0), "p2p": (0.6, 1.9, 3.4)},
-    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "collnet_direct": (0.0, 0.0, 3.7),
-             "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0),
-             "pat": (0.0, 0.0, 4.0), "p2p": (1.0, 2.5, 5.7)},
-    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet_direct": (0.0, 0.0, 31.0),
-            "collnet_chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 14.0),
-            "pat": (0.0, 0.0, 14.0), "p2p": (2.7, 4.0, 14.0)},
-}
 
 
 def _pindex(proto: str) -> int:

@@ -4,22 +4,22 @@ With an NCCL protocol (LL, LL128, Simple) the engine prediction is
 
     time = latency term (NCCL's: base latency + per-hop latencies)  +  data movement (the engine)
 
-* The latency term is the tuner's (:func:`sim.tuner.tuner_terms`): NCCL's base latency plus its per-hop
+* The latency term is the tuner's (:func:`sim.nccl.tuner.tuner_terms`): NCCL's base latency plus its per-hop
   latency by link class, or the topology's own wire latency where that is larger.
 * Data movement is the engine on an *effective* copy of the topology: every link runs at what NCCL's
-  own model credits that kind of link with (:data:`NVLINK_EFFICIENCY`, PCIe at 3/4 of raw) or at a
-  calibrated fraction (:data:`NET_EFFICIENCY`, :data:`HOST_BOUNCE_EFFICIENCY`); NVLS algorithms also
+  own model credits that kind of link with (:data:`sim.nccl.constants.NVLINK_EFFICIENCY`, PCIe at 3/4 of raw) or at a
+  calibrated fraction (:mod:`sim.nccl.calibration`: fabric efficiency, host bounce); NVLS algorithms also
   pay NCCL's ``nvlsEfficiency`` on NVLink; links carry no latency (it is in the latency term). The
   protocol's payload share is the tuner's bandwidth of that protocol over Simple's (LL 1/2 capped by
   ``llMaxBw``, LL128 0.92 capped per channel), so LL and LL128 lose what NCCL says they lose; tree
   all_reduce also takes NCCL's ``treeCorrectionFactor`` (mid sizes run below the model bandwidth).
-* One recipe: :func:`plan_nccl` computes all of the above once (:class:`NcclPlan`), for :func:`run` and
+* One recipe: :func:`plan_nccl` computes all of the above once (:class:`NcclPlan`), for :func:`simulate_with_plan` and
   for the flow model (:mod:`sim.flow`), so the two cannot drift apart.
 * Channels: across nodes, rings and trees run one channel per NIC, each channel's ranks rotated inside
   every node so that it enters and leaves the node through a different NIC (NCCL's rings/trees do the
   same); CollNet and NVLS place their heads themselves.
 * Chunks: pipelined algorithms (trees, chains, NVLS) move NCCL-sized chunks
-  (:func:`sim.protocols.nccl_chunk_bytes`). When there are more chunks than :data:`OPS_BUDGET` allows,
+  (:func:`sim.nccl.protocols.nccl_chunk_bytes`). When there are more chunks than :data:`OPS_BUDGET` allows,
   the engine simulates two shorter runs of the same chunk size and extrapolates the steady state
   linearly (exact once the pipeline is full: each extra chunk adds one period).
 
@@ -36,26 +36,20 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..algorithms import build_program, get_algorithm
+from ..errors import CollsimError
+from ..program import Program
+from ..topology import Link, Topology
 from . import calibration
-from .algorithms import build_program, get_algorithm
-from .errors import CollsimError
-from .program import Program
-from .protocols import NCCL_ALGORITHMS, THREAD_THRESHOLD, Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
-from .topology import Link, Topology
-from .tuner import NVLINK_LINK_GBps, Machine, Terms, machine, tuner_terms
+from .constants import (MAX_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_EFFICIENCY, PCIE_EFFICIENCY,
+                        THREAD_THRESHOLD)
+from .machine import Machine, machine
+from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
+from .tuner import Terms, tuner_terms
 
-# ---- efficiency constants ---------------------------------------------------------------------------
-# From NCCL's model (not fitted): NCCL credits an NVLink with SMxx_NVLINK_BW GB/s against a raw 25 GB/s
-# per direction (NVLink2-4) or 50 GB/s (NVLink5); PCIe with lanes x GT/s x 0.75 / 8 against x 1/8 raw.
-NVLINK_EFFICIENCY = {arch: bw / (50.0 if arch == "blackwell" else 25.0) for arch, bw in NVLINK_LINK_GBps.items()}
-PCIE_EFFICIENCY = 0.75
-NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}   # tuning.cc nvlsEfficiency (2.28+)
-# Global calibration (fitted, sim/calibration.py, docs/nccl-model.md): each fabric's share of a NIC's
-# line rate an NCCL collective sustains (meta["fabric"], InfiniBand by default), and the share of PCIe left
-# when GPUs without peer-to-peer exchange data through host memory (NCCL's SHM transport: SM loads from
-# host memory; fitted on E1). The names are the in-sample InfiniBand and host-bounce values, for reference.
-NET_EFFICIENCY = calibration.DEFAULTS["efficiency.ib"]
-HOST_BOUNCE_EFFICIENCY = calibration.DEFAULTS["host_bounce_duplex_efficiency"]
+# NCCL's link efficiencies are in sim.nccl.constants; the fitted ones (each fabric's share of a NIC's
+# line rate, the share of PCIe left when GPUs bounce through host memory) are read from
+# sim.nccl.calibration at run time, so --cross-validate can refit them per fold.
 OPS_BUDGET = 60_000              # simulated ops per engine run before extrapolating the steady state
 SPREAD_ALGORITHMS = ("ring", "tree")
 
@@ -159,7 +153,7 @@ def _program(name: str, coll, topo: Topology, nchannels: int, pipeline: int, roo
 @dataclass(frozen=True)
 class NcclPlan:
     """How NCCL runs ``algorithm`` with ``protocol`` for one collective and size: everything the engine
-    (:func:`run`) and the flow model (:mod:`sim.flow`) take from NCCL, computed once (:func:`plan_nccl`).
+    (:func:`simulate_with_plan`) and the flow model (:mod:`sim.flow`) take from NCCL, computed once (:func:`plan_nccl`).
 
     ``nchannels``: channels the engine simulates (one per NIC when ``spread`` over NICs); ``steps``:
     NCCL-style nsteps; ``split``: chunks one channel's data is cut into per pipeline piece; ``chunk_bytes``:
@@ -212,11 +206,11 @@ def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, 
 def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels: int | None = None,
               pipeline: int | None = None, steps: int | None = None, split: int = 1, root: int = 0,
               m: Machine | None = None) -> NcclPlan:
-    """The NCCL recipe for one run, shared by :func:`run` and :func:`sim.flow.flow_simulate`.
+    """The NCCL recipe for one run, shared by :func:`simulate_with_plan` and :func:`sim.flow.flow_simulate`.
 
     ``steps``/``split``: the one-channel program's nsteps and chunks per piece; when ``steps`` is None
     they are read off the engine's program (built and cached here), else ``split`` is taken as given
-    (the flow model passes the ring's closed form). ``m``: the :class:`~sim.tuner.Machine` if known."""
+    (the flow model passes the ring's closed form). ``m``: the :class:`~sim.nccl.tuner.Machine` if known."""
     p = get_protocol(proto)
     m = m or machine(topo)
     spread, nch = nccl_channels(topo, algorithm, nchannels, m)
@@ -270,7 +264,6 @@ def payload_share(coll, topo: Topology, algorithm: str, proto: str, m: Machine |
     return p.payload_efficiency
 
 
-MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}   # NCCL_LL/LL128/SIMPLE_MAX_NTHREADS
 
 
 def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str, nchannels: int) -> tuple[float, int, int]:
@@ -300,13 +293,13 @@ def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str,
     return nc / nchannels, nc, nt
 
 
-def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None, root: int = 0,
+def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None, root: int = 0,
         trace: bool = False, engine: str = "default"):
     """The engine's prediction of ``algorithm`` with NCCL protocol ``proto``; a :class:`~sim.result.Result`.
-    ``engine`` names what times the programs (:func:`sim.engines.run_program`)."""
-    from . import analytic
-    from .engines import run_program
-    from .result import Result, link_tables
+    ``engine`` names what times the programs (:func:`sim.engine.run_program`)."""
+    from .. import analytic
+    from ..engine import run_program
+    from ..result import Result, link_tables
     plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
     nch, spread, pieces, tuned = plan.nchannels, plan.spread, plan.pieces, plan.tuned
     nvls = algorithm.startswith("nvls")
@@ -331,7 +324,7 @@ def run(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=N
     link_bytes, link_busy = link_tables(topo, runs.link_bytes / frac, runs.link_busy_us / frac)
     tr = None
     if trace:
-        from .trace import Trace, expand_times
+        from ..trace import Trace, expand_times
         start, end = expand_times(runs, prog)
         tr = Trace(prog, start + lat, end + lat, prog.nbytes_per_chunk(nbytes))
     explain = {"latency_us": lat, "bandwidth_term_us": data_us,
@@ -370,6 +363,5 @@ def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True) -> dict:
     return out
 
 
-__all__ = ["run", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
-           "payload_share", "NET_EFFICIENCY", "HOST_BOUNCE_EFFICIENCY", "NVLINK_EFFICIENCY", "PCIE_EFFICIENCY",
-           "NVLS_EFFICIENCY", "OPS_BUDGET"]
+__all__ = ["simulate_with_plan", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
+           "payload_share", "OPS_BUDGET"]

@@ -1,7 +1,7 @@
 """The engine's event loop: ops with dependencies crossing FIFO links, timed in simpy.
 
-:func:`sim.engine.simulate_program` turns a Program into plain arrays (a route per op, dependency counts,
-successor lists) and hands them here. The link model is the engine's (see :mod:`sim.engine`): a link
+:func:`sim.engine.fast.simulate_program` turns a Program into plain arrays (a route per op, dependency counts,
+successor lists) and hands them here. The link model is the engine's (see :mod:`sim.engine.fast`): a link
 serves transfers one at a time in the order they ask for it; multi-hop routes are cut-through.
 
 Speed without changing the answer:

@@ -1,4 +1,4 @@
-"""The reference engine: the link model of :mod:`sim.engine`, written as plain SimPy, to be read.
+"""The reference engine: the link model of :mod:`sim.engine.fast`, written as plain SimPy, to be read.
 
 One SimPy process per op, one ``simpy.Resource`` (capacity 1, FIFO) per link and per reducing switch's
 reduction unit. An op's process
@@ -29,11 +29,11 @@ import itertools
 import numpy as np
 import simpy
 
-from .engine import EngineRun
-from .errors import CollsimError
-from .program import Program
-from .protocols import IDEAL, Protocol
-from .topology import Topology
+from .fast import EngineRun
+from ..errors import CollsimError
+from ..program import Program
+from ..nccl.protocols import IDEAL, Protocol
+from ..topology import Topology
 
 
 def waits_for(p: Program) -> tuple[list[list[int]], list[list[int]]]:

@@ -16,9 +16,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .errors import CollsimError
-from .program import Program
-from .topology import Topology
+from ..errors import CollsimError
+from ..program import Program
+from ..topology import Topology
 
 
 def cycles(perm: np.ndarray):

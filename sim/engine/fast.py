@@ -21,7 +21,7 @@ rank moves to rank+1": every op then runs at the same time as its images. When b
 simulates one op per orbit, with each link standing for its whole orbit. The result is the same as
 the op-by-op run (tests compare both); it is what lets a 1024-rank ring run in about a second.
 
-The reference engine. :mod:`sim.reference_engine` is the same link model as idiomatic SimPy (a process
+The reference engine. :mod:`sim.engine.reference` is the same link model as idiomatic SimPy (a process
 per op, a ``simpy.Resource`` per link) and the oracle for this one (``--engine reference``; tests
 compare times, per-op times and per-link bytes on every algorithm). What this engine does differently,
 and why the answer is the same: it books an op's whole route when the op starts (``free[link]`` = when
@@ -31,7 +31,7 @@ groups same-instant completions into one event, vectorises large groups and simu
 symmetry orbit; none of these changes the order in which ops start, which is the only thing (besides
 the arithmetic) that decides the times.
 
-The event loop itself is :mod:`sim.engine_loop` (same-instant completions share one simpy event, large
+The event loop itself is :mod:`sim.engine.loop` (same-instant completions share one simpy event, large
 batches go through numpy, bit-identical to one event per op); ``docs/performance.md`` has the numbers.
 
 >>> from sim.algorithms import build_program
@@ -45,13 +45,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from .engine_loop import run_ops
-from .errors import CollsimError
-from .program import Program
-from .progress import phase
-from .protocols import IDEAL, Protocol
+from .loop import run_ops
+from ..errors import CollsimError
+from ..program import Program
+from ..progress import phase
+from ..nccl.protocols import IDEAL, Protocol
 from .symmetry import Quotient, find_shift, host_shift, link_orbits
-from .topology import Topology
+from ..topology import Topology
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,7 +66,7 @@ class EngineRun:
     link_busy_us: np.ndarray     # serialisation time per topology link
     symmetric: bool
     events: int                  # simpy events processed
-    quotient: object = None      # the sim.symmetry.Quotient of a symmetric run (maps ops to their orbit's)
+    quotient: object = None      # the sim.engine.symmetry.Quotient of a symmetric run (maps ops to their orbit's)
 
 
 # ---- dependencies -----------------------------------------------------------------------------------
@@ -146,8 +146,8 @@ HOST_SHIFT_ALGORITHMS = ("ring",)
 def _host_quotient(p: Program, topo: Topology, agent_node) -> tuple:
     """(Quotient, link orbits) for the node-level rotation (every host to the next), or (None, None).
 
-    It holds when the topology's hosts are images of each other (:func:`sim.symmetry.host_shift`), the
-    program is invariant under rank r -> r + GPUs per host (:func:`sim.symmetry.find_shift` proves it),
+    It holds when the topology's hosts are images of each other (:func:`sim.engine.symmetry.host_shift`), the
+    program is invariant under rank r -> r + GPUs per host (:func:`sim.engine.symmetry.find_shift` proves it),
     and no route of a representative op crosses a link the rotation fixes (one slot cannot stand for
     every host's traffic on one link)."""
     hs = host_shift(topo)

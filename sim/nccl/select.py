@@ -3,7 +3,7 @@
 ``--algorithm X`` / ``--protocol Y`` pin one side, as ``NCCL_ALGO`` / ``NCCL_PROTO`` do.
 
 With NCCL's protocols the choice is NCCL's own (``select="nccl"``, the default): its cost model
-(:mod:`sim.tuner`) ranks every (algorithm, protocol) pair and the cheapest wins, whatever the chosen
+(:mod:`sim.nccl.tuner`) ranks every (algorithm, protocol) pair and the cheapest wins, whatever the chosen
 model then predicts for it. That is what NCCL does (and what nccl-tests measures), and it keeps a sweep
 fast: the engine runs once per size, for the chosen pair only. ``select="fastest"`` runs the chosen
 model on every pair NCCL can run there and keeps the fastest: what forcing ``NCCL_ALGO``/``NCCL_PROTO``
@@ -20,11 +20,12 @@ chosen model's times.
 """
 from __future__ import annotations
 
-from .algorithms import candidates
-from .errors import CollsimError
-from .protocols import IDEAL, NCCL_ALGORITHMS
-from .recipe import protocols_for
-from .result import Result
+from ..algorithms import candidates
+from ..errors import CollsimError
+from .protocols import IDEAL
+from .constants import NCCL_ALGORITHMS
+from ..recipe import protocols_for
+from ..result import Result
 
 SELECTIONS = ("nccl", "fastest")
 NOTE_MARGIN = 0.10     # an alternative is worth a note when it is more than 10% faster than NCCL's pick
@@ -97,7 +98,7 @@ def faster_choice(chosen: Result, coll, nbytes: int, topo, predict) -> Result | 
     """The fastest other pair NCCL can run when ``predict(algorithm, protocol)`` (the model that timed
     ``chosen``) says it is more than NOTE_MARGIN faster than ``chosen`` (NCCL's pick), else None; its
     ``explain`` names the ``NCCL_ALGO``/``NCCL_PROTO`` that would get it."""
-    from .protocols import NCCL_PROTOCOLS
+    from .constants import NCCL_PROTOCOLS
     from .tuner import rank_pairs
     if chosen.protocol not in NCCL_PROTOCOLS:
         return None

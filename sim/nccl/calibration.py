@@ -35,7 +35,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .errors import CollsimError
+from ..errors import CollsimError
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,81 @@
+"""NCCL's own constants, in one place, each with the NCCL source it comes from (NCCL 2.27.7 unless said).
+
+Nothing here is fitted: these are NCCL's numbers (``src/include/device.h``, ``comm.h``,
+``src/graph/tuning.cc``, ``search.cc``, ``topo.h``), so a change of NCCL version changes this file only.
+collsim's *fitted* constants (fabric efficiencies, launch overheads) are in :mod:`sim.nccl.calibration`;
+the model's own engineering choices (e.g. the engine's op budget) stay with the code that makes them.
+
+>>> BUFFER_BYTES["Simple"] // NCCL_STEPS          # one Simple step: 512 KiB
+524288
+>>> round(NVLINK_EFFICIENCY["hopper"], 3)         # NCCL credits an NVLink4 link with 20.6 of 25 GB/s
+0.824
+"""
+from __future__ import annotations
+
+# ---- NCCL's wire formats (src/include/device.h) -------------------------------------------------------
+NCCL_STEPS = 8                       # slots per connection buffer
+LL_LINE_BYTES, LL_DATA_BYTES = 16, 8           # ncclLLFifoLine: data1 flag1 data2 flag2 (4 B each)
+LL128_LINE_BYTES, LL128_DATA_BYTES = 128, 120  # 16 uint64 per line, 15 carry data, 1 the flag
+# Default buffer per connection: LL 8 lines/thread x 512 threads x 8 steps x 16 B; LL128 120 elements x
+# 640 threads x 8 steps x 8 B; Simple NCCL_BUFFSIZE = 4 MiB.
+BUFFER_BYTES = {"LL": 8 * 512 * NCCL_STEPS * LL_LINE_BYTES, "LL128": 120 * 640 * NCCL_STEPS * 8, "Simple": 4 << 20}
+CHUNK_STEPS = NCCL_STEPS // 2        # ring all_reduce/all_gather/reduce_scatter (Simple)
+THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}      # bytes per thread before NCCL adds channels (comm.h)
+
+NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}   # NCCL_LL/LL128/SIMPLE_MAX_NTHREADS (device.h)
+
+# ---- NCCL's latency tables (src/graph/tuning.cc, NCCL 2.27.7), microseconds ---------------------------
+# Index order of NCCL's enums: algorithms Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree (PAT has
+# no table in 2.27: its latency is a formula); protocols LL, LL128, Simple. ``p2p`` is not a collective
+# algorithm in NCCL but how it runs all_to_all (grouped send/recv); its rows are the ring's (one hop per
+# peer message), see sim/algorithms/alltoall.py.
+NCCL_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat", "p2p")
+BASE_LATENCY_US = {
+    "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
+    "collnet_direct": (0.0, 0.0, 0.0), "collnet_chain": (0.0, 0.0, 0.0),
+    "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0), "pat": (8.0, 8.0, 8.0), "p2p": (6.6, 14.0, 8.4),
+}
+HW_LATENCY_US = {  # [link class][algorithm] -> (LL, LL128, Simple): latency of one hop
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "collnet_direct": (0.0, 0.0, 3.7),
+               "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 25.0), "nvls_tree": (0.0, 0.0, 25.0),
+               "pat": (0.0, 0.0, 4.0), "p2p": (0.6, 1.9, 3.4)},
+    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "collnet_direct": (0.0, 0.0, 3.7),
+             "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0),
+             "pat": (0.0, 0.0, 4.0), "p2p": (1.0, 2.5, 5.7)},
+    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet_direct": (0.0, 0.0, 31.0),
+            "collnet_chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 14.0),
+            "pat": (0.0, 0.0, 14.0), "p2p": (2.7, 4.0, 14.0)},
+}
+
+# ---- NCCL 2.27.7 constants (tuning.cc, search.cc, topo.h) ---------------------------------------------
+ARCHS = ("volta", "ampere", "hopper", "blackwell")
+NVLINK_LINK_GBps = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}  # SM70/80/90/100_NVLINK_BW
+LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
+PER_CH_MAX_RING_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (73.4,) * 3)
+PER_CH_MAX_TREE_LL128 = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (73.4, 73.4, 58.0))
+PER_CH_MAX_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (77.4, 82.8, 72.0))
+TREE_CORRECTION = {  # treeCorrectionFactor[proto][log2(nbytes / 64)], 64 B .. 256 MiB
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
+SPEEDS_INTRA = {"hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+                "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
+                None: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)}
+SPEEDS_INTER = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+                "blackwell": (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0,
+                              3.0, 2.4, 1.2, 0.24, 0.12),
+                None: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2,
+                       0.24, 0.12)}
+MAX_SEARCH_CHANNELS = 32          # MAXCHANNELS / 2: what one search may find before duplication
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
+NVLS_BUS_TO_ALG = 5.0 / 6.0       # 2.21-2.27: NVLS/NVLSTree algBw = busBw * 5/6
+P2P_LL_THRESHOLD = 16384          # NCCL_P2P_LL_THRESHOLD: p2p sends of at most this many bytes use LL
+
+# ---- link efficiencies NCCL's model credits (tuning.cc, topo.h) ---------------------------------------
+# From NCCL's model (not fitted): NCCL credits an NVLink with SMxx_NVLINK_BW GB/s against a raw 25 GB/s
+# per direction (NVLink2-4) or 50 GB/s (NVLink5); PCIe with lanes x GT/s x 0.75 / 8 against x 1/8 raw.
+NVLINK_EFFICIENCY = {arch: bw / (50.0 if arch == "blackwell" else 25.0) for arch, bw in NVLINK_LINK_GBps.items()}
+PCIE_EFFICIENCY = 0.75
+NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}   # tuning.cc nvlsEfficiency (2.28+)

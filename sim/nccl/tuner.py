@@ -1,0 +1,241 @@
+"""NCCL's tuner as a closed form: (latency, bandwidth) per (algorithm, protocol), time = lat + S / bw.
+
+This is NCCL 2.27.7's ``ncclTopoTuneModel`` + ``ncclTopoGetAlgoTime`` (``src/graph/tuning.cc``) fed by a
+small emulation of its topology search (``search.cc``: channels and per-channel speeds picked from NCCL's
+speed lists). It predicts what NCCL *thinks* each pair costs, which is how NCCL chooses: the pair with
+the smallest predicted time wins (:func:`rank_pairs`). The discrete-event engine then predicts what the
+chosen pair really costs (contention, pipelining, the topology's links); ``docs/nccl-model.md`` says
+where and why the two differ.
+
+Units: bandwidths in GB/s (1e9 B/s), latencies in us, sizes in bytes.
+
+>>> from sim.presets import load_topology
+>>> t = tuner_terms("all_reduce", 1 << 30, load_topology("dgx-h100"), "ring", "Simple")
+>>> t.nchannels, t.bus_GBps, round(t.latency_us, 1)   # 12 rings x 30 GB/s; 8.4 + 14 hops x 3.4 + 3.0 us launch
+(12, 360.0, 59.0)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from . import calibration
+from ..analytic import ring_steps
+from ..collectives import get_collective
+from ..errors import CollsimError
+from .constants import (LL_MAX_BW, MAX_SEARCH_CHANNELS, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NET_OVERHEAD_US, NVLS_BUS_TO_ALG,
+                        P2P_LL_THRESHOLD, PER_CH_MAX_RING_LL128, PER_CH_MAX_TREE, PER_CH_MAX_TREE_LL128, TREE_CORRECTION)
+from .machine import Machine, machine, nvls_graph, ring_graph, tree_graph
+from .protocols import base_latency_us, get_protocol, hop_latency_us
+
+
+# ---- the model ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Terms:
+    """One (algorithm, protocol) as NCCL's tuner sees it. ``bus_GBps`` is NCCL's busBw (before the
+    bus-to-algorithm ratio), ``alg_GBps`` the bandwidth dividing the size; 0 means disabled."""
+
+    algorithm: str
+    protocol: str
+    nchannels: int
+    bus_GBps: float
+    alg_GBps: float
+    latency_us: float
+    time_us: float
+    detail: dict = field(default_factory=dict)
+
+
+def _disabled(a: str, p: str, coll: str, m: Machine) -> str | None:
+    """Why NCCL would not use (a, p) here, or None."""
+    if coll in ("broadcast", "reduce") and a != "ring":
+        return "NCCL runs broadcast/reduce with rings only"
+    if coll in ("all_gather", "reduce_scatter") and a not in ("ring", "pat", "nvls", "collnet_direct"):
+        return f"NCCL has no {a} {coll}"
+    if (coll == "all_to_all") != (a == "p2p"):
+        return ("NCCL runs all_to_all as grouped point-to-point sends (p2p)" if coll == "all_to_all"
+                else "p2p is how NCCL runs all_to_all only")
+    if a == "p2p" and p == "LL128":
+        return "NCCL's point-to-point sends use LL (small) or Simple"
+    if coll == "all_reduce" and a == "pat":
+        return "PAT serves all_gather/reduce_scatter only"
+    if a in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") and p != "Simple":
+        return f"{a} runs the Simple protocol only"
+    if a in ("nvls", "nvls_tree") and (not m.nvls or m.cc_index < 2):
+        return "NVLS needs an NVLink SHARP switch (Hopper or later)"
+    if a == "nvls_tree" and m.nnodes == 1:
+        return "NCCL disables NVLSTree on a single node"
+    if a == "nvls" and m.nnodes > 1 and not m.sharp:
+        return "multi-node NVLS needs CollNet (IB SHARP)"
+    if a == "nvls" and m.nnodes > 1 and not m.nvls_sharp:
+        return "multi-node NVLS (NVLS + IB SHARP) is off: it also needs NVLS buffer registration and a multicast-capable SHARP plugin; enable it with nvls_sharp=1"
+    if a.startswith("collnet") and (not m.sharp or m.nnodes == 1):
+        return "CollNet needs IB SHARP between nodes"
+    if a == "collnet_direct" and (not m.nvswitch or m.ppn > 8):
+        return "CollNetDirect needs an NVSwitch and at most 8 GPUs per node"
+    if a == "pat" and m.ppn != 1:
+        return "PAT needs one GPU per node"
+    if p == "LL128" and m.ppn > 1 and m.intra_class != "nvlink":
+        return "LL128 is enabled only over NVLink inside a node"
+    return None
+
+
+def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m: Machine | None = None) -> Terms:
+    """NCCL's (latency, bandwidth, time) for one pair; ``alg_GBps == 0`` when NCCL would not use it."""
+    coll = get_collective(collective).name
+    p = get_protocol(protocol).name
+    if p not in NCCL_PROTOCOLS:
+        raise CollsimError(f"the tuner models NCCL's protocols ({', '.join(NCCL_PROTOCOLS)}), not {p!r}")
+    if algorithm not in NCCL_ALGORITHMS:
+        raise CollsimError(f"the tuner models NCCL's algorithms ({', '.join(NCCL_ALGORITHMS)}), not {algorithm!r}")
+    m = m or machine(topo)
+    why = _disabled(algorithm, p, coll, m)
+    if algorithm == "p2p" and not why and (p == "LL") != (nbytes / m.nranks <= P2P_LL_THRESHOLD):
+        why = f"NCCL's p2p uses LL up to {P2P_LL_THRESHOLD} B per peer (NCCL_P2P_LL_THRESHOLD), Simple above"
+    if why:
+        return Terms(algorithm, p, 0, 0.0, 0.0, math.inf, math.inf, {"disabled": why})
+    bus, nch, detail = _bus_bandwidth(coll, algorithm, p, m)
+    n = m.nranks
+    nsteps = ring_steps(coll, n) if coll in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") else n
+    alg = bus
+    if not (algorithm != "ring" and coll in ("all_gather", "reduce_scatter")):
+        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
+    lat = _latency(coll, algorithm, p, m, nsteps)
+    bw = alg
+    log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
+    if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < len(TREE_CORRECTION[p]):
+        bw *= TREE_CORRECTION[p][log_size]
+        detail["tree_correction"] = TREE_CORRECTION[p][log_size]
+    if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and coll == "all_reduce" and nbytes / (nch * n) >= 64:
+        lat *= 1.9 if m.cc_index == 0 else 1.4   # "plateau effect of ring"
+        detail["ring_plateau"] = True
+    lat += m.call_overhead_us
+    time = lat + nbytes / (1000 * bw) if bw > 0 else math.inf
+    return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
+
+
+def _bus_bandwidth(coll: str, a: str, p: str, m: Machine) -> tuple[float, int, dict]:
+    graph = (nvls_graph(m) if a.startswith("nvls") else
+             tree_graph(m, 8 if a == "collnet_direct" else 2 * MAX_SEARCH_CHANNELS) if a in ("tree", "collnet_direct", "collnet_chain")
+             else ring_graph(m))
+    nch, ppn, ci, col = graph.nchannels, m.ppn, m.cc_index, m.node_column
+    bw = graph.bw_intra if (m.nnodes <= 2 or a.startswith("collnet")) else graph.bw_inter
+    if a == "nvls":
+        bw = min(graph.bw_intra, graph.bw_inter) if coll == "all_reduce" else \
+            min(graph.bw_intra * (ppn - 1) / ppn, graph.bw_inter * 0.9)
+    if a == "nvls_tree":
+        bw = min(graph.bw_intra, graph.bw_inter if m.nnodes <= 2 else graph.bw_inter / 2)
+    bus = nch * bw
+    ll_max = LL_MAX_BW[ci if m.nnodes == 1 else int(m.cpu == "amd")][col]
+    if a in ("ring", "p2p") and p == "LL":
+        bus = min(ll_max, bus * 0.5)
+    if a == "ring" and p == "LL128":
+        bus = min(bus * 0.92, nch * PER_CH_MAX_RING_LL128[ci][col])
+    if a == "tree" and coll == "all_reduce":
+        bus = min(bus * 0.92, nch * PER_CH_MAX_TREE[ci][col])
+    if a == "tree" and p == "LL":
+        bus = min(bus / 3.8, ll_max)
+    if a == "tree" and p == "LL128":
+        bus = min(bus * (7 / 9 if m.nnodes == 1 else 120 / 128), nch * PER_CH_MAX_TREE_LL128[ci][col])
+    if a == "pat":
+        bus *= 0.75
+    if a == "collnet_direct":
+        if coll in ("all_gather", "reduce_scatter"):
+            bus = ppn * min(graph.bw_intra, graph.bw_inter * 0.9)
+        else:
+            factor = ppn / nch
+            bus /= factor - (factor - 1) / 2
+            if ci >= 2:
+                bus *= 0.85
+    return bus, nch, {"graph": graph}
+
+
+def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
+    # NCCL's per-hop latencies. On hardware presets they stand for the whole hop (NCCL measured them on
+    # such machines); a textbook topology's own wire latency counts where it is larger.
+    textbook = m.arch is None
+    intra = 0.0
+    if m.intra_class:
+        intra = hop_latency_us(m.intra_class, a if a != "pat" else "ring", p)
+        intra = max(intra, m.intra_wire_us) if textbook else intra
+    inter = 0.0
+    if m.nnodes > 1:
+        row = "tree" if m.ppn == 1 else a
+        inter = hop_latency_us(m.inter_class, row, p)
+        inter = max(inter, m.inter_wire_us) if textbook else inter
+        inter += m.net_latency_us   # NCCL's graph.latencyInter (the net plugin's latency)
+        if p == "Simple":
+            inter += m.net_latency_us  # flush
+    lat = base_latency_us(a, p)
+    nodes, ppn, n = m.nnodes, m.ppn, m.nranks
+    if a == "ring":
+        if coll in ("broadcast", "reduce"):
+            hw = inter if nodes > 1 else intra
+            if p == "Simple":
+                hw = max(hop_latency_us(m.inter_class if nodes > 1 else (m.intra_class or "nvlink"), "tree", p), hw)
+            return lat + nsteps * hw
+        if nodes > 1:
+            intra = max(intra, NET_OVERHEAD_US.get(m.cpu, 1.0) * (3 if p == "Simple" else 1))
+        inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if coll == "all_reduce" else nodes - 1
+        return lat + (nsteps - inter_steps) * intra + inter_steps * inter
+    lg = int(math.log2(nodes)) if nodes > 1 else 0
+    if a == "tree":
+        return lat + 2 * ((ppn - 1) * intra + lg * inter)
+    if a == "collnet_direct":
+        return lat + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
+    if a == "collnet_chain":
+        return lat + 2 * (ppn - 1) * intra + inter
+    if a == "nvls":
+        return intra + (inter if nodes > 1 else 0.0)
+    if a == "nvls_tree":
+        return lat + intra + 2 * lg * inter
+    if a == "p2p":   # one message per peer: a hop inside the node; across it one per remote peer (proxy progress)
+        remote = n - ppn if nodes > 1 else 0
+        per_peer = calibration.value("p2p_peer_latency_us") + (calibration.fabric_latency_us(m.fabric) if m.arch else 0.0)
+        return lat + intra + (inter + remote * per_peer if remote else 0.0)
+    return 8.0 + lg * (inter / 3.5) + n * 2.8   # pat (2.27: a formula)
+
+
+def rank_pairs(collective, nbytes: int, topo, algorithms, protocols=NCCL_PROTOCOLS) -> list[Terms]:
+    """Every usable (algorithm, protocol) among those given, fastest first by NCCL's model. Ties keep
+    NCCL's enum order (tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat; LL, LL128, Simple)."""
+    m = machine(topo)
+    out = []
+    for a in sorted((a for a in algorithms if a in NCCL_ALGORITHMS), key=NCCL_ALGORITHMS.index):
+        for p in protocols:
+            t = tuner_terms(collective, nbytes, topo, a, p, m)
+            if t.alg_GBps > 0:
+                out.append(t)
+    out.sort(key=lambda t: t.time_us)   # stable: ties keep enum order, as NCCL's strict "<" does
+    return out
+
+
+def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
+    """The tuner's prediction for one pair as a :class:`~sim.result.Result` (model ``"tuner"``)."""
+    from .. import analytic
+    from ..result import Result
+    coll = get_collective(coll)
+    p = get_protocol(proto).name
+    t = tuner_terms(coll, nbytes, topo, algorithm, p)
+    if t.alg_GBps <= 0:
+        raise CollsimError(f"NCCL would not run {algorithm}/{p} for {coll.name} on {topo.name}: {t.detail['disabled']}")
+    steps = _steps(coll.name, algorithm, topo)
+    explain = {"selected_by": "tuner (NCCL 2.27 model)", "latency_us": t.latency_us,
+               "bandwidth_term_us": nbytes / (1000 * t.alg_GBps) if nbytes else 0.0,
+               "nccl_busbw_GBps": t.bus_GBps, "nccl_algbw_GBps": t.alg_GBps, "nchannels": t.nchannels}
+    g = t.detail.get("graph")
+    if g is not None:
+        explain["graph"] = f"{g.nchannels} channels x {g.bw_intra:g}/{g.bw_inter:g} GB/s (intra/inter)"
+    for k in ("tree_correction", "ring_plateau"):
+        if k in t.detail:
+            explain[k] = t.detail[k]
+    return Result(coll.name, nbytes, topo.nranks, algorithm, p, t.time_us, analytic.algbw_GBps(nbytes, t.time_us),
+                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, t.time_us), steps, "tuner", topo.name,
+                  t.nchannels, 1, explain=explain)
+
+
+def _steps(coll: str, algorithm: str, topo) -> int:
+    n = topo.nranks
+    if algorithm == "ring":
+        return ring_steps(coll, n)
+    from ..algorithms import build_program
+    return build_program(algorithm, coll, n, topology=topo).steps
