@@ -11,8 +11,9 @@ The model of one call of ``collective`` on S bytes is the simulator's own struct
 * ``H(S)``: host-side bytes of the measured library (:mod:`real.compare.hostmodel`), expressed at the
   link's rate: on one host over loopback a wire byte costs a rank 4 bytes of memory traffic, so host
   work runs at ``4 B`` and ``H = host_bytes / 4`` (at 1 GB/s), times the cache knee's factor
-  (:func:`~real.compare.hostmodel.cache_factor`) where the files record the measuring CPU's cache
-  (``env.cpu_cache``): nothing fitted, the knee's place and depth are measured.
+  (:func:`~real.compare.hostmodel.cache_factor`) with ``host_model="torch-gloo-cache"``, from the
+  measuring CPU's cache the files record (``env.cpu_cache``): nothing fitted, the knee's place and depth
+  are measured.
 * ``t0``: per-call overhead (us): dispatch, thread hand-offs, kernel launch.
 
 ``t0, alpha, 1/B >= 0`` are fitted by least squares on *relative* residuals (every size counts the
@@ -206,8 +207,8 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
                            "measure with this collsim bench, or pass --latency-us")
     source = "given" if latency_us is not None else "measured" if measured_latency else None
 
-    host_cache = cpu_cache_of(measurements) if host_model != "none" else None
-    if host_model != "none" and host_cache is None:
+    host_cache = cpu_cache_of(measurements) if host_model == "torch-gloo-cache" else None
+    if host_model == "torch-gloo-cache" and host_cache is None:
         notes.append("the files record no CPU cache (env.cpu_cache, written by collsim bench since issue 16): host work "
                      "is priced without the cache knee")
     # one observation per timed column of every size of every file

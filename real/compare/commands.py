@@ -54,8 +54,9 @@ def register(subparsers) -> None:
     c.add_argument("--holdout", nargs="+", default=[], metavar="FILE", help="measured files to predict and score, not fitted")
     _measured_args(c)
     c.add_argument("--algorithm", default="ring", help="algorithm the measured library runs (default ring: gloo, NCCL at large sizes)")
-    c.add_argument("--host-model", default="auto", choices=("auto", "none", "torch-gloo"),
-                   help="host-side copies/reductions: auto (torch-gloo for gloo runs on one host, else none)")
+    c.add_argument("--host-model", default="auto", choices=("auto", "none", "torch-gloo", "torch-gloo-cache"),
+                   help="host-side copies/reductions: auto (torch-gloo for gloo runs on one host, else none); "
+                        "torch-gloo-cache adds the CPU cache knee the bench recorded (env.cpu_cache)")
     c.add_argument("--latency-us", type=float, default=None,
                    help="fix the per-step link latency (us) instead of fitting it")
     c.add_argument("--measured-latency", action="store_true",
