@@ -134,6 +134,11 @@ def render(rec: dict) -> str:
         f"NCCL_* env   {', '.join(f'{k}={v}' for k, v in rec['nccl_env'].items()) or 'none set'}",
         f"host         {rec['hostname']}: {rec['cpu']}, {rec['cpu_count']} cores",
     ]
+    cache = rec.get("cpu_cache")
+    if cache:
+        lines.append(f"CPU cache    L{cache['level']} {cache['private_bytes'] >> 10} KiB per core"
+                     + (f"; a copy inside it runs {cache['copy_speedup']:.1f}x as fast as beyond it"
+                        if cache.get("copy_speedup") else ""))
     if rec["nvidia_smi_topo"]:
         lines += ["nvidia-smi topo -m:"] + ["  " + t for t in rec["nvidia_smi_topo"].splitlines()]
     lines += ["", "what this means:"] + [f"  - {a}" for a in advice(rec)]

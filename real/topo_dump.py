@@ -62,15 +62,29 @@ def nccl_topology_dump(ngpus: int, timeout_s: float = DUMP_TIMEOUT_S) -> tuple[s
 
 
 def _child(ngpus: int) -> int:
-    """In the child: initialise NCCL (NCCL_TOPO_DUMP_FILE is set) and say how, on the last line."""
+    """In the child: initialise NCCL (NCCL_TOPO_DUMP_FILE is set) and say how, on the last line; one
+    line on stderr when it cannot."""
     from . import nccl
     path = nccl.find_library()
+    failed = ""
     if path:
-        lib = nccl.Nccl(path)
-        lib.comm_init_all(ngpus)   # the dump is written during init; the process exit frees the communicators
-        # (finalising several communicators of one process one by one can wait on each other)
-        print(f"NCCL {nccl.version_string(lib.version())} (real.nccl ctypes), ncclCommInitAll on {ngpus} GPU(s)")
-        return 0
+        try:
+            lib = nccl.Nccl(path)
+            lib.comm_init_all(ngpus)   # the dump is written during init; the process exit frees the communicators
+            # (finalising several communicators of one process one by one can wait on each other)
+            print(f"NCCL {nccl.version_string(lib.version())} (real.nccl ctypes), ncclCommInitAll on {ngpus} GPU(s)")
+            return 0
+        except Exception as e:   # NcclError, OSError from a library that does not load: try torch's NCCL
+            failed = f"real.nccl: {e}; "
+    try:
+        return _torch_child()
+    except Exception as e:
+        print(f"{failed}torch's NCCL backend: {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}",
+              file=sys.stderr)
+        return 1
+
+
+def _torch_child() -> int:
     import datetime
 
     import torch

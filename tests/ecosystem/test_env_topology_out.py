@@ -79,6 +79,8 @@ def test_cpu_machine_says_the_nccl_part_was_skipped(tmp_path):
     if torch.cuda.is_available() or shutil.which("nvidia-smi"):
         pytest.skip("this machine has a GPU: the CPU message does not apply (the GPU test covers it)")
     assert nccl_topology_dump(0)[0] is None
+    text, why = nccl_topology_dump(1)      # asked for a GPU that is not there: NCCL's own error, one line
+    assert text is None and why.startswith("failed:") and "Traceback" not in why
     p = subprocess.run([sys.executable, "-m", "sim", "env", "--topology-out", str(tmp_path / "me.yaml")],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "Traceback" not in p.stderr
