@@ -11,9 +11,9 @@ The model of one call of ``collective`` on S bytes is the simulator's own struct
 * ``H(S)``: host-side bytes of the measured library (:mod:`real.compare.hostmodel`), expressed at the
   link's rate: on one host over loopback a wire byte costs a rank 4 bytes of memory traffic, so host
   work runs at ``4 B`` and ``H = host_bytes / 4`` (at 1 GB/s), times the cache knee's factor
-  (:func:`~real.compare.hostmodel.cache_factor`) with ``host_model="torch-gloo-cache"``, from the
-  measuring CPU's cache the files record (``env.cpu_cache``): nothing fitted, the knee's place and depth
-  are measured.
+  (:func:`~real.compare.hostmodel.cache_factor`) with ``host_model="torch-gloo-cache"`` (what ``auto``
+  picks for gloo on one host when the files record the measuring CPU's cache, ``env.cpu_cache``):
+  nothing fitted, the knee's place and depth are measured.
 * ``t0``: per-call overhead (us): dispatch, thread hand-offs, kernel launch.
 
 ``t0, alpha, 1/B >= 0`` are fitted by least squares on *relative* residuals (every size counts the
@@ -191,6 +191,8 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
         if host_model != "none" and first.label.startswith("cluster:"):
             host_model = "none"
             notes.append("gloo across hosts: the wire is a real network, so host copies are not tied to it (host model none)")
+        elif host_model == "torch-gloo" and cpu_cache_of(measurements) is not None:
+            host_model = "torch-gloo-cache"     # the bench recorded its CPU cache: price the knee (docs/compare.md)
     if host_model not in HOST_MODELS:
         raise CollsimError(f"unknown host model {host_model!r}: choose auto, {', '.join(HOST_MODELS)}")
     if algorithm == "auto":

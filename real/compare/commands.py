@@ -55,8 +55,9 @@ def register(subparsers) -> None:
     _measured_args(c)
     c.add_argument("--algorithm", default="ring", help="algorithm the measured library runs (default ring: gloo, NCCL at large sizes)")
     c.add_argument("--host-model", default="auto", choices=("auto", "none", "torch-gloo", "torch-gloo-cache"),
-                   help="host-side copies/reductions: auto (torch-gloo for gloo runs on one host, else none); "
-                        "torch-gloo-cache adds the CPU cache knee the bench recorded (env.cpu_cache)")
+                   help="host-side copies/reductions: auto (for gloo runs on one host torch-gloo-cache where the "
+                        "bench recorded the CPU cache, env.cpu_cache, else torch-gloo; none elsewhere); torch-gloo "
+                        "leaves the cache knee out")
     c.add_argument("--latency-us", type=float, default=None,
                    help="fix the per-step link latency (us) instead of fitting it")
     c.add_argument("--measured-latency", action="store_true",

@@ -12,16 +12,16 @@ memory traffic per rank** (a copy of m bytes reads m and writes m: 2m):
 
 Other collectives are not modelled (``None``): their prediction is the links' time alone.
 
-**The cache knee** (``torch-gloo-cache``, opt-in). Those copies run faster while the buffers a call touches fit in the core's private
+**The cache knee** (``torch-gloo-cache``; calibration's ``auto`` picks it for gloo on one host when the
+bench recorded the CPU's cache). Those copies run faster while the buffers a call touches fit in the core's private
 cache (:mod:`real.cpucache`: its size from ``/sys``, and the speedup ``k`` of a copy inside it over one
 beyond it, both measured by ``collsim bench``). A rank's working set is ``S`` for all_reduce (in place;
 gloo's receive segments are small) and ``(2 + 1/n) S`` for all_gather (the shard, the fresh output and
 the user's tensor). The share of it that fits is ``f = min(1, C / working set)``, and host work costs
 ``1 - f (1 - 1/k)`` of its out-of-cache time (:func:`cache_factor`): all of it at ``k`` times the rate
-when the buffers fit, the out-of-cache rate as they grow far past ``C``. Why opt-in: a copy's speedup
-(4-6x on the 2-core machine) is deeper than the knee gloo's calls show (1.4-1.6x per byte between 1 MiB
-and 16 MiB), since much of a loopback byte's cost is not memory-bound; held-out all_reduce errors
-improved on quiet runs and got worse on loaded ones (docs/compare.md has the numbers).
+when the buffers fit, the out-of-cache rate as they grow far past ``C``. Over ten measured sweep pairs
+it made the held-out all_reduce error smaller (median 23.5% against 29.5%) and the fitted bandwidth
+steadier from run to run, though not in every run (docs/compare.md has the numbers).
 
 On one host over loopback TCP the wire is memory traffic too: sending m bytes copies them from the
 user's buffer into the kernel and the receiver copies them out, so a rank that sends m and receives m
@@ -42,7 +42,7 @@ from __future__ import annotations
 from sim.collectives import get_collective
 from sim.errors import CollsimError
 
-HOST_MODELS = ("none", "torch-gloo", "torch-gloo-cache")   # -cache: torch-gloo with the cache knee (opt-in)
+HOST_MODELS = ("none", "torch-gloo", "torch-gloo-cache")   # -cache: torch-gloo with the cache knee
 LOOPBACK_BYTES_PER_WIRE_BYTE = 4.0
 
 

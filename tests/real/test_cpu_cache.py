@@ -90,8 +90,10 @@ def test_calibration_with_the_measured_cache_recovers_the_machine_and_predicts_t
     assert any("cache knee" in n for n in plain.notes)
     worst = max(abs(r.rel_error) for r in compare(ar, plain.topology).rows)
     assert worst > 0.05
-    # the default host model (torch-gloo) leaves the knee out even when the file records the cache
-    flat = calibrate([ag], bootstrap=0)
+    # auto (the default) picks the knee when the file records the cache; torch-gloo leaves it out
+    assert calibrate([ag], bootstrap=0).host_model == "torch-gloo-cache"
+    assert calibrate([measurement_from_json(doc("all_gather", cache=False), "<ag>")], bootstrap=0).host_model == "torch-gloo"
+    flat = calibrate([ag], bootstrap=0, host_model="torch-gloo")
     assert flat.document["meta"]["calibration"]["host_cache"] is None
 
 
