@@ -66,7 +66,8 @@ from sim.topology import Link, Node, Topology
 from sim.topology_file import topology_from_dict
 from sim.validation import latency_us as check_latency_us
 
-from .hostmodel import HOST_MODELS, LOOPBACK_BYTES_PER_WIRE_BYTE, cache_factor, default_host_model, host_bytes
+from .hostmodel import (HOST_MODELS, LOOPBACK_BYTES_PER_WIRE_BYTE, cache_factor, cpu_cache_of, default_host_model,
+                        host_bytes)
 from .measured import DEFAULT_STATISTIC, Measurement, with_statistic
 from .score import Comparison, compare, nonneg_lstsq
 
@@ -360,21 +361,6 @@ def _loose(value: float, interval: dict) -> bool:
     if not math.isfinite(interval["high"]):
         return True
     return value > 0 and max(value - interval["low"], interval["high"] - value) > LOOSE_FIT * value
-
-
-def cpu_cache_of(measurements: list[Measurement]) -> dict | None:
-    """The first file's ``env.cpu_cache`` (:func:`real.cpucache.cache_record`) when it holds a usable
-    private-cache size and copy speedup, reduced to those (and where they came from); else None."""
-    for m in measurements:
-        rec = m.env.get("cpu_cache") if isinstance(m.env, dict) else None
-        if not isinstance(rec, dict):
-            continue
-        size, k = rec.get("private_bytes"), rec.get("copy_speedup")
-        if (isinstance(size, int) and not isinstance(size, bool) and 0 < size <= 1 << 34
-                and isinstance(k, (int, float)) and not isinstance(k, bool) and 1.0 <= k <= 8.0):
-            return {"private_bytes": size, "copy_speedup": float(k), "level": rec.get("level"),
-                    "source": f"env.cpu_cache of {os.path.basename(m.source)}"}
-    return None
 
 
 def measured_latency_us(measurements: list[Measurement]) -> float | None:

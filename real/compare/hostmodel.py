@@ -39,6 +39,8 @@ links and the host work, and calibration fits that one rate (see :mod:`real.comp
 """
 from __future__ import annotations
 
+import os
+
 from sim.collectives import get_collective
 from sim.errors import CollsimError
 
@@ -89,3 +91,18 @@ def cache_factor(collective: str, nbytes: float, nranks: int, cache: dict | None
         return 1.0
     fits = min(1.0, float(c) / ws)
     return 1.0 - fits * (1.0 - 1.0 / float(k))
+
+
+def cpu_cache_of(measurements: list) -> dict | None:
+    """The first file's ``env.cpu_cache`` (:func:`real.cpucache.cache_record`) when it holds a usable
+    private-cache size and copy speedup, reduced to those (and where they came from); else None."""
+    for m in measurements:
+        rec = m.env.get("cpu_cache") if isinstance(m.env, dict) else None
+        if not isinstance(rec, dict):
+            continue
+        size, k = rec.get("private_bytes"), rec.get("copy_speedup")
+        if (isinstance(size, int) and not isinstance(size, bool) and 0 < size <= 1 << 34
+                and isinstance(k, (int, float)) and not isinstance(k, bool) and 1.0 <= k <= 8.0):
+            return {"private_bytes": size, "copy_speedup": float(k), "level": rec.get("level"),
+                    "source": f"env.cpu_cache of {os.path.basename(m.source)}"}
+    return None

@@ -104,3 +104,14 @@ def test_bench_env_records_the_cache_where_sys_has_one():
     if rec is None:
         pytest.skip("this machine's /sys lists no private data cache")
     assert rec["private_bytes"] >= 16 << 10 and 1.0 <= rec["copy_speedup"] <= 8.0
+
+
+def test_a_file_cannot_smuggle_a_nonsense_cache_into_the_model():
+    from real.compare.hostmodel import cpu_cache_of
+    for bad in ({"private_bytes": "2M", "copy_speedup": 4.0}, {"private_bytes": 2 << 20, "copy_speedup": 1e9},
+                {"private_bytes": True, "copy_speedup": 4.0}, {"private_bytes": -1, "copy_speedup": 4.0}, "L2"):
+        d = doc("all_gather")
+        d["env"]["cpu_cache"] = bad
+        m = measurement_from_json(d, "<ag>")
+        assert cpu_cache_of([m]) is None
+        assert calibrate([m], bootstrap=0).host_model == "torch-gloo"      # the flat model, not a guess
