@@ -162,6 +162,9 @@ def topology_out(path: str, rec: dict, dump: tuple[str | None, str] | None = Non
     sources = (["nvidia-smi topo -m"] if smi else []) + ([f"NCCL_TOPO_DUMP_FILE ({how})"] if nccl_node else [])
     read = (said + read[:1] + ([f"GPU name in the text: NVIDIA {name.upper()}"] if name else []) + read[1:]
             + ([] if nccl_node else [f"NCCL topology dump: {how}"]))
+    if len(node.gpus) < 2:   # NCCL's view still says something worth a line; a topology of one GPU does not
+        raise CollsimError(f"--topology-out: this machine has {len(node.gpus)} GPU, so writing a topology was skipped (a "
+                           f"collective needs at least 2 GPUs); what was read: {'; '.join(read[:-1])}")
     topo = load_topology(spec)
     meta = dict(topo.meta, xml_preset=spec, nccl_topo_dump=how if nccl_node else f"not used: {how}")
     doc = Topology.build(f"{rec.get('hostname') or 'this-machine'}({topo.name})", topo.nodes, topo.links, meta).to_dict()

@@ -74,6 +74,13 @@ def test_dump_alone_builds_the_node(tmp_path):
     assert load_topology(str(out)).nranks == 3
 
 
+def test_one_gpu_says_what_nccl_saw_and_writes_nothing(tmp_path):
+    from sim.errors import CollsimError
+    with pytest.raises(CollsimError, match=r"1 GPU, so writing a topology was skipped.*sm=90 -> hopper.*collapsed"):
+        topology_out(str(tmp_path / "me.yaml"), {"nvidia_smi_topo": None, "gpus": [], "hostname": "h"}, dump=(VM, "posted"))
+    assert not (tmp_path / "me.yaml").exists()
+
+
 def test_cpu_machine_says_the_nccl_part_was_skipped(tmp_path):
     torch = pytest.importorskip("torch", reason="collsim env needs torch")
     if torch.cuda.is_available() or shutil.which("nvidia-smi"):
@@ -101,6 +108,10 @@ def test_nccl_dump_on_this_gpu(tmp_path):
     assert node.gpus and node.gpus[0]["sm"] == major * 10 + minor
     p = subprocess.run([sys.executable, "-m", "sim", "env", "--topology-out", str(tmp_path / "me.yaml")],
                        capture_output=True, text=True, timeout=300)
+    if n == 1:   # one GPU: no topology to write, but the message says what NCCL's dump showed
+        assert p.returncode == 2 and "writing a topology was skipped" in p.stderr
+        assert f"sm={major * 10 + minor}" in p.stderr
+        return
     if p.returncode == 2 and "have no preset" in p.stderr + p.stdout:
         pytest.skip(f"this GPU's node has no preset to build from: {p.stderr.strip()[-200:]}")
     assert p.returncode == 0, p.stderr
