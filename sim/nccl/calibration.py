@@ -18,7 +18,9 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   without peer-to-peer exchange data through host memory, one way (2-GPU broadcast/reduce) or with every
   GPU sending and receiving at once (everything else);
 * ``p2p_peer_latency_us``: what each remote peer adds to an all_to_all (one send/recv pair per peer,
-  each progressed by the proxy thread), on top of the fabric's software latency per message.
+  each progressed by the proxy thread), on top of the fabric's software latency per message;
+* ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
+  NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
 
 The values below are the in-sample fit (every public case); ``docs/nccl-model.md`` lists them with
 their sources. :func:`override` swaps values in for a block (the cross-validation folds) and clears the
@@ -80,6 +82,7 @@ DEFAULTS: dict[str, float] = {
     "host_bounce_efficiency": 0.92,
     "host_bounce_duplex_efficiency": 0.71,
     "p2p_peer_latency_us": 5.0,
+    "nvls_loss_per_doubling": 0.06,
     "efficiency.ib": 0.97, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.slingshot": 0.75,
     "efficiency.tcpxo": 0.85,
     "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.slingshot": 8.0, "latency.tcpxo": 40.0,
