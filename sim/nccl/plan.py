@@ -92,14 +92,19 @@ def nvls_domain_factor(gpus_per_domain: int) -> float:
     return (1.0 - calibration.value("nvls_loss_per_doubling")) ** doublings
 
 
-@calibration.depends_on_calibration
-@lru_cache(maxsize=16)
 def effective_topology(topo: Topology, nvls: bool = False, duplex: bool = True) -> Topology:
-    """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology.
+    """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology
+    and calibration (:func:`sim.nccl.calibration.current`).
 
     Links keep a millionth of their latency: routes are chosen by latency, so they stay exactly those of
     the real topology, while the time the wire adds (under a nanosecond per hop) is negligible: the
     latency is in the latency term."""
+    return _effective_topology(topo, nvls, duplex, calibration.current())
+
+
+@lru_cache(maxsize=16)
+def _effective_topology(topo: Topology, nvls: bool, duplex: bool, cal: calibration.Calibration) -> Topology:
+    # ``cal`` is the calibration link_efficiency reads (it is in force here); it keys the cache
     links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls, duplex), l.latency_us * 1e-6, l.kind)
              for l in topo.links]
     return Topology.build(topo.name, topo.nodes, links, topo.meta)
