@@ -9,8 +9,9 @@ it affects, by a small grid search:
   grid value is one engine run per row, and busbw is interpolated linearly between grid values;
 * ``host_bounce_efficiency`` / ``host_bounce_duplex_efficiency``: busbw rows of the cases without
   peer-to-peer (``p2p=0``), one-way (2-GPU broadcast/reduce) and the others;
-* ``nvls_loss_per_doubling``: busbw rows of the cases on NVLS domains of more than 8 GPUs (GB200 NVL72
-  racks), each fitted with the case's other bandwidth constant at its prior;
+* ``nvls_loss_per_doubling``: busbw rows of the all_reduce cases on NVLS domains of more than 8 GPUs
+  (GB200 NVL72 racks); these fit nothing else (across racks their NICs carry a 32nd of the data, so the
+  fabric's efficiency hardly moves them);
 * ``latency.<fabric>``: time rows (sizes <= 64 KiB) of the multi-node cases of that fabric (one run per
   grid value and row);
 * ``launch_overhead_us`` (every time row), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and
@@ -81,13 +82,13 @@ class Case:
 
     def bw_keys(self) -> list[str]:
         """The bandwidth constants this case's busbw rows are fitted for."""
+        if self.large_nvls:   # bound by the rack's NVLink (its NICs carry a 32nd of the data): NVLS alone
+            return ["nvls_loss_per_doubling"]
         keys = []
         if self.fabric:
             keys.append(f"efficiency.{self.fabric}")
         elif self.p2p_off:
             keys.append("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency")
-        if self.large_nvls:
-            keys.append("nvls_loss_per_doubling")
         return keys
 
 

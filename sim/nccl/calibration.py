@@ -89,7 +89,7 @@ DEFAULTS: dict[str, float] = {
     "host_bounce_efficiency": 0.92,
     "host_bounce_duplex_efficiency": 0.71,
     "p2p_peer_latency_us": 5.0,
-    "nvls_loss_per_doubling": 0.06,
+    "nvls_loss_per_doubling": 0.065,
     "efficiency.ib": 0.97, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.slingshot": 0.75,
     "efficiency.tcpxo": 0.85,
     "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.slingshot": 8.0, "latency.tcpxo": 40.0,
