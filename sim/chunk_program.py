@@ -15,8 +15,8 @@ A ring all-reduce, as the textbook draws it (``r`` is every rank at once, a nump
 
 ``p.send(src, dst, chunk=..., reduce=...)`` adds one op per element (arguments broadcast like numpy);
 ``for s in p.steps(k)`` runs its body at the next k steps (``step=`` names a step explicitly);
-``p.switch(node)`` is a reducing switch (SHARP, NVLS) as a sender or receiver. What the language does
-once, so that no algorithm has to:
+``p.switch(node)`` is a reducing switch (SHARP, NVLS) as a sender or receiver (a topology node number, or
+its name: ``p.switch("switch")``). What the language does once, so that no algorithm has to:
 
 * rank and chunk arithmetic wraps around: ``r + 1`` of the last rank is rank 0;
 * rooted collectives: ranks count from the root (``ChunkProgram(..., root=3)``: rank 0 *is* rank 3),
@@ -75,10 +75,18 @@ class ChunkProgram:
             yield s
         self._next_step = first + count
 
-    def switch(self, node: int) -> Switch:
-        """The topology node ``node`` (a reducing switch) as an agent of this program."""
+    def switch(self, node: int | str) -> Switch:
+        """The topology node ``node`` (a reducing switch) as an agent of this program; or a switch by its
+        node name (``p.switch("switch")`` for ``switch:n=8,nvls=1``), which needs no topology."""
         if node not in self._switches:
-            self._switches[node] = Switch(self.n + len(self._switches), self.topology.nodes[node].name)
+            if isinstance(node, str):
+                name = node
+            elif self.topology is None:
+                raise CollsimError(f"switch({node}): a node number needs ChunkProgram(..., topology=...); "
+                                   "or name the switch, e.g. p.switch(\"switch\")")
+            else:
+                name = self.topology.nodes[node].name
+            self._switches[node] = Switch(self.n + len(self._switches), name)
         return self._switches[node]
 
     def grid(self, *sizes: int) -> list[np.ndarray]:
@@ -119,6 +127,12 @@ class ChunkProgram:
                 rank = ~np.repeat([c[k] for c in self._cols], count)
                 col[rank] = (col[rank] + self._shift) % self.n
         np.remainder(chunk, self.chunks, out=chunk)
+        selfs = np.flatnonzero(src == dst)
+        if selfs.size:   # said here, where the wrapping that usually causes it is known
+            i = int(selfs[0])
+            raise CollsimError(f"{algorithm}: at step {int(step[i])} rank {int(src[i])} sends chunk {int(chunk[i])} to itself: "
+                               f"rank numbers wrap around ({self.n} ranks: rank r + {self.n} is rank r); "
+                               "a reducing switch is p.switch(...), not a number")
         slots = nchannels * pipeline
         piece = np.repeat(np.arange(slots, dtype=np.int64), len(src))   # slot-major, the schedule inside
         tiled = [np.tile(a, slots) if slots > 1 else a for a in (src, dst, chunk, step, red)]

@@ -2,7 +2,9 @@
 
 The student defines ``ring_reduce_scatter(nranks) -> sim.Program``: a reduce_scatter in which rank r
 ends with shard r of the sum, moving data only between ring neighbours, in n-1 steps, each rank
-sending (n-1)/n of the buffer (the bandwidth optimum). The checks, in order:
+sending (n-1)/n of the buffer (the bandwidth optimum). The notebook has the student write it in the
+chunk-program language (:mod:`sim.chunk_program`, one ``p.send`` in the step loop); any Program is graded
+the same. The checks, in order:
 
 1. the function exists;  2. it returns a reduce_scatter Program for n = 2..8;
 3. ``sim.verify`` proves it for n = 2..8 and 16 (its message names the rank and chunk that are wrong);

@@ -1,7 +1,8 @@
 """Assignment a2: an all-reduce for a 2D torus that beats a plain ring.
 
 The student defines ``torus_all_reduce(rows, cols) -> sim.Program`` for ``rows * cols`` ranks
-(rank ``i * cols + j`` sits at row i, column j of :func:`sim.grade.torus.torus2d`). The checks:
+(rank ``i * cols + j`` sits at row i, column j of :func:`sim.grade.torus.torus2d`), in the notebook written in
+the chunk-program language (:mod:`sim.chunk_program`). The checks:
 
 1. the function exists;  2. it returns an all_reduce Program with rows*cols ranks;
 3. ``sim.verify`` proves it on 2x2, 2x3, 3x3, 3x4, 4x3 and 4x4;

@@ -5,7 +5,8 @@ The machine: ``switch:n=N,nvls=1``, N GPUs each with one link pair to an NVSwitc
 sums what GPUs push into it (``multimem.ld_reduce`` gives the sum to the GPU that reads it) and copies
 what one GPU writes to every GPU (``multimem.st``); it never sends on its own. The student writes:
 
-* ``nvls_all_reduce(nranks) -> sim.Program`` (nchunks = nranks; shard k owned by rank k);
+* ``nvls_all_reduce(nranks) -> sim.Program`` (nchunks = nranks; shard k owned by rank k), in the notebook
+  four ``p.steps(1)`` loops of the chunk-program language with ``switch = p.switch("switch")``;
 * ``ring_link_bytes(n, nbytes)``, ``nvls_link_bytes(n, nbytes)``: bytes one GPU sends on its link to
   the switch in a ring all-reduce and in NVLS;  ``traffic_saving(n)``: their ratio.
 
@@ -38,9 +39,9 @@ def _topology(n):
 def _program(ns, n):
     p = program_from(ns, FUNCTION, (n,), "all_reduce", n)
     if tuple(p.switches) != ("switch",):
-        raise Fail(f"`{FUNCTION}({n})` names switches {list(p.switches)}; pass switches=(\"switch\",) to Program.from_ops "
-                   f"so that agent {n} is the NVSwitch of switch:n={n},nvls=1", expected="switches=('switch',)",
-                   got=f"switches={tuple(p.switches)}")
+        raise Fail(f"`{FUNCTION}({n})` names switches {list(p.switches)}; send to and from `switch = p.switch(\"switch\")` "
+                   f"(switches=(\"switch\",) in Program.from_ops) so that agent {n} is the NVSwitch of "
+                   f"switch:n={n},nvls=1", expected="switches=('switch',)", got=f"switches={tuple(p.switches)}")
     return p
 
 

@@ -167,10 +167,11 @@ def program_from(ns, name: str, args: tuple, collective: str, nranks: int, ranks
     p = call(ns, name, *args)
     if not isinstance(p, sim.Program):
         got = getattr(p, "type_name", type(p).__name__)
-        raise Fail(f"{shown} returned a {got}; return a sim.Program (use sim.Program.from_ops)",
-                   expected="a sim.Program", got=f"a {got}")
+        how = ("the sends are collected, now turn them into a Program: `return p.program(\"my_name\", steps=...)`"
+               if got == "ChunkProgram" else "build it with a ChunkProgram and return `p.program(...)`")
+        raise Fail(f"{shown} returned a {got}; return a sim.Program ({how})", expected="a sim.Program", got=f"a {got}")
     if p.collective.name != collective:
-        raise Fail(f"{shown} returns a Program for {p.collective.name}; pass \"{collective}\" to Program.from_ops",
+        raise Fail(f"{shown} returns a Program for {p.collective.name}; write ChunkProgram(\"{collective}\", ...)",
                    expected=collective, got=p.collective.name)
     if p.nranks != nranks:
         raise Fail(f"{shown} returns a Program for {p.nranks} ranks, not {nranks}{ranks_note}",

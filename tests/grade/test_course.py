@@ -17,7 +17,7 @@ import pytest
 
 from sim.errors import CollsimError
 from sim.grade import grade
-from sim.grade.release import BEGIN, END, notebook_json, release, release_notebook, release_source
+from sim.grade.release import BEGIN, END, notebook_json, release_notebook, release_source
 from sim.grade.source import read_notebook
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,8 +34,11 @@ def collsim(*args, timeout=300, env=None):
 
 # ---- release: the repository's assignments are the release of the solutions --------------------------------
 def test_released_assignments_match_the_instructor_notebooks(tmp_path):
-    written = release([SOLUTIONS], str(tmp_path))
-    names = sorted(os.path.basename(p) for p in written)
+    # what the instructor runs, `collsim course release`, must reproduce the committed student notebooks byte for byte
+    code, out, err = collsim("course", "release", SOLUTIONS, "--out", tmp_path)
+    assert code == 0, err
+    names = sorted(f for f in os.listdir(tmp_path) if f.endswith(".ipynb"))
+    assert f"{len(names)} notebook(s) released" in out
     assert names == sorted(f for f in os.listdir(ASSIGN_DIR) if f.endswith(".ipynb")), "an assignment has no source"
     for name in names:
         with open(os.path.join(ASSIGN_DIR, name), encoding="utf-8") as f:

@@ -35,6 +35,13 @@ def mutate(code: str, old: str, new: str) -> str:
     return code.replace(old, new)
 
 
+def mutate_last(code: str, old: str, new: str) -> str:
+    """Change only the last occurrence: the student's function, not an example above it that reads alike."""
+    assert old in code, f"the reference solution no longer contains {old!r}"
+    head, tail = code.rsplit(old, 1)
+    return head + new + tail
+
+
 def run(key: str, code: str):
     ns, notes = execute_cells([(f"cell {k}", c) for k, c in enumerate(code.split(CELL), start=1)])
     return {c.name: c for c in assignment_module(key).check(ns)}, notes
@@ -76,11 +83,19 @@ def test_released_notebook_scores_zero_through_the_sandboxed_grader(key):
 
 
 # ---- a1: ring reduce-scatter ----------------------------------------------------------------------------
-A1_CHUNK = "chunk=(r - s - 1) % n"
+# The solution is one line of the chunk language in a given loop; each mistake below changes that line.
+A1_SEND = "p.send(r, r + 1, chunk=r - s - 1, reduce=True)"
+A1_CHUNK = "chunk=r - s - 1,"
+
+
+def test_a1_solution_is_the_lectures_loop_in_the_chunk_language():
+    code = solution_code("a1")
+    assert "ChunkProgram(\"reduce_scatter\", n, chunks=n)" in code and "for s in p.steps(n - 1):" in code
+    assert A1_SEND in code and "from_ops" not in code and "meshgrid" not in code
 
 
 def test_a1_copy_instead_of_reduce_is_caught_by_the_verifier():
-    checks, _ = run("a1", mutate(solution_code("a1"), "reduce=np.ones(len(r), bool)", "reduce=np.zeros(len(r), bool)"))
+    checks, _ = run("a1", mutate(solution_code("a1"), A1_SEND, A1_SEND.replace("reduce=True", "reduce=False")))
     msg = failed(checks)["correct (sim.verify)"]
     assert "rank 0 ends with chunk 0" in msg and "should hold the sum of all 4 ranks" in msg
     assert "reduce=True" in msg                                  # the hint for this mistake
@@ -88,25 +103,20 @@ def test_a1_copy_instead_of_reduce_is_caught_by_the_verifier():
 
 
 def test_a1_off_by_one_chunk_names_rank_and_chunk():
-    checks, _ = run("a1", mutate(solution_code("a1"), A1_CHUNK, "chunk=(r - s) % n"))
+    checks, _ = run("a1", mutate(solution_code("a1"), A1_CHUNK, "chunk=r - s,"))
     msg = failed(checks)["correct (sim.verify)"]
     assert msg.startswith("n=4:") and "ends with chunk" in msg and "rank" in msg
     assert set(failed(checks)) == {"correct (sim.verify)"}      # shape, steps and traffic are still right
 
 
 def test_a1_serialised_ring_fails_the_step_count():
-    checks, _ = run("a1", mutate(solution_code("a1"), "step=s,", "step=s * n + r,"))
+    checks, _ = run("a1", mutate(solution_code("a1"), A1_SEND, A1_SEND.replace(")", ", step=s * n + r)")))
     assert set(failed(checks)) == {"n-1 steps"}
     assert "12 rounds" in failed(checks)["n-1 steps"] and "n-1 = 3" in failed(checks)["n-1 steps"]
 
 
 def test_a1_direct_sends_fail_neighbours_steps_and_time():
-    code = solution_code("a1") + CELL + """
-def ring_reduce_scatter(n):
-    src, dst = zip(*[(r, k) for r in range(n) for k in range(n) if r != k])
-    return sim.Program.from_ops("reduce_scatter", n, n, src, dst, dst, [0] * len(src), [True] * len(src),
-                                algorithm="direct", steps=1)
-"""
+    code = solution_code("a1") + CELL + "ring_reduce_scatter = direct_reduce_scatter\n"   # the notebook's non-ring example
     checks, _ = run("a1", code)
     bad = failed(checks)
     assert set(bad) == {"only ring neighbours", "n-1 steps", "time = ring bound"}
@@ -115,10 +125,17 @@ def ring_reduce_scatter(n):
 
 
 def test_a1_wrong_collective_and_wrong_type_are_named():
-    checks, _ = run("a1", mutate(solution_code("a1"), 'from_ops("reduce_scatter"', 'from_ops("all_gather"'))
-    assert "Program for all_gather" in failed(checks)["returns a reduce_scatter Program"]
+    checks, _ = run("a1", mutate_last(solution_code("a1"), 'ChunkProgram("reduce_scatter"', 'ChunkProgram("all_gather"'))
+    msg = failed(checks)["returns a reduce_scatter Program"]
+    assert "Program for all_gather" in msg and 'write ChunkProgram("reduce_scatter", ...)' in msg
     checks, _ = run("a1", "def ring_reduce_scatter(n):\n    return [1, 2, 3]\n")
     assert "returned a list; return a sim.Program" in failed(checks)["returns a reduce_scatter Program"]
+
+
+def test_a1_returning_the_chunk_program_instead_of_its_program_says_how_to_finish():
+    checks, _ = run("a1", mutate(solution_code("a1"), 'return p.program("my_ring", steps=n - 1)', "return p"))
+    msg = failed(checks)["returns a reduce_scatter Program"]
+    assert "returned a ChunkProgram" in msg and "return p.program(" in msg
 
 
 def test_a1_extra_traffic_is_caught():
@@ -138,12 +155,19 @@ def ring_reduce_scatter(n):
 
 
 # ---- a2: torus all-reduce -------------------------------------------------------------------------------
-A2_PARTS = 'enumerate([("row", 1), ("row", -1), ("col", 1), ("col", -1)])'
+A2_PARTS = ("parts = [(along_rows, along_cols, +1), (along_rows, along_cols, -1), (along_cols, along_rows, +1), "
+            "(along_cols, along_rows, -1)]")
+
+
+def test_a2_solution_is_written_in_the_chunk_language():
+    code = solution_code("a2")
+    assert "ChunkProgram(\"all_reduce\", n, chunks=4 * n)" in code and "p.send(r, at(i, j + d)" in code
+    assert "from_ops" not in code and "ops.append" not in code
 
 
 def test_a2_plain_2d_algorithm_is_fast_when_small_but_not_when_large():
-    code = mutate(solution_code("a2"), A2_PARTS, 'enumerate([("row", 1)])')
-    code = mutate(code, "n, 4 * n, src", "n, n, src")
+    code = mutate(solution_code("a2"), A2_PARTS, "parts = [(along_rows, along_cols, +1)]")
+    code = mutate(code, "chunks=4 * n", "chunks=n")
     checks, _ = run("a2", code)
     assert set(failed(checks)) == {"beats the ring at 256 MiB"}
     assert "at most 0.6x" in failed(checks)["beats the ring at 256 MiB"]
@@ -180,7 +204,7 @@ def torus_all_reduce(rows, cols):
 
 
 def test_a2_missing_all_gather_phase_is_named_by_the_verifier():
-    code = mutate(solution_code("a2"), "(second, False), (first, False)]", "(first, False)]")
+    code = mutate(solution_code("a2"), "        t = second(part, d, False, False, t)\n", "")   # no all-gather along the 2nd
     checks, _ = run("a2", code)
     msg = failed(checks)["correct (sim.verify)"]
     assert msg.startswith("2x2 torus:") and "ends with chunk" in msg and "should hold the sum" in msg
@@ -272,7 +296,7 @@ def test_cli_grades_each_solution_notebook_and_exits_0(key):
 
 def test_cli_wrong_py_file_exits_1_with_the_verifier_message(tmp_path, cli):
     f = tmp_path / "a1_attempt.py"
-    f.write_text(mutate(solution_code("a1"), "reduce=np.ones(len(r), bool)", "reduce=np.zeros(len(r), bool)"))
+    f.write_text(mutate(solution_code("a1"), A1_SEND, A1_SEND.replace("reduce=True", "reduce=False")))
     code, out, _ = cli("grade", f)
     assert code == 1
     assert "FAIL [0/1] correct (sim.verify): n=4: my_ring reduce_scatter (n=4): rank 0 ends with chunk 0" in out
@@ -302,7 +326,7 @@ def ring_reduce_scatter(n):
     return sim.Program.from_ops("reduce_scatter", n, n, src, dst, dst, [0] * len(src), [True] * len(src),
                                 algorithm="direct", steps=1)
 """
-    cases = [("a1", direct), ("a1", mutate(solution_code("a1"), A1_CHUNK, "chunk=(r - s) % n")),
+    cases = [("a1", direct), ("a1", mutate(solution_code("a1"), A1_CHUNK, "chunk=r - s,")),
              ("a3", mutate(solution_code("a3"), "return 2 * (n - 1)", "return 2 * n"))]
     for key, code in cases:
         checks, _ = run(key, code)
@@ -315,15 +339,26 @@ def ring_reduce_scatter(n):
 
 
 # ---- a4: NVLS ---------------------------------------------------------------------------------------------------
-A4_MULTICAST = "ops += [(switch, r, k, 3, False) for k in range(n) for r in range(n)]"
+def step_of(code: str, comment: str) -> str:
+    """The `for s in p.steps(1):` loop of the a4 solution whose comment starts with ``comment``, with its body."""
+    start = code.index("    for s in p.steps(1):              # " + comment)
+    end = code.index("\n    for s in p.steps(1):", start + 1) if comment != "3:" else code.index("\n    return p.program", start)
+    return code[start:end + 1]
+
+
+def test_a4_solution_is_four_steps_in_the_chunk_language():
+    code = solution_code("a4")
+    assert 'switch = p.switch("switch")' in code and "p.send(r, switch, chunk=k, reduce=True)" in code
+    assert "from_ops" not in code and "ops +=" not in code
 
 
 def test_a4_switch_multicasting_the_sum_itself_breaks_nvls_rules_and_bytes():
-    # skip the owner's read and write-back: the switch sends the sum on its own (SHARP can, NVLS cannot)
-    code = mutate(solution_code("a4"), "ops += [(switch, k, k, 1, False) for k in range(n)]", "")
-    code = mutate(code, "ops += [(k, switch, k, 2, False) for k in range(n)]", "")
-    code = mutate(code, A4_MULTICAST, "ops += [(switch, r, k, 1, False) for k in range(n) for r in range(n)]")
-    code = mutate(code, "steps=4,", "steps=2,")
+    # skip the owner's read and write-back: the switch sends the sum on its own (SHARP can, NVLS cannot);
+    # the language moves the multicast up to step 1 by itself
+    code = solution_code("a4")
+    code = mutate(code, step_of(code, "1:"), "")
+    code = mutate(code, step_of(code, "2:"), "")
+    code = mutate(code, 'p.program("my_nvls", steps=4)', 'p.program("my_nvls", steps=2)')
     checks, _ = run("a4", code)
     bad = failed(checks)
     assert checks["correct (sim.verify)"].ok                     # it is a correct all-reduce ...
@@ -338,6 +373,13 @@ def nvls_all_reduce(n):
 """
     bad = failed(run("a4", code)[0])
     assert 'switches=("switch",)' in bad["returns an all_reduce Program with the switch"]
+
+
+def test_a4_the_switch_as_a_plain_number_is_a_rank_and_the_message_says_so():
+    # agent n written as the number n: the language wraps it around to rank 0, which then sends to itself
+    code = mutate(solution_code("a4"), 'switch = p.switch("switch")', "switch = n")
+    msg = failed(run("a4", code)[0])["returns an all_reduce Program with the switch"]
+    assert "rank 0 sends chunk 0 to itself" in msg and "rank r + 2 is rank r" in msg and "p.switch(...)" in msg
 
 
 def test_a4_ring_formula_of_a_reduce_scatter_only_is_caught():
