@@ -404,6 +404,9 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
                "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
                "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls, duplex).items()),
                "simulated_ops": len(runs.op_index), "symmetric": runs.symmetric}
+    if nvls and "gpus_per_domain" in one.params:
+        k = int(one.params["gpus_per_domain"])
+        explain["nvls_heads"] = f"{min(NVLS_MAX_HEADS, k)} of {k} GPUs per NVLink domain"
     if plan.tree_correction != 1:
         explain["tree_correction"] = plan.tree_correction
     if plan.small_share < 1:
