@@ -65,8 +65,8 @@ def register(subparsers) -> None:
                               description="Print the versions and devices collsim bench would use, and what they mean.")
     e.add_argument("--format", choices=("text", "json"), default="text")
     e.add_argument("--topology-out", metavar="FILE.yaml", default=None,
-                   help="on a GPU machine: write this machine as a topology file (from `nvidia-smi topo -m` and the "
-                        "GPU names), for `collsim compare/simulate --topology FILE.yaml`")
+                   help="on a GPU machine: write this machine as a topology file (from `nvidia-smi topo -m`, the GPU "
+                        "names and NCCL's own topology dump, NCCL_TOPO_DUMP_FILE), for `collsim compare/simulate --topology FILE.yaml`")
     e.set_defaults(func=env)
 
 
@@ -125,32 +125,57 @@ def bench(args) -> int:
     return launch.launch_local(opts)
 
 
-def topology_out(path: str, rec: dict) -> str:
-    """Write the machine ``rec`` (:func:`real.envinfo.collect`) describes as a topology file; returns
-    what was read. Needs ``nvidia-smi topo -m`` output and a GPU name (a GPU machine)."""
-    import tempfile
+def topology_out(path: str, rec: dict, dump: tuple[str | None, str] | None = None) -> str:
+    """Write the machine ``rec`` (:func:`real.envinfo.collect`) describes as a topology file, from its
+    ``nvidia-smi topo -m`` matrix and NCCL's topology dump (:mod:`real.topo_dump`); returns what was read.
+    ``dump``: ``(xml_text or None, how or why not)``, made here (a child process initialising NCCL) when None."""
+    import datetime
+    import socket
 
     import yaml
 
     from sim.commands.common import check_output_path
-    from sim.topology_nvsmi import load_topology_nvsmi
+    from sim.presets import load_topology
+    from sim.topology import Topology
+    from sim.topology_nvsmi import parse_nvidia_smi_topo
+    from sim.topology_xml import parse_topology_xml, preset_for
+
+    from .topo_dump import merge_nodes, nccl_topology_dump, nic_legend
     check_output_path(path, "--topology-out", (".yaml", ".yml", ".json"))
     matrix = rec.get("nvidia_smi_topo") or ""
     gpus = [str(g) for g in rec.get("gpus") or []] if isinstance(rec.get("gpus"), list) else []
-    if "GPU0" not in matrix:
+    smi, name = None, None
+    if "GPU0" in matrix:
+        smi, name = parse_nvidia_smi_topo(matrix + "\n" + "\n".join(f"GPU: {g}" for g in gpus) + "\n", "nvidia-smi topo -m")
+    # NCCL runs only where a GPU is visible: torch's CUDA, or a matrix nvidia-smi printed on this machine
+    on_gpu = bool(rec.get("cuda_available")) or (smi is not None and rec.get("hostname") == socket.gethostname())
+    ngpus = (len(smi.gpus) if smi else len(gpus)) if on_gpu else 0
+    xml_text, how = dump if dump is not None else nccl_topology_dump(ngpus)
+    nccl_node = parse_topology_xml(xml_text, "NCCL_TOPO_DUMP_FILE") if xml_text else None
+    if smi is None and nccl_node is None:
         raise CollsimError("--topology-out needs a GPU machine: this one has no `nvidia-smi topo -m` matrix "
-                           f"({'no nvidia-smi' if not matrix else matrix.splitlines()[0][:80]}); run it where the GPUs are")
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write(matrix + "\n" + "\n".join(f"GPU: {g}" for g in gpus) + "\n")
-    try:
-        topo = load_topology_nvsmi(f.name)
-    finally:
-        os.unlink(f.name)
-    doc = topo.to_dict()
+                           f"({'no nvidia-smi' if not matrix else matrix.splitlines()[0][:80]}), and the NCCL topology "
+                           f"dump part was {how}; run it where the GPUs are")
+    node, said = merge_nodes(smi, nccl_node, nic_legend(matrix))
+    params = {"gpu": name} if name else {}
+    spec, read = preset_for(node, params, "this machine")
+    sources = (["nvidia-smi topo -m"] if smi else []) + ([f"NCCL_TOPO_DUMP_FILE ({how})"] if nccl_node else [])
+    read = (said + read[:1] + ([f"GPU name in the text: NVIDIA {name.upper()}"] if name else []) + read[1:]
+            + ([] if nccl_node else [f"NCCL topology dump: {how}"]))
+    if len(node.gpus) < 2:   # NCCL's view still says something worth a line; a topology of one GPU does not
+        raise CollsimError(f"--topology-out: this machine has {len(node.gpus)} GPU, so writing a topology was skipped (a "
+                           f"collective needs at least 2 GPUs); what was read: {'; '.join(read[:-1])}")
+    topo = load_topology(spec)
+    meta = dict(topo.meta, xml_preset=spec, nccl_topo_dump=how if nccl_node else f"not used: {how}")
+    doc = Topology.build(f"{rec.get('hostname') or 'this-machine'}({topo.name})", topo.nodes, topo.links, meta).to_dict()
+    doc["meta"].update(sources=sources, read=read)   # lists: to_dict keeps scalars only
     from sim.safe_io import write_output
-    write_output(path, json.dumps(doc, indent=1) if path.lower().endswith(".json") else yaml.safe_dump(doc, sort_keys=False),
-                 "--topology-out")
-    return "\n".join(topo.meta.get("xml_read", [])) + f"\nwrote {path}: use it with `collsim compare --topology {path}`"
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    head = "".join(f"# {line}\n" for line in [f"collsim env --topology-out on {rec.get('hostname')}, {stamp}",
+                                                f"sources: {'; '.join(sources)}", *read])
+    write_output(path, json.dumps(doc, indent=1) if path.lower().endswith(".json")
+                 else head + yaml.safe_dump(doc, sort_keys=False), "--topology-out")
+    return "\n".join(read) + f"\nwrote {path}: use it with `collsim compare --topology {path}`"
 
 
 def env(args) -> int:

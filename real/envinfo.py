@@ -59,6 +59,7 @@ def collect(world_size: int, hosts: list[str] | None = None, gpus: list[str] | N
     import torch.distributed as dist
 
     from . import nccl as libnccl
+    from .cpucache import cache_record
     cuda = torch.cuda.is_available()
     if gpus is None:
         gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
@@ -88,6 +89,7 @@ def collect(world_size: int, hosts: list[str] | None = None, gpus: list[str] | N
         "platform": platform.platform(),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_cache": cache_record(),   # the host model's cache knee (real.cpucache): private cache, copy speedup
     }
 
 
@@ -132,6 +134,11 @@ def render(rec: dict) -> str:
         f"NCCL_* env   {', '.join(f'{k}={v}' for k, v in rec['nccl_env'].items()) or 'none set'}",
         f"host         {rec['hostname']}: {rec['cpu']}, {rec['cpu_count']} cores",
     ]
+    cache = rec.get("cpu_cache")
+    if cache:
+        lines.append(f"CPU cache    L{cache['level']} {cache['private_bytes'] >> 10} KiB per core"
+                     + (f"; a copy inside it runs {cache['copy_speedup']:.1f}x as fast as beyond it"
+                        if cache.get("copy_speedup") else ""))
     if rec["nvidia_smi_topo"]:
         lines += ["nvidia-smi topo -m:"] + ["  " + t for t in rec["nvidia_smi_topo"].splitlines()]
     lines += ["", "what this means:"] + [f"  - {a}" for a in advice(rec)]

@@ -82,6 +82,7 @@ class Nccl:
         L.ncclGetErrorString.argtypes = [I]
         sigs = {"ncclGetVersion": [ctypes.POINTER(I)], "ncclGetUniqueId": [ctypes.POINTER(UniqueId)],
                 "ncclCommInitRank": [ctypes.POINTER(P), I, UniqueId, I], "ncclCommDestroy": [P],
+                "ncclCommInitAll": [ctypes.POINTER(P), I, ctypes.POINTER(I)],
                 "ncclCommFinalize": [P], "ncclGroupStart": [], "ncclGroupEnd": [],
                 "ncclAllReduce": [P, P, S, I, I, P, P], "ncclReduce": [P, P, S, I, I, I, P, P],
                 "ncclBroadcast": [P, P, S, I, I, P, P], "ncclAllGather": [P, P, S, I, P, P],
@@ -116,6 +117,15 @@ class Nccl:
         ctypes.memmove(ctypes.addressof(cid), uid, UNIQUE_ID_BYTES)
         self.check(self.lib.ncclCommInitRank(ctypes.byref(comm), nranks, cid, rank), "ncclCommInitRank")
         return Communicator(self, comm, nranks, rank)
+
+    def comm_init_all(self, ndev: int) -> list["Communicator"]:
+        """One communicator of ``ndev`` ranks on CUDA devices 0..ndev-1, all in this process
+        (``ncclCommInitAll``; needs those GPUs)."""
+        if ndev < 1:
+            raise CollsimError(f"ncclCommInitAll needs at least one GPU, got {ndev}")
+        comms, devs = (ctypes.c_void_p * ndev)(), (ctypes.c_int * ndev)(*range(ndev))
+        self.check(self.lib.ncclCommInitAll(comms, ndev, devs), "ncclCommInitAll")
+        return [Communicator(self, ctypes.c_void_p(comms[i]), ndev, i) for i in range(ndev)]
 
     @contextmanager
     def group(self):

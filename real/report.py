@@ -136,8 +136,8 @@ def noise_warning(rows: list[dict]) -> str | None:
         return None
     return (f"noisy timings at {len(noisy)} of {len(rows)} sizes (iteration spread up to {worst_spread:.0%}, mean up to "
             f"{worst_ratio:.1f}x the median): something else shares these cores. The mean (time) is what nccl-tests "
-            "prints; trust median_time_us/min_time_us (collsim compare and calibrate take the minimum of such noisy "
-            "iterations, else the median), and for steadier numbers use more iterations (-n 50), --repeat 3, or pin the ranks to idle cores (taskset -c)")
+            "prints; trust median_time_us/min_time_us (collsim compare and calibrate use the median; --statistic min or "
+            "auto for the least disturbed iteration), and for steadier numbers use more iterations (-n 50), --repeat 3, or pin the ranks to idle cores (taskset -c)")
 
 
 def table_footer(rows: list[dict]) -> str:

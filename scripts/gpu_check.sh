@@ -6,6 +6,7 @@
 #      simulator's prediction beside it where there are 2+ GPUs;
 #   4. a PyTorch flight-recorder dump written by the NCCL backend, read by `collsim flight analyze`;
 #   5. device-to-device copy bandwidth beside the preset's NVLink figure;
+#   also: this machine written as a topology (collsim env --topology-out, with NCCL's topology dump);
 #   6. with 2+ GPUs also the GPU tests and the harness-overhead check (as before).
 #
 #   scripts/gpu_check.sh                         # predicts on dgx-h100:gpus_per_node=<visible GPUs>
@@ -40,6 +41,14 @@ step() {  # step NAME STATUS [LOGFILE]: count a step's outcome (skipped when its
 
 echo "=== collsim env"
 collsim env > "$OUT/env.txt" 2>&1; rc=$?; cat "$OUT/env.txt"; step env $rc
+
+echo "=== this machine as a topology (collsim env --topology-out: nvidia-smi topo -m + NCCL_TOPO_DUMP_FILE)"
+collsim env --topology-out "$OUT/machine.yaml" > "$OUT/topology_out.txt" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q "dump part was skipped: no GPU\|writing a topology was skipped" "$OUT/topology_out.txt"; then
+    rc=0   # the CPU run, or one GPU (what NCCL's dump said is in the message)
+fi
+if grep -q "NCCL topology dump: failed" "$OUT/topology_out.txt"; then rc=1; fi   # a GPU here, but no NCCL dump
+sed -n '/^what this means/,$p' "$OUT/topology_out.txt" | tail -n +2 | grep -v "^  - " ; step topology-out $rc "$OUT/topology_out.txt"
 
 echo "=== NCCL version"
 python - > "$OUT/nccl_version.txt" 2>&1 <<'PY'

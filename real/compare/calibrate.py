@@ -10,7 +10,10 @@ The model of one call of ``collective`` on S bytes is the simulator's own struct
   the critical path (the ring's steps); ``alpha`` is the per-step latency (us).
 * ``H(S)``: host-side bytes of the measured library (:mod:`real.compare.hostmodel`), expressed at the
   link's rate: on one host over loopback a wire byte costs a rank 4 bytes of memory traffic, so host
-  work runs at ``4 B`` and ``H = host_bytes / 4`` (at 1 GB/s).
+  work runs at ``4 B`` and ``H = host_bytes / 4`` (at 1 GB/s), times the cache knee's factor
+  (:func:`~real.compare.hostmodel.cache_factor`) with ``host_model="torch-gloo-cache"`` (what ``auto``
+  picks for gloo on one host when the files record the measuring CPU's cache, ``env.cpu_cache``):
+  nothing fitted, the knee's place and depth are measured.
 * ``t0``: per-call overhead (us): dispatch, thread hand-offs, kernel launch.
 
 ``t0, alpha, 1/B >= 0`` are fitted by least squares on *relative* residuals (every size counts the
@@ -63,7 +66,8 @@ from sim.topology import Link, Node, Topology
 from sim.topology_file import topology_from_dict
 from sim.validation import latency_us as check_latency_us
 
-from .hostmodel import HOST_MODELS, LOOPBACK_BYTES_PER_WIRE_BYTE, default_host_model, host_bytes
+from .hostmodel import (HOST_MODELS, LOOPBACK_BYTES_PER_WIRE_BYTE, cache_factor, cpu_cache_of, default_host_model,
+                        host_bytes)
 from .measured import DEFAULT_STATISTIC, Measurement, with_statistic
 from .score import Comparison, compare, nonneg_lstsq
 
@@ -125,12 +129,14 @@ def _unit_topology(nranks: int, bandwidth_GBps: float, latency_us: float) -> Top
     return Topology.build("unit", nodes, links, {"symmetry": "rotation"})
 
 
-def basis(collective: str, nbytes: int, nranks: int, algorithm: str, host_model: str) -> tuple[float, float, float]:
-    """``(W, L, H)`` of the module docstring for one size (us at 1 GB/s, latency count, us at 1 GB/s)."""
+def basis(collective: str, nbytes: int, nranks: int, algorithm: str, host_model: str,
+          cache: dict | None = None) -> tuple[float, float, float]:
+    """``(W, L, H)`` of the module docstring for one size (us at 1 GB/s, latency count, us at 1 GB/s);
+    ``cache``: the measuring CPU's ``env.cpu_cache`` record, for the host work's cache knee."""
     wire = sim.simulate(collective, nbytes, _unit_topology(nranks, 1.0, 0.0), algorithm, "ideal").time_us
     lat = sim.simulate(collective, nbytes, _unit_topology(nranks, 1e12, 1.0), algorithm, "ideal").time_us
     hb = host_bytes(host_model, collective, nbytes, nranks)
-    return wire, lat, (hb or 0.0) / LOOPBACK_BYTES_PER_WIRE_BYTE / 1e3
+    return wire, lat, (hb or 0.0) * cache_factor(collective, nbytes, nranks, cache) / LOOPBACK_BYTES_PER_WIRE_BYTE / 1e3
 
 
 def robust_fit(a: np.ndarray, y: np.ndarray, scale_to: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -186,6 +192,8 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
         if host_model != "none" and first.label.startswith("cluster:"):
             host_model = "none"
             notes.append("gloo across hosts: the wire is a real network, so host copies are not tied to it (host model none)")
+        elif host_model == "torch-gloo" and cpu_cache_of(measurements) is not None:
+            host_model = "torch-gloo-cache"     # the bench recorded its CPU cache: price the knee (docs/compare.md)
     if host_model not in HOST_MODELS:
         raise CollsimError(f"unknown host model {host_model!r}: choose auto, {', '.join(HOST_MODELS)}")
     if algorithm == "auto":
@@ -202,6 +210,10 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
                            "measure with this collsim bench, or pass --latency-us")
     source = "given" if latency_us is not None else "measured" if measured_latency else None
 
+    host_cache = cpu_cache_of(measurements) if host_model == "torch-gloo-cache" else None
+    if host_model == "torch-gloo-cache" and host_cache is None:
+        notes.append("the files record no CPU cache (env.cpu_cache, written by collsim bench since issue 16): host work "
+                     "is priced without the cache knee")
     # one observation per timed column of every size of every file
     cache, obs = {}, []
     for m in measurements:
@@ -210,7 +222,7 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
             if r.nbytes <= 0 or not r.observations():
                 continue
             if key not in cache:
-                cache[key] = basis(m.collective, r.nbytes, n, algorithm, host_model)
+                cache[key] = basis(m.collective, r.nbytes, n, algorithm, host_model, host_cache)
             for t, samples in r.observed_samples():
                 obs.append((m, r.nbytes, t, *cache[key], samples))
     if len(obs) < 3:
@@ -280,7 +292,7 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
         "statistic": "/".join(m_stat), "uncertainty": uncertainty or None,
         "algorithm": algorithm, "launch_us": t0, "link_latency_us": alpha, "link_bandwidth_GBps": bw,
         "latency_fitted": bool(identifiable), "latency_source": source, "p2p_latency_us": p2p, "host_model": host_model,
-        "host_GBps": host_GBps, "host_bytes_per_wire_byte": LOOPBACK_BYTES_PER_WIRE_BYTE if host_model != "none" else None,
+        "host_GBps": host_GBps, "host_cache": host_cache, "host_bytes_per_wire_byte": LOOPBACK_BYTES_PER_WIRE_BYTE if host_model != "none" else None,
         "sources": [{"file": os.path.abspath(m.source) if m.source[:1] != "<" else m.source, "collective": m.collective,
                      "nranks": m.nranks, "backend": m.backend, "where": m.label, "sizes": len(m.rows)} for m in measurements],
         "notes": notes,

@@ -54,8 +54,10 @@ def register(subparsers) -> None:
     c.add_argument("--holdout", nargs="+", default=[], metavar="FILE", help="measured files to predict and score, not fitted")
     _measured_args(c)
     c.add_argument("--algorithm", default="ring", help="algorithm the measured library runs (default ring: gloo, NCCL at large sizes)")
-    c.add_argument("--host-model", default="auto", choices=("auto", "none", "torch-gloo"),
-                   help="host-side copies/reductions: auto (torch-gloo for gloo runs on one host, else none)")
+    c.add_argument("--host-model", default="auto", choices=("auto", "none", "torch-gloo", "torch-gloo-cache"),
+                   help="host-side copies/reductions: auto (for gloo runs on one host torch-gloo-cache where the "
+                        "bench recorded the CPU cache, env.cpu_cache, else torch-gloo; none elsewhere); torch-gloo "
+                        "leaves the cache knee out")
     c.add_argument("--latency-us", type=float, default=None,
                    help="fix the per-step link latency (us) instead of fitting it")
     c.add_argument("--measured-latency", action="store_true",
@@ -67,10 +69,10 @@ def register(subparsers) -> None:
 
 
 def _measured_args(p) -> None:
-    p.add_argument("--statistic", default="auto", choices=("auto", "mean", "median", "min"),
-                   help="statistic of each size's timed iterations: auto (default: the median, or the minimum where the "
-                        "bench flagged the iterations as noisy), median, mean (nccl-tests' time column) or min (least "
-                        "disturbed); files with only a mean use the mean")
+    p.add_argument("--statistic", default="median", choices=("median", "mean", "min", "auto"),
+                   help="statistic of each size's timed iterations: median (default), mean (nccl-tests' time column), "
+                        "min (least disturbed) or auto (the median, or the minimum where the bench flagged the "
+                        "iterations as noisy); files with only a mean use the mean")
     p.add_argument("--collective", "-c", default=None, help="collective of nccl-tests text that does not name it")
     p.add_argument("--nranks", "-n", type=int, default=None, help="rank count of nccl-tests text that does not list its ranks")
 

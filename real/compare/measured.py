@@ -34,8 +34,8 @@ from sim.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 
 MAX_FILE_BYTES = 64 << 20
 TIME_CHOICES = ("best", "out-of-place", "in-place")
-STATISTICS = ("auto", "mean", "median", "min")
-DEFAULT_STATISTIC = "auto"
+STATISTICS = ("median", "mean", "min", "auto")
+DEFAULT_STATISTIC = "median"   # issue 16: compare and calibrate use the median unless told otherwise
 
 
 @dataclass(frozen=True)
@@ -124,11 +124,12 @@ def noisy_sizes(m: Measurement) -> list[int]:
 def with_statistic(m: Measurement, statistic: str = DEFAULT_STATISTIC) -> Measurement:
     """``m`` with each row's out-of-place and in-place time replaced by ``statistic`` of its timed
     iterations: ``mean`` (what nccl-tests prints), ``median`` (a few stalled iterations do not move
-    it), ``min`` (the least disturbed iteration), or ``auto`` (the default): the median, unless the
-    bench's own noise test flags the file (:func:`noisy_sizes`), then the minimum. Why: on a shared
-    machine the load of other processes changes from minute to minute, and it moves the median with
-    it (gloo all_gather sweeps on 2 busy cores: fitted bandwidth 1.04-1.36 GB/s over four runs with
-    the median, 1.53-1.66 with the minimum; docs/compare.md). Files that record only the mean
+    it; the default), ``min`` (the least disturbed iteration), or ``auto`` (opt-in): the median, unless
+    the bench's own noise test flags the file (:func:`noisy_sizes`), then the minimum. Why offer
+    ``auto``: on a shared machine the load of other processes changes from minute to minute, and a load
+    that stalls half the iterations moves the median with it (gloo all_gather sweeps on 2 busy cores:
+    fitted bandwidth 1.04-1.36 GB/s over four runs with the median, 1.53-1.66 with the minimum;
+    docs/compare.md). Files that record only the mean
     (nccl-tests text, older collsim JSON) keep it, and ``statistic_note`` says so.
 
     >>> row = MeasuredRow(4096, 30.0, 28.0, median_time_us=12.0, inplace_median_time_us=11.0)

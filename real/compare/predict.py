@@ -7,7 +7,9 @@ overhead (``launch_us``, charged once per collective), the algorithm the measure
 :class:`Predictor` on such a topology predicts (the links already are the measured library's, so the
 simulator runs its ``ideal`` latency-bandwidth protocol, shown as ``calibrated``)
 
-    time = launch_us + simulate(collective, S, topology, algorithm, "ideal") + host_bytes / host_GBps
+    time = launch_us + simulate(collective, S, topology, algorithm, "ideal") + host_bytes * knee / host_GBps
+
+(``knee``: :func:`~real.compare.hostmodel.cache_factor` of the recorded ``host_cache``, 1 without one)
 
 and on any other topology (a preset, a hand-written file) it is exactly ``sim.simulate`` with the
 algorithm and protocol the simulator selects.
@@ -33,7 +35,7 @@ from sim.errors import CollsimError
 from sim.presets import load_topology
 from sim.topology import Topology
 
-from .hostmodel import host_bytes
+from .hostmodel import cache_factor, host_bytes
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,8 @@ class Predictor:
                 if hb is None:
                     notes = (f"host-side work of {coll.name} is not modelled for {cal['host_model']}: links only",)
                 else:
-                    host_us = hb / (float(cal["host_GBps"]) * 1e3)
+                    knee = cache_factor(coll.name, nbytes, topo.nranks, cal.get("host_cache"))
+                    host_us = hb * knee / (float(cal["host_GBps"]) * 1e3)
         protocol_name = "calibrated" if cal and r.protocol == "ideal" else r.protocol
         return Prediction(coll.name, int(nbytes), topo.nranks, r.time_us + launch + host_us, r.algorithm,
                           protocol_name, r.steps, latency + launch, r.time_us - latency, host_us, notes)

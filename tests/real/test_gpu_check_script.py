@@ -18,8 +18,9 @@ def test_gpu_check_on_the_cpu(tmp_path):
                        text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     last = p.stdout.strip().splitlines()[-1]
-    # 6 benches + env + the gloo flight dump pass; the CUDA-only steps say skipped, never a number
-    assert last.startswith("gpu_check: OK: 8 step(s) passed, 0 failed, 2 skipped")
+    # 6 benches + env + the gloo flight dump pass; the CUDA-only steps (and --topology-out) say skipped, never a number
+    assert last.startswith("gpu_check: OK: 8 step(s) passed, 0 failed, 3 skipped")
+    assert "dump part was skipped: no GPU" in (out / "topology_out.txt").read_text()
     assert (out / "summary.txt").read_text().strip() == last
     for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"):
         rows = json.loads((out / f"bench_{c}.json").read_text())["results"]
