@@ -20,7 +20,15 @@ j-th GPU (its *owner*). Inside a domain NCCL's NVLS kernels do, per piece:
 
 So every GPU sends S + S/k into the switch and receives S/k + S from it for k GPUs per domain: the
 (k+1)/k S per direction of the NVLS bandwidth formula (algbw = busbw * k/(k+1), sjeaugey in
-nccl-tests PR #239), versus 2(k-1)/k S for a ring. Steps: ``nvls`` all_reduce 4 on one domain,
+nccl-tests PR #239), versus 2(k-1)/k S for a ring.
+
+**Heads.** NCCL gives a domain at most ``NCCL_MAX_NVLS_ARITY`` = 32 heads (``search.cc``: the NVLS
+graph has ``min(32, GPUs)`` channels, one head GPU each), and only heads run the reduce warps
+(``all_reduce.h``: ``nvls->headRank != -1``). On a GB200 NVL72 rack (k = 72) the buffer is cut into 32
+shards owned by GPUs 0..31 of the domain; the other 40 GPUs only feed the switch and receive the
+multicast. A head then moves (h+1)/h S per direction for h heads. NCCL runs NVLS
+reduce_scatter/all_gather only up to 32 ranks (``enqueue.cc``; the tuner says so), so those keep one
+shard per GPU. Steps: ``nvls`` all_reduce 4 on one domain,
 4 + 2 * levels across domains; ``nvls_tree`` 4 + 2 * ceil(log2 m); ``nvls`` reduce_scatter and
 all_gather (one domain) 2 each.
 
@@ -36,6 +44,7 @@ import weakref
 import numpy as np
 
 from ..chunk_program import ChunkProgram
+from ..nccl.constants import NVLS_MAX_HEADS
 from . import algorithm
 from .collnet import nearest_reducer, switch_tree
 from .tree import WINDOW, double_tree, reduce_broadcast
@@ -95,6 +104,15 @@ def nearest_nvls_switches(topology) -> np.ndarray:
     return nearest
 
 
+def nvls_heads(gpus_per_domain: int) -> int:
+    """Head GPUs (shards) NCCL gives an NVLink domain: one per GPU, at most NCCL_MAX_NVLS_ARITY (32).
+
+    >>> nvls_heads(8), nvls_heads(72)
+    (8, 32)
+    """
+    return min(NVLS_MAX_HEADS, gpus_per_domain)
+
+
 def _reason(topology, collective: str, n: int, tree: bool) -> str | None:
     name = "nvls_tree" if tree else "nvls"
     if topology is None:
@@ -125,16 +143,19 @@ def _build(coll, n, topology, nchannels, pipeline, tree: bool):
     name = "nvls_tree" if tree else "nvls"
     switches, domains = nvls_domains(topology, n)
     k, m = len(domains[0]), len(domains)
+    # all_reduce: shard j belongs to head j (GPU j of each domain); reduce_scatter/all_gather keep one
+    # shard per GPU (NCCL runs them with NVLS only up to 32 ranks, where every GPU is a head)
+    heads = nvls_heads(k) if coll.name == "all_reduce" else k
     halves = 2 if tree else 1                # nvls_tree: each shard split over NCCL's two trees
-    p = ChunkProgram(coll, n, k * halves, topology=topology)
+    p = ChunkProgram(coll, n, heads * halves, topology=topology)
 
     def chunk_of(j, t=0):  # single-domain reduce_scatter/all_gather: shard j belongs to rank j
-        return (domains[0][j] if m == 1 else j) * halves + t
+        return (domains[0][j] if m == 1 and coll.name != "all_reduce" else j) * halves + t
 
     rs, ag = coll.name in ("all_reduce", "reduce_scatter"), coll.name in ("all_reduce", "all_gather")
     inter = 0
     if coll.name == "all_reduce" and m > 1:  # 2. between domains, over the owners of each shard
-        for j in range(k):
+        for j in range(heads):
             if tree:
                 for t, hosts in enumerate(double_tree(m)):
                     parent = np.full(n, -1, np.int64)   # a tree over the owners of shard j
@@ -145,7 +166,7 @@ def _build(coll, n, topology, nchannels, pipeline, tree: bool):
                 inter = switch_tree(p, [dom[j] for dom in domains], chunk_of(j), 2)
     for sw, dom in zip(switches, domains):
         sw = p.switch(sw)
-        for j, owner in enumerate(dom):
+        for j, owner in enumerate(dom[:heads]):
             for t in range(halves):
                 c = chunk_of(j, t)
                 if rs:   # 1. every GPU into the switch (summed), the sum of shard j to its owner

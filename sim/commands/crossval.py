@@ -9,6 +9,9 @@ it affects, by a small grid search:
   grid value is one engine run per row, and busbw is interpolated linearly between grid values;
 * ``host_bounce_efficiency`` / ``host_bounce_duplex_efficiency``: busbw rows of the cases without
   peer-to-peer (``p2p=0``), one-way (2-GPU broadcast/reduce) and the others;
+* ``nvls_loss_per_doubling``: busbw rows of the all_reduce cases on NVLS domains of more than 8 GPUs
+  (GB200 NVL72 racks); these fit nothing else (across racks their NICs carry a 32nd of the data, so the
+  fabric's efficiency hardly moves them);
 * ``latency.<fabric>``: time rows (sizes <= 64 KiB) of the multi-node cases of that fabric (one run per
   grid value and row);
 * ``launch_overhead_us`` (every time row), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and
@@ -37,11 +40,13 @@ BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
 EFFICIENCY_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)   # busbw is interpolated linearly in between
 BOUNCE_GRID = (0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8, 0.9, 1.0)
+NVLS_LOSS_GRID = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15)
 FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
 LINEAR_GRID = {"launch_overhead_us": np.arange(0.0, 15.01, 0.25), "per_gpu_launch_us": np.arange(0.0, 10.01, 0.25),
                "p2p_peer_latency_us": np.arange(0.0, 20.01, 0.25)}
 PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5, "host_bounce_efficiency": 0.5,
           "host_bounce_duplex_efficiency": 0.5, "p2p_peer_latency_us": 5.0,
+          "nvls_loss_per_doubling": 0.0,   # NCCL's own model: nvlsEfficiency whatever the domain size
           **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
           **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()}}
 
@@ -61,6 +66,7 @@ class Case:
         self.remote_peers = (m.nranks - m.ppn) if (m.nnodes > 1 and self.coll.name == "all_to_all") else 0
         self.p2p_off = self.topo.meta.get("p2p") is False
         self.duplex = is_duplex(self.coll, self.topo)
+        self.large_nvls = bool(self.topo.reducing_switches("nvls")) and m.ppn > 8 and self.coll.name == "all_reduce"
         rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
         self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]
@@ -74,10 +80,16 @@ class Case:
             self._memo[key] = (q.time_us, q.busbw_GBps)
         return self._memo[key]
 
-    def bw_key(self) -> str | None:
+    def bw_keys(self) -> list[str]:
+        """The bandwidth constants this case's busbw rows are fitted for."""
+        if self.large_nvls:   # bound by the rack's NVLink (its NICs carry a 32nd of the data): NVLS alone
+            return ["nvls_loss_per_doubling"]
+        keys = []
         if self.fabric:
-            return f"efficiency.{self.fabric}"
-        return ("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency") if self.p2p_off else None
+            keys.append(f"efficiency.{self.fabric}")
+        elif self.p2p_off:
+            keys.append("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency")
+        return keys
 
 
 TIE = 0.005   # medians closer than half a percentage point are a tie, broken toward the prior
@@ -96,7 +108,7 @@ def _score(errors, value: float, prior: float) -> tuple:
 def _bw_errors(case: Case, key: str, value: float) -> list[float]:
     """busbw errors of ``case`` with bandwidth constant ``key`` = ``value`` (others at their priors),
     interpolating between the grid runs."""
-    grid = EFFICIENCY_GRID if key.startswith("efficiency.") else BOUNCE_GRID
+    grid = _grid(key)
     i = int(np.clip(np.searchsorted(grid, value) - 1, 0, len(grid) - 2))
     lo, hi = grid[i], grid[i + 1]
     w = (value - lo) / (hi - lo)
@@ -106,6 +118,11 @@ def _bw_errors(case: Case, key: str, value: float) -> list[float]:
         b = case.run(r["size"], {**PRIORS, key: hi})[1]
         out.append(abs(a + w * (b - a) - r["busbw"]) / r["busbw"])
     return out
+
+
+def _grid(key: str) -> tuple:
+    return (EFFICIENCY_GRID if key.startswith("efficiency.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
+            else BOUNCE_GRID)
 
 
 def _lat_base(case: Case, fabric_latency: float | None) -> list[float]:
@@ -128,11 +145,8 @@ def fit(cases: list[Case]) -> dict:
     """Every fitted constant from ``cases`` (the training set), by the grid searches described above."""
     out = dict(PRIORS)
     # bandwidth: one constant per fabric / host bounce, each from its own cases' busbw rows
-    for key in sorted({c.bw_key() for c in cases if c.bw_key() and c.bw_rows}):
-        train = [c for c in cases if c.bw_key() == key and c.bw_rows]
-        grid = EFFICIENCY_GRID if key.startswith("efficiency.") else BOUNCE_GRID
-        fine = np.arange(grid[0], grid[-1] + 1e-9, 0.01)
-        out[key] = float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v)], v, PRIORS[key])))
+    for key in sorted({k for c in cases if c.bw_rows for k in c.bw_keys()}):
+        out[key] = fit_bandwidth(cases, key)
     # latency: coordinate descent over the fabric latencies and the three linear constants
     lat_cases = [c for c in cases if c.lat_rows]
     groups = {"launch_overhead_us": lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
@@ -150,6 +164,17 @@ def fit(cases: list[Case]) -> dict:
     return out
 
 
+def fit_bandwidth(cases: list[Case], key: str) -> float:
+    """Bandwidth constant ``key`` fitted on the busbw rows of those ``cases`` it affects (others at their
+    priors); its prior when none of them does."""
+    train = [c for c in cases if key in c.bw_keys() and c.bw_rows]
+    if not train:
+        return PRIORS[key]
+    grid = _grid(key)
+    fine = np.arange(grid[0], grid[-1] + 1e-9, 0.005 if key == "nvls_loss_per_doubling" else 0.01)
+    return float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v)], v, PRIORS[key])))
+
+
 def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=None, model: str = "engine") -> tuple[list[dict], dict]:
     """(per-case scores out of sample, the in-sample fit). ``score_case`` is validate's scorer."""
     prepared = [Case(c, algorithm, protocol) for c in cases]
@@ -165,8 +190,8 @@ def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=No
 
 def _relevant(case: Case, key: str) -> bool:
     return (key == "launch_overhead_us" or (key == "per_gpu_launch_us" and case.gpus > 1)
-            or (key == "p2p_peer_latency_us" and case.remote_peers > 0) or key == case.bw_key()
+            or (key == "p2p_peer_latency_us" and case.remote_peers > 0) or key in case.bw_keys()
             or (case.fabric is not None and key == f"latency.{case.fabric}"))
 
 
-__all__ = ["cross_validate", "fit", "PRIORS", "Case"]
+__all__ = ["cross_validate", "fit", "fit_bandwidth", "PRIORS", "Case"]

@@ -18,21 +18,30 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   without peer-to-peer exchange data through host memory, one way (2-GPU broadcast/reduce) or with every
   GPU sending and receiving at once (everything else);
 * ``p2p_peer_latency_us``: what each remote peer adds to an all_to_all (one send/recv pair per peer,
-  each progressed by the proxy thread), on top of the fabric's software latency per message.
+  each progressed by the proxy thread), on top of the fabric's software latency per message;
+* ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
+  NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
 
-The values below are the in-sample fit (every public case); ``docs/nccl-model.md`` lists them with
-their sources. :func:`override` swaps values in for a block (the cross-validation folds) and clears the
-caches that depend on them.
+The values are an immutable :class:`Calibration`: :data:`DEFAULT` is the in-sample fit (every public
+case; ``docs/nccl-model.md`` lists the values with their sources) and ``with_values`` makes another. The
+model reads the calibration in force through one documented context, :func:`current` (a
+:class:`contextvars.ContextVar`, :data:`DEFAULT` unless a block says otherwise): :func:`use` puts a
+calibration in force for a block (a cross-validation fold), :func:`override` is ``use`` of the current
+one with some values changed. Nothing is mutated, so nothing needs clearing: caches whose results depend
+on the values take the :class:`Calibration` as part of their key.
 
 >>> get_fabric("ib").title
 'InfiniBand (RDMA verbs, ConnectX)'
->>> with override({"launch_overhead_us": 1.0}):
+>>> with use(DEFAULT.with_values({"launch_overhead_us": 1.0})):
 ...     value("launch_overhead_us")
 1.0
+>>> value("launch_overhead_us") == DEFAULT.value("launch_overhead_us")
+True
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ..errors import CollsimError
@@ -80,13 +89,60 @@ DEFAULTS: dict[str, float] = {
     "host_bounce_efficiency": 0.92,
     "host_bounce_duplex_efficiency": 0.71,
     "p2p_peer_latency_us": 5.0,
+    "nvls_loss_per_doubling": 0.065,
     "efficiency.ib": 0.97, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.slingshot": 0.75,
     "efficiency.tcpxo": 0.85,
     "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.slingshot": 8.0, "latency.tcpxo": 40.0,
 }
 assert set(DEFAULTS) >= {f"efficiency.{f}" for f in FABRICS} | {f"latency.{f}" for f in FABRICS}
-VALUES: dict[str, float] = dict(DEFAULTS)
-_CACHES: list = []     # functions with .cache_clear() whose results depend on VALUES
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One set of values of the fitted constants (every key of :data:`DEFAULTS`), immutable and hashable
+    (it keys caches). ``items`` is sorted by key; build one with :meth:`with_values`."""
+
+    items: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def from_values(cls, values: dict) -> "Calibration":
+        missing, unknown = set(DEFAULTS) - set(values), set(values) - set(DEFAULTS)
+        if missing or unknown:
+            raise CollsimError(f"a calibration needs exactly the constants {', '.join(DEFAULTS)}: "
+                               f"missing {sorted(missing)}, unknown {sorted(unknown)}")
+        return cls(tuple(sorted((k, float(v)) for k, v in values.items())))
+
+    def value(self, key: str) -> float:
+        return dict(self.items)[key]
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.items)
+
+    def with_values(self, values: dict) -> "Calibration":
+        """This calibration with ``values`` (keys of :data:`DEFAULTS`) changed."""
+        unknown = set(values) - set(DEFAULTS)
+        if unknown:
+            raise CollsimError(f"unknown calibration constant(s) {', '.join(sorted(unknown))}: known are {', '.join(DEFAULTS)}")
+        return Calibration.from_values({**self.as_dict(), **values})
+
+
+DEFAULT = Calibration.from_values(DEFAULTS)
+_CURRENT: ContextVar[Calibration] = ContextVar("collsim_calibration", default=DEFAULT)
+
+
+def current() -> Calibration:
+    """The calibration in force: :data:`DEFAULT` unless inside :func:`use` / :func:`override`."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def use(calibration: Calibration):
+    """Put ``calibration`` in force inside the block (this thread / task only), then restore."""
+    token = _CURRENT.set(calibration)
+    try:
+        yield calibration
+    finally:
+        _CURRENT.reset(token)
 
 
 def get_fabric(name) -> Fabric:
@@ -99,41 +155,22 @@ def get_fabric(name) -> Fabric:
 
 
 def value(key: str) -> float:
-    return VALUES[key]
+    """Constant ``key`` of the calibration in force."""
+    return current().value(key)
 
 
 def fabric_efficiency(fabric: str | None) -> float:
-    return VALUES[f"efficiency.{get_fabric(fabric or 'ib').name}"]
+    return value(f"efficiency.{get_fabric(fabric or 'ib').name}")
 
 
 def fabric_latency_us(fabric: str | None) -> float:
-    return VALUES[f"latency.{get_fabric(fabric or 'ib').name}"]
+    return value(f"latency.{get_fabric(fabric or 'ib').name}")
 
 
-def depends_on_calibration(fn):
-    """Register a cached function (``functools.lru_cache``) whose results depend on :data:`VALUES`."""
-    _CACHES.append(fn)
-    return fn
-
-
-@contextmanager
 def override(values: dict):
-    """Use ``values`` (keys of :data:`DEFAULTS`) inside the block, then restore the previous ones."""
-    unknown = set(values) - set(DEFAULTS)
-    if unknown:
-        raise CollsimError(f"unknown calibration constant(s) {', '.join(sorted(unknown))}: known are {', '.join(DEFAULTS)}")
-    saved = dict(VALUES)
-    VALUES.update(values)
-    for fn in _CACHES:
-        fn.cache_clear()
-    try:
-        yield
-    finally:
-        VALUES.clear()
-        VALUES.update(saved)
-        for fn in _CACHES:
-            fn.cache_clear()
+    """``use`` the calibration in force with ``values`` (keys of :data:`DEFAULTS`) changed, for a block."""
+    return use(current().with_values(values))
 
 
-__all__ = ["Fabric", "FABRICS", "DEFAULTS", "VALUES", "get_fabric", "value", "fabric_efficiency",
-           "fabric_latency_us", "override", "depends_on_calibration"]
+__all__ = ["Fabric", "FABRICS", "DEFAULTS", "DEFAULT", "Calibration", "current", "use", "get_fabric", "value",
+           "fabric_efficiency", "fabric_latency_us", "override"]

@@ -41,8 +41,8 @@ from ..errors import CollsimError
 from ..program import Program
 from ..topology import Link, Topology
 from . import calibration
-from .constants import (MAX_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_EFFICIENCY, PCIE_EFFICIENCY,
-                        THREAD_THRESHOLD)
+from .constants import (MAX_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_CHANNELS, NVLS_CHUNK_BYTES,
+                        NVLS_EFFICIENCY, NVLS_MAX_HEADS, PCIE_EFFICIENCY, THREAD_THRESHOLD)
 from .machine import Machine, machine
 from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from .tuner import Terms, tuner_terms
@@ -67,7 +67,7 @@ def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool
         return 1.0   # a textbook topology: its links are what they say
     if link.kind == "nvlink":
         eff = NVLINK_EFFICIENCY.get(arch, 0.8)
-        return eff * (NVLS_EFFICIENCY.get(arch, 1.0) if nvls else 1.0)
+        return eff * (NVLS_EFFICIENCY.get(arch, 1.0) * nvls_domain_factor(meta.get("gpus_per_node", 1)) if nvls else 1.0)
     if link.kind == "pcie":
         if meta.get("p2p") is False:
             return PCIE_EFFICIENCY * calibration.value("host_bounce_duplex_efficiency" if duplex else "host_bounce_efficiency")
@@ -77,14 +77,34 @@ def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool
     return 1.0
 
 
-@calibration.depends_on_calibration
-@lru_cache(maxsize=16)
+def nvls_domain_factor(gpus_per_domain: int) -> float:
+    """What NVLS keeps of NCCL's ``nvlsEfficiency`` on an NVLink domain of ``gpus_per_domain`` GPUs.
+
+    NCCL tuned ``nvlsEfficiency`` on 8-GPU nodes, and published 5..8-GPU runs follow it (H100: nccl #1455;
+    B300: nccl #2140; the 8 GB200 GPUs of case B1). A 72-GPU GB200 rack runs below it (cases B2, B3), for
+    a reason no public source states; the loss per doubling of the domain beyond 8 GPUs is the fitted
+    ``nvls_loss_per_doubling`` (:mod:`sim.nccl.calibration`; its prior, 0, is NCCL's own model).
+
+    >>> nvls_domain_factor(8)
+    1.0
+    """
+    doublings = math.log2(gpus_per_domain / 8) if gpus_per_domain > 8 else 0.0
+    return (1.0 - calibration.value("nvls_loss_per_doubling")) ** doublings
+
+
 def effective_topology(topo: Topology, nvls: bool = False, duplex: bool = True) -> Topology:
-    """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology.
+    """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology
+    and calibration (:func:`sim.nccl.calibration.current`).
 
     Links keep a millionth of their latency: routes are chosen by latency, so they stay exactly those of
     the real topology, while the time the wire adds (under a nanosecond per hop) is negligible: the
     latency is in the latency term."""
+    return _effective_topology(topo, nvls, duplex, calibration.current())
+
+
+@lru_cache(maxsize=16)
+def _effective_topology(topo: Topology, nvls: bool, duplex: bool, cal: calibration.Calibration) -> Topology:
+    # ``cal`` is the calibration link_efficiency reads (it is in force here); it keys the cache
     links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls, duplex), l.latency_us * 1e-6, l.kind)
              for l in topo.links]
     return Topology.build(topo.name, topo.nodes, links, topo.meta)
@@ -218,8 +238,12 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
         one = _program(algorithm, coll, topo, nch, 1, root, spread)
         steps, split = one.steps, _split(one, nch)
     pipelined = coll.name in get_algorithm(algorithm).pipelined
-    chunk = nccl_chunk_bytes(algorithm, p.name, nbytes / nch, depth=steps) if pipelined else None
-    pieces = pipeline or (max(1, math.ceil(nbytes / nch / split / chunk)) if pipelined else 1)
+    if pipelined and algorithm.startswith("nvls"):
+        chunk, loop_bytes = nvls_loop(algorithm, nbytes, m)
+        pieces = pipeline or max(1, math.ceil(nbytes / loop_bytes))
+    else:
+        chunk = nccl_chunk_bytes(algorithm, p.name, nbytes / nch, depth=steps) if pipelined else None
+        pieces = pipeline or (max(1, math.ceil(nbytes / nch / split / chunk)) if pipelined else 1)
     share = payload_share(coll, topo, algorithm, p.name, m)
     tuned = tuner_terms(coll, nbytes, topo, algorithm, p.name, m) if algorithm in NCCL_ALGORITHMS else None
     small, used_ch, used_threads = small_message_share(nbytes, topo, algorithm, p.name,
@@ -231,6 +255,42 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
     corr = tuned.detail.get("tree_correction", 1.0) if tuned is not None else 1.0
     return NcclPlan(algorithm, p.name, m, spread, nch, steps, split, pipelined, chunk, pieces, share, small,
                     used_ch, used_threads, corr, tuned, Protocol(p.name, payload_efficiency=share * small * corr), lat)
+
+
+def nvls_loop(algorithm: str, nbytes: int, m: Machine) -> tuple[int, int]:
+    """(chunk, bytes of one loop) of NCCL's NVLS kernels (NCCL 2.27.7).
+
+    One loop moves ``channels x heads x chunk`` bytes: every NVLS channel (``NVLS_NCHANNELS``: 16 on
+    Hopper; on Blackwell 24 inside one NVLink domain, 32 across domains, ``transport/nvls.cc``) hands one
+    chunk to each of the domain's heads (at most 32, :data:`NVLS_MAX_HEADS`). The chunk is
+    ``NCCL_NVLS_CHUNKSIZE`` (128 KiB), halved for sizes that give few loops (``enqueue.cc``: NVLS below
+    64/8/2 x concurrentOps x chunk; NVLSTree 64 KiB from 4 nodes, then below 16/4/1 x). The engine
+    simulates one channel carrying the whole buffer in loops of this size, so the pipeline fills and
+    drains over as many loops as NCCL's does.
+
+    >>> from sim.presets import load_topology
+    >>> from sim.nccl.machine import machine
+    >>> nvls_loop("nvls", 8 << 30, machine(load_topology("gb200-nvl72")))      # 24 channels x 32 heads
+    (131072, 100663296)
+    >>> nvls_loop("nvls", 1 << 30, machine(load_topology("gb200-nvl72")))[0]
+    65536
+    """
+    if m.arch == "blackwell":
+        channels = NVLS_CHANNELS["blackwell" if m.nnodes > 1 else "blackwell_one_domain"]
+    else:
+        channels = NVLS_CHANNELS["hopper"]
+    ops = channels * min(NVLS_MAX_HEADS, m.ppn)
+    chunk = NVLS_CHUNK_BYTES
+    if algorithm == "nvls":
+        for factor, floor in ((64, 65536), (8, 32768), (2, 16384)):
+            if nbytes < factor * ops * chunk and chunk > floor:
+                chunk = floor
+    else:
+        chunk = min(chunk, 65536) if m.nnodes >= 4 else chunk
+        for factor, floor in ((16, 131072), (4, 65536), (1, 32768)):
+            if nbytes < factor * ops * chunk and chunk > floor:
+                chunk = floor
+    return chunk, ops * chunk
 
 
 def latency_us(coll, topo: Topology, algorithm: str, proto: str, steps: int, nbytes: int = 1,
@@ -306,7 +366,9 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
     one = _program(algorithm, coll, topo, nch, 1, root, spread)
     duplex = is_duplex(coll, topo)
     eff = effective_topology(topo, nvls, duplex)
-    sim_pieces = min(pieces, max(2, OPS_BUDGET // max(1, one.nops)))
+    # The steady state is extrapolated from runs whose pipeline is full: at least steps + 2 pieces (a
+    # 2-rack NVLSTree, 6 steps, gives half its bandwidth extrapolated from 3 pieces), whatever the budget.
+    sim_pieces = min(pieces, max(2, one.steps + 2, OPS_BUDGET // max(1, one.nops)))
     if trace and pieces > sim_pieces:
         raise CollsimError(f"--trace: {pieces} chunks per channel is more than the engine simulates op by op "
                            f"({sim_pieces}); trace a smaller size or pass --pipeline {sim_pieces}")
@@ -319,6 +381,14 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
         t_half = run_program(half, eff, nbytes * (sim_pieces // 2) / pieces, plan.engine_protocol, engine=engine).time_us
         period = (data_us - t_half) / (sim_pieces - sim_pieces // 2)
         data_us += (pieces - sim_pieces) * period
+    if algorithm == "nvls" and plan.pipelined and sim_pieces > 0:
+        # NCCL's one-domain NVLS kernel runs three warp groups per channel, pipelined through the NVLS
+        # buffers (all_reduce.h): scatter copies a loop into the buffers before the switch sees it, gather
+        # copies it out after the multicast. The engine times the switch traffic; the first loop's scatter
+        # and the last loop's gather add one loop period each (the busiest link's time per loop). Not on
+        # NVLSTree: there the engine's own tree stages already fill more loops than NCCL's measured ramp
+        # (docs/nccl-model.md, GB200 NVL72).
+        data_us += 2 * float(np.max(runs.link_busy_us, initial=0.0)) / sim_pieces
     lat = plan.latency_us
     total = lat + data_us
     link_bytes, link_busy = link_tables(topo, runs.link_bytes / frac, runs.link_busy_us / frac)
@@ -334,6 +404,9 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
                "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
                "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls, duplex).items()),
                "simulated_ops": len(runs.op_index), "symmetric": runs.symmetric}
+    if nvls and "gpus_per_domain" in one.params:
+        k = int(one.params["gpus_per_domain"])
+        explain["nvls_heads"] = f"{min(NVLS_MAX_HEADS, k)} of {k} GPUs per NVLink domain"
     if plan.tree_correction != 1:
         explain["tree_correction"] = plan.tree_correction
     if plan.small_share < 1:

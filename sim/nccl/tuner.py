@@ -24,6 +24,7 @@ from ..analytic import ring_steps
 from ..collectives import get_collective
 from ..errors import CollsimError
 from .constants import (LL_MAX_BW, MAX_SEARCH_CHANNELS, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NET_OVERHEAD_US, NVLS_BUS_TO_ALG,
+                        NVLS_MAX_HEADS,
                         P2P_LL_THRESHOLD, PER_CH_MAX_RING_LL128, PER_CH_MAX_TREE, PER_CH_MAX_TREE_LL128, TREE_CORRECTION)
 from .machine import Machine, machine, nvls_graph, ring_graph, tree_graph
 from .protocols import base_latency_us, get_protocol, hop_latency_us
@@ -62,6 +63,8 @@ def _disabled(a: str, p: str, coll: str, m: Machine) -> str | None:
         return f"{a} runs the Simple protocol only"
     if a in ("nvls", "nvls_tree") and (not m.nvls or m.cc_index < 2):
         return "NVLS needs an NVLink SHARP switch (Hopper or later)"
+    if a == "nvls" and coll in ("all_gather", "reduce_scatter") and m.ppn > NVLS_MAX_HEADS:
+        return f"NCCL runs NVLS {coll} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
     if a == "nvls_tree" and m.nnodes == 1:
         return "NCCL disables NVLSTree on a single node"
     if a == "nvls" and m.nnodes > 1 and not m.sharp:
