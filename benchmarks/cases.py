@@ -50,7 +50,7 @@ def dgx_hierarchical(n: int) -> dict:
     """Ring all-reduce, ideal protocol, on n/8 DGX H100 nodes (NVSwitch + 8 NICs on a fat tree, whose
     spine the nodes' flows share); no rotation symmetry, so the engine runs op by op."""
     import sim
-    r = sim.simulate("all_reduce", GiB, f"dgx-h100:nodes={n // 8}", algorithm="ring", protocol="ideal")
+    r = sim.simulate("all_reduce", GiB, f"dgx-h100:nodes={n // 8}", algorithm="ring", protocol="ideal", model="engine")
     return {"transfers": r.explain["ops"], "simulated": r.explain["simulated_ops"], "time_us": r.time_us}
 
 

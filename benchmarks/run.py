@@ -10,7 +10,8 @@ Run from the repository root::
 It prints one table, and unless ``--no-write`` replaces the generated part of docs/performance.md and
 redraws docs/performance.png. Besides the engine cases it times three command lines end to end
 (interpreter start-up, imports and topology building included): the 1024-rank ring all-reduce of
-``/work/shared/checks/scale-1024`` and the flow model on 16,384 H100 and 128 GB200 NVL72 racks.
+``/work/shared/checks/scale-1024`` and the flow model on 16,384 H100 (all_reduce and all_to_all) and 128
+GB200 NVL72 racks.
 """
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ CLI_CASES = (
      ["simulate", "--topology", "dgx-h100:nodes=2048", "--model", "flow", "-b", "1G", "-e", "1G", "--format", "json"], 0, 0),
     ("flow: all_reduce on gb200-nvl72:nodes=128 (9,216 GPUs), 1 GiB, auto",
      ["simulate", "--topology", "gb200-nvl72:nodes=128", "--model", "flow", "-b", "1G", "-e", "1G", "--format", "json"], 0, 0),
+    ("flow: all_to_all on dgx-h100:nodes=2048 (16,384 GPUs), 1 GiB, default model",
+     ["simulate", "--topology", "dgx-h100:nodes=2048", "--collective", "all_to_all", "-b", "1G", "-e", "1G",
+      "--format", "json"], 0, 0),
 )
 
 

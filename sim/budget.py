@@ -32,6 +32,11 @@ BUILD_OPS_PER_S = 8_000_000      # program ops built per second
 ROUTE_S_FAT_TREE = 3e-4          # one route on a preset's fat tree (Dijkstra over two hosts and the fabric)
 ROUTE_S_OTHER = 2e-5             # one route on a textbook topology (neighbours, found at once)
 AUTO_ENGINE_SECONDS = 1.0        # --model auto runs the engine when its estimate is below this
+# ``collsim plan``: one task per kernel of rank 0's step. Measured on this project's 2-core machine: a
+# ZeRO-3 step of 5,000 microbatches x 24 layers (600,000 tasks) took 33 s and peaked at 578 MB.
+PLAN_BYTES_PER_TASK = 800
+PLAN_TASKS_PER_S = 18_000
+MAX_PLAN_TASKS = 1_000_000       # about a minute: a step with more kernels is refused, with the options
 
 
 def available_memory_bytes() -> int:
@@ -94,6 +99,51 @@ def check_verify(collective: str, nranks: int, algorithm: str | None = None, nch
                  "verify fewer ranks (e.g. --ranks 2-64): a proof on small worlds covers the pattern")
 
 
+def plan_tasks(layers: int, microbatches: int, grad_bytes: int, bucket_bytes: int, first_bucket_bytes: int,
+               strategy: str, tp: int = 1, pp: int = 1, replicas: int = 1) -> tuple[int, int]:
+    """(tasks, gradient buckets) of one training step as :func:`sim.plan.step.build_step` lays it out,
+    from closed forms: per microbatch and layer a forward and a backward (two halves and two tensor-
+    parallel all_reduces each with ``tp > 1``), ZeRO-3's gathers and reduce_scatters per layer, the
+    buckets' collectives once per step.
+
+    >>> plan_tasks(24, 1, 2_000_000_000, 25 << 20, 25 << 20, "ddp")   # ddp-1b: 48 layer tasks, 77 buckets
+    (126, 77)
+    """
+    per_stage = max(1, layers // max(1, pp))
+    per_layer = 1 if tp == 1 else 4
+    zero3 = strategy == "zero3"
+    buckets = 0 if zero3 else 1 + max(0, math.ceil((grad_bytes - first_bucket_bytes) / max(1, bucket_bytes)))
+    per_bucket = 1 + (strategy in ("zero1", "zero2")) + (strategy != "ddp" and replicas > 1)
+    tasks = microbatches * per_stage * (2 * per_layer + (3 + (replicas > 1) if zero3 else 0))
+    tasks += (2 * microbatches + 1 if pp > 1 else 0) + buckets * per_bucket + 1
+    return tasks, buckets
+
+
+def check_plan(name: str, layers: int, microbatches: int, grad_bytes: int, bucket_bytes: int, first_bucket_bytes: int,
+               strategy: str, tp: int = 1, pp: int = 1, replicas: int = 1, max_memory: int | None = None) -> int:
+    """Refuse a ``collsim plan`` step whose task count would take more than :data:`MAX_PLAN_TASKS` (about
+    a minute) or more memory than the budget, before anything is built; returns the estimated tasks."""
+    tasks, buckets = plan_tasks(layers, microbatches, grad_bytes, bucket_bytes, first_bucket_bytes, strategy, tp, pp, replicas)
+    need = BASE_BYTES + (tasks + layers) * PLAN_BYTES_PER_TASK
+    limit = default_max_memory() if max_memory is None else max_memory
+    if tasks > MAX_PLAN_TASKS or need > limit:
+        what = f"{microbatches:,} microbatch(es) x {layers // max(1, pp):,} layer(s) per stage"
+        what += f", {buckets:,} gradient bucket(s) of {bucket_bytes / (1 << 20):.3g} MiB" if buckets else ""
+        options = []
+        if buckets * 4 > tasks or not (microbatches > 1 or layers > 1000):
+            need_mb = grad_bytes / (MAX_PLAN_TASKS // 4) / (1 << 20)
+            options.append(f"a larger parallelism.bucket_mb (at least {need_mb:.2g})")
+        if microbatches > 1:
+            options.append("fewer parallelism.microbatches (a step's time grows about linearly with them: plan a few "
+                           "and scale)")
+        if layers > 1000:
+            options.append("fewer model.layers")
+        raise CollsimError(f"plan of workload {name!r}: one step is about {tasks:,} tasks ({what}), about "
+                           f"{tasks / PLAN_TASKS_PER_S:.0f} s and {gb(need)}, more than the plan's budget of "
+                           f"{MAX_PLAN_TASKS:,} tasks and {gb(limit)}: use " + ", or ".join(options))
+    return tasks
+
+
 @dataclass(frozen=True)
 class Estimate:
     """What one engine run will cost: ops in the program, ops it simulates, bytes and seconds."""
@@ -123,6 +173,10 @@ def ops_per_piece(algorithm: str, collective: str, n: int, topo=None) -> int:
         return n * (2 * (n - 1) if collective == "all_reduce" else n - 1)
     if algorithm == "direct":
         return n * (n - 1)
+    if algorithm == "p2p":   # every pair, plus the PXN hop of each block that changes host and rail
+        k = max(1, int((topo.meta.get("gpus_per_node") if topo is not None else 0) or 1))
+        m = n // k if n % k == 0 else 1
+        return n * (n - 1) + n * (m - 1) * (k - 1)
     if algorithm == "tree":
         return 4 * (n - 1) if collective == "all_reduce" else n - 1
     if algorithm in ("recursive_hd",):
@@ -166,5 +220,5 @@ def check_memory(what: str, need: int, limit: int | None, options: str) -> None:
         raise CollsimError(f"{what} needs about {gb(need)}, more than --max-memory {gb(limit)}: {options}")
 
 
-__all__ = ["engine_estimate", "estimate_program_bytes", "estimate_verify_bytes", "check_verify", "check_memory", "default_max_memory", "parse_memory",
+__all__ = ["engine_estimate", "plan_tasks", "check_plan", "MAX_PLAN_TASKS", "estimate_program_bytes", "estimate_verify_bytes", "check_verify", "check_memory", "default_max_memory", "parse_memory",
            "Estimate", "ops_per_piece", "AUTO_ENGINE_SECONDS"]

@@ -29,7 +29,8 @@ about one chunk's serialisation time (docs/performance.md has the numbers).
 
 Covered: the ``ring`` algorithm for all_reduce, all_gather, reduce_scatter (cyclic) and broadcast, reduce
 (a chain) here; tree, nvls_tree, nvls and the CollNet algorithms through a replica of the cluster
-(:mod:`sim.replica`). Others (all_to_all, textbook algorithms) need ``--model engine`` (or ``tuner``).
+(:mod:`sim.replica`); all_to_all (``p2p``) in closed form (:mod:`sim.flow_alltoall`). Others (textbook
+algorithms) need ``--model engine`` (or ``tuner``).
 
 >>> import sim
 >>> r = sim.simulate("all_reduce", 1 << 30, "ring:n=1024,bandwidth_GBps=100,latency_us=1",
@@ -56,8 +57,8 @@ from .engine.symmetry import link_orbits
 from .topology import Topology
 
 RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
-FLOW_COLLECTIVES = RING_COLLECTIVES
-FLOW_ALGORITHMS = ("ring",) + REPLICA_ALGORITHMS
+FLOW_COLLECTIVES = RING_COLLECTIVES + ("all_to_all",)
+FLOW_ALGORITHMS = ("ring",) + REPLICA_ALGORITHMS + ("p2p",)
 EXACT_RANKS = 256  # up to here every hop is routed and every link's sharing counted
 
 
@@ -278,9 +279,7 @@ def flow_simulate(collective, nbytes: int, topology, algorithm: str = "auto", pr
         raise CollsimError(f"the flow model covers {', '.join(FLOW_COLLECTIVES)}, not {coll.name}: use --model engine")
     if algorithm == "auto":
         from .algorithms import candidates
-        from .replica import covers
-        algos = [a for a in candidates(coll, topo.nranks, topo)
-                 if a == "ring" or (a in REPLICA_ALGORITHMS and covers(a, topo) is None)]
+        algos = [a for a in candidates(coll, topo.nranks, topo) if flow_covers(coll, a, topo) is None]
     else:
         algos = [algorithm]
     for a in algos:
@@ -313,8 +312,11 @@ def flow_covers(coll, algorithm: str, topo: Topology) -> str | None:
     if algorithm in REPLICA_ALGORITHMS:
         from .replica import covers
         return covers(algorithm, topo)
+    if algorithm == "p2p":
+        from .flow_alltoall import covers
+        return covers(coll, topo)
     if algorithm != "ring":
-        return f"it covers the ring, tree, NVLS and CollNet algorithms, not {algorithm}"
+        return f"it covers the ring, tree, NVLS, CollNet and p2p (all_to_all) algorithms, not {algorithm}"
     if coll.name not in RING_COLLECTIVES:
         return f"its rings cover {', '.join(RING_COLLECTIVES)}, not {coll.name}"
     return None
@@ -329,6 +331,12 @@ def flow_predict(coll, nbytes: int, topo: Topology, algorithm: str, proto: Proto
     reason = flow_covers(coll, algorithm, topo)
     if reason:
         raise CollsimError(f"the flow model cannot run {algorithm} {coll.name}: {reason}; use --model engine")
+    if algorithm == "p2p":
+        if proto.name == IDEAL.name:
+            raise CollsimError("the flow model times all_to_all (p2p) with NCCL's protocols (LL, LL128, Simple), "
+                               "not ideal: pick one, or use --model engine")
+        from .flow_alltoall import alltoall_predict
+        return alltoall_predict(coll, int(nbytes), topo, proto, nchannels=nchannels, pipeline=pipeline)
     run = _ideal if proto.name == IDEAL.name else _nccl
     return run(coll, int(nbytes), topo, proto, nchannels, pipeline, root, method, {} if cache is None else cache)
 

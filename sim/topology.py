@@ -19,16 +19,49 @@ flat ring, mesh or single switch means.
 """
 from __future__ import annotations
 
+import gc
 import heapq
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
+
+import numpy as np
 
 from .errors import CollsimError
 
 NODE_KINDS = ("gpu", "nic", "switch", "cpu")
 LINK_KINDS = ("nvlink", "pcie", "net", "local")
 REDUCE_KINDS = (None, "sharp", "nvls")
+
+
+LONG_LIVED_LINKS = 100_000   # a topology this large is frozen out of the cycle collector's passes
+
+
+@contextmanager
+def paused_gc(freeze: bool = False):
+    """Run a block with Python's cycle collector off (it is restored afterwards).
+
+    Building a cluster preset creates millions of small objects and no reference cycles; with the
+    collector on, each of its passes walks every object made so far, which took over half of the time
+    to build ``dgx-h100:nodes=16384`` (1.3 M links). Reference counting still frees everything.
+    ``freeze``: also move what exists at the end into the collector's permanent generation
+    (``gc.freeze``), so that later passes do not walk the topology again (they took 3 of the 6 s of
+    NVLink-domain discovery on that cluster); a topology lives as long as the run that uses it. Garbage
+    that exists before the block is collected first, so that freezing keeps nothing that should go.
+    """
+    was_enabled = gc.isenabled()
+    if freeze:
+        gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.freeze()
+        if was_enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -68,11 +101,69 @@ class Topology:
     # ---- construction -------------------------------------------------------------------------
     @classmethod
     def build(cls, name: str, nodes, links, meta: dict | None = None) -> "Topology":
-        topo = cls(name, tuple(nodes), tuple(links), dict(meta or {}))
-        topo._validate()
+        links = tuple(links)
+        with paused_gc(freeze=len(links) >= LONG_LIVED_LINKS):
+            topo = cls(name, tuple(nodes), links, dict(meta or {}))
+            topo._validate()
         return topo
 
     def _validate(self) -> None:
+        """Check nodes, links and connectivity; the first problem is an error naming it.
+
+        Each distinct value (node kind, reduce settings, link bandwidth/latency/kind) is checked once and
+        connectivity is a numpy search, so a 1.3 M-link cluster validates in about a second; only when
+        something is wrong do the per-item loops run, to name the first offender.
+        """
+        if not self._nodes_look_valid():
+            self._check_nodes()
+        if len(self.gpus) < 2:
+            raise CollsimError(f"topology {self.name!r} has {len(self.gpus)} GPU(s): a collective needs at least 2")
+        if not self._links_look_valid():
+            self._check_links()
+        src, dst = self.link_ends   # (every end is known: checked above)
+        linked = np.zeros(len(self.nodes), bool)
+        linked[src] = True
+        linked[dst] = True
+        for i in np.flatnonzero(~linked):
+            n = self.nodes[i]
+            if n.kind != "gpu":  # (a GPU gets "no route" below) e.g. a SHARP switch declared but never cabled: it would be chosen, then fail
+                raise CollsimError(f"topology {self.name!r}: {n.kind} {n.name!r} has no links: connect it (links: "
+                                   f"- {{src: ..., dst: {n.name}, duplex: true}}) or remove it")
+        # Every GPU must reach every other GPU: check reachability from GPU 0 and back to it.
+        first = self.gpus[0]
+        gpus = np.asarray(self.gpus)
+        fwd, back = self._out.reached(first), self._in.reached(first)
+        cut = gpus[~(fwd[gpus] & back[gpus])]
+        if len(cut):
+            raise CollsimError(f"topology {self.name!r}: GPU {self.nodes[cut[0]].name!r} has no route to or from "
+                               f"GPU {self.nodes[first].name!r}: add links so that every GPU is connected")
+
+    def _nodes_look_valid(self) -> bool:
+        names = list(map(attrgetter("name"), self.nodes))
+        if set(map(type, names)) != {str} or len(set(names)) != len(names) or "" in names:
+            return False
+        try:
+            settings = set(map(attrgetter("kind", "reduce", "reduce_bandwidth_GBps", "reduce_latency_us"), self.nodes))
+        except TypeError:   # an unhashable value (a list from a file): the item checks name it
+            return False
+        return all(kind in NODE_KINDS and reduce in REDUCE_KINDS and not (reduce and kind != "switch")
+                   and isinstance(bw, (int, float)) and bw > 0
+                   and isinstance(lat, (int, float)) and 0 <= lat < math.inf
+                   for kind, reduce, bw, lat in settings)
+
+    def _links_look_valid(self) -> bool:
+        try:
+            src, dst = self.link_ends
+            settings = set(map(attrgetter("bandwidth_GBps", "latency_us", "kind"), self.links))
+        except (KeyError, TypeError):   # an unknown node name, an unhashable value
+            return False
+        if (src == dst).any():
+            return False
+        return all(isinstance(bw, (int, float)) and bw > 0 and math.isfinite(bw)
+                   and isinstance(lat, (int, float)) and lat >= 0 and math.isfinite(lat) and kind in LINK_KINDS
+                   for bw, lat, kind in settings)
+
+    def _check_nodes(self) -> None:
         names = set()
         for n in self.nodes:
             if not isinstance(n.name, str) or not n.name:
@@ -91,8 +182,9 @@ class Topology:
             if not (isinstance(n.reduce_latency_us, (int, float)) and 0 <= n.reduce_latency_us < math.inf):
                 raise CollsimError(f"topology {self.name!r}: switch {n.name!r} has reduce_latency_us={n.reduce_latency_us}: "
                                    "it must be zero or more microseconds (a negative latency would make reduction free)")
-        if len(self.gpus) < 2:
-            raise CollsimError(f"topology {self.name!r} has {len(self.gpus)} GPU(s): a collective needs at least 2")
+
+    def _check_links(self) -> None:
+        names = self.node_index
         for l in self.links:
             for end in (l.src, l.dst):
                 if end not in names:
@@ -105,34 +197,19 @@ class Topology:
                 raise CollsimError(f"topology {self.name!r}: link {l.src}->{l.dst} has latency_us={l.latency_us}: latency must be zero or more microseconds")
             if l.kind not in LINK_KINDS:
                 raise CollsimError(f"topology {self.name!r}: link {l.src}->{l.dst} has kind {l.kind!r}: use one of {', '.join(LINK_KINDS)}")
-        linked = {end for l in self.links for end in (l.src, l.dst)}
-        for n in self.nodes:
-            if n.name not in linked and n.kind != "gpu":  # (a GPU gets "no route" below) e.g. a SHARP switch declared but never cabled: it would be chosen, then fail
-                raise CollsimError(f"topology {self.name!r}: {n.kind} {n.name!r} has no links: connect it (links: "
-                                   f"- {{src: ..., dst: {n.name}, duplex: true}}) or remove it")
-        # Every GPU must reach every other GPU: check reachability from GPU 0 and back to it.
-        first = self.node_index[self.nodes[self.gpus[0]].name]
-        fwd, back = self._reachable(first, self._out), self._reachable(first, self._in)
-        for g in self.gpus:
-            if g not in fwd or g not in back:
-                raise CollsimError(f"topology {self.name!r}: GPU {self.nodes[g].name!r} has no route to or from "
-                                   f"GPU {self.nodes[first].name!r}: add links so that every GPU is connected")
-
-    @staticmethod
-    def _reachable(start: int, adj) -> set[int]:
-        seen, todo = {start}, [start]
-        while todo:
-            u = todo.pop()
-            for _, v in adj[u]:
-                if v not in seen:
-                    seen.add(v)
-                    todo.append(v)
-        return seen
 
     # ---- structure ------------------------------------------------------------------------------
     @cached_property
     def node_index(self) -> dict[str, int]:
         return {n.name: i for i, n in enumerate(self.nodes)}
+
+    @cached_property
+    def link_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(source node index, destination node index) of every link, as two int64 arrays."""
+        index = self.node_index.__getitem__
+        src = np.array(list(map(index, map(attrgetter("src"), self.links))), np.int64)
+        dst = np.array(list(map(index, map(attrgetter("dst"), self.links))), np.int64)
+        return src, dst
 
     @cached_property
     def gpus(self) -> tuple[int, ...]:
@@ -144,18 +221,14 @@ class Topology:
         return len(self.gpus)
 
     @cached_property
-    def _out(self) -> list[list[tuple[int, int]]]:
-        out = [[] for _ in self.nodes]
-        for li, l in enumerate(self.links):
-            out[self.node_index[l.src]].append((li, self.node_index[l.dst]))
-        return out
+    def _out(self) -> "Adjacency":
+        src, dst = self.link_ends
+        return Adjacency(len(self.nodes), src, dst)
 
     @cached_property
-    def _in(self) -> list[list[tuple[int, int]]]:
-        inn = [[] for _ in self.nodes]
-        for li, l in enumerate(self.links):
-            inn[self.node_index[l.dst]].append((li, self.node_index[l.src]))
-        return inn
+    def _in(self) -> "Adjacency":
+        src, dst = self.link_ends
+        return Adjacency(len(self.nodes), dst, src)
 
     @cached_property
     def hosts(self) -> tuple[tuple[int, ...], ...]:
@@ -172,7 +245,11 @@ class Topology:
 
     def reducing_switches(self, kind: str | None = None) -> tuple[int, ...]:
         """Node indices of switches that reduce (``kind`` "sharp"/"nvls" to filter)."""
-        return tuple(i for i, n in enumerate(self.nodes) if n.reduce and (kind is None or n.reduce == kind))
+        return tuple(i for i in self._reducers if kind is None or self.nodes[i].reduce == kind)
+
+    @cached_property
+    def _reducers(self) -> tuple[int, ...]:
+        return tuple(i for i, n in enumerate(self.nodes) if n.reduce)
 
     # ---- routes ---------------------------------------------------------------------------------
     def route(self, src_rank: int, dst_rank: int) -> tuple[int, ...]:
@@ -284,3 +361,47 @@ class Topology:
                 "nodes": [node(n) for n in self.nodes],
                 "links": [{"src": l.src, "dst": l.dst, "bandwidth_GBps": l.bandwidth_GBps,
                            "latency_us": l.latency_us, "kind": l.kind} for l in self.links]}
+
+
+class Adjacency:
+    """Per node, its (link index, other end) pairs in link order: ``adj[u]``.
+
+    Kept as links sorted by their first end and made into a list only for the nodes asked for: a route
+    on a 131,072-GPU cluster visits a few dozen of its 430,000 nodes, and building every node's list
+    took longer than the routes."""
+
+    def __init__(self, nnodes: int, frm: np.ndarray, to: np.ndarray):
+        self._order = np.argsort(frm, kind="stable")
+        self._to = to[self._order]
+        self._starts = np.searchsorted(frm[self._order], np.arange(nnodes + 1))
+        self._lists: dict[int, list[tuple[int, int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1
+
+    def __getitem__(self, u: int) -> list[tuple[int, int]]:
+        pairs = self._lists.get(u)
+        if pairs is None:
+            if not 0 <= u < len(self):
+                raise IndexError(u)
+            lo, hi = self._starts[u], self._starts[u + 1]
+            pairs = self._lists[u] = list(zip(self._order[lo:hi].tolist(), self._to[lo:hi].tolist()))
+        return pairs
+
+    def reached(self, start: int) -> np.ndarray:
+        """Which nodes a search from ``start`` along the links reaches (a boolean mask): breadth first,
+        one numpy step per hop of distance."""
+        seen = np.zeros(len(self), bool)
+        seen[start] = True
+        last_at = np.zeros(len(self), np.int64)   # scratch: where a node last occurs in the next frontier
+        frontier = np.array([start])
+        while len(frontier):
+            lo, hi = self._starts[frontier], self._starts[frontier + 1]
+            counts = hi - lo
+            # positions lo..hi-1 of every frontier node, concatenated
+            nxt = self._to[np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))]
+            nxt = nxt[~seen[nxt]]
+            last_at[nxt] = np.arange(len(nxt))
+            frontier = nxt[last_at[nxt] == np.arange(len(nxt))]   # each node once
+            seen[frontier] = True
+        return seen

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..budget import check_plan
 from ..collectives import get_collective
 from ..errors import CollsimError
 from ..presets import load_topology
@@ -156,6 +157,9 @@ def plan_step(workload, topology=None, *, algorithm: str = "auto", protocol: str
         costs = CollectiveCosts(topo, algorithm, protocol)
     p = w.parallel
     lay = Layout.build(topo.nranks, p.tp, p.pp, p.shard_group)
+    m = w.model   # refuse a step too large to lay out before building it (sim.budget)
+    check_plan(w.name, m.layers, p.microbatches, m.nbytes // (p.tp * p.pp), p.bucket_bytes, p.first_bucket_bytes,
+               p.strategy, p.tp, p.pp, lay.replicas)
     shape = StepShape.of(w, lay, topo.meta)
     groups = {f: lay.group(f) for f in FAMILIES}
     # every group of a family runs the same collective at the same time: they share links

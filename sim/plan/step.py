@@ -100,6 +100,9 @@ def build_step(w: Workload, lay: Layout, shape: StepShape, b: Builder) -> None:
                                 (lay.pp - 1) * (tf + tb + 2 * p2p), [(tail, "end")], kind="bubble")
     # ---- backward ------------------------------------------------------------------------------
     plan = buckets(shape.layer_nbytes, p.first_bucket_bytes, p.bucket_bytes, shape.elem) if not zero3 else []
+    ready_at: dict[int, list[tuple[int, int]]] = {}   # layer -> (bucket index, bytes) its backward completes
+    for i, (n, ready) in enumerate(plan):
+        ready_at.setdefault(ready, []).append((i, n))
     for mb in range(mbs):
         final = mb == mbs - 1
         pending = gather(L - 1, mb, "backward", [(tail, "end")]) if zero3 else None
@@ -112,9 +115,7 @@ def build_step(w: Workload, lay: Layout, shape: StepShape, b: Builder) -> None:
                 n = pad(shape.layer_nbytes[l], lay.shard, shape.elem)
                 grad_comm += _reduce(b, lay, shard_fam, n, f"L{l} mb{mb}", last)
             elif final:
-                for i, (n, ready) in enumerate(plan):
-                    if ready != l:
-                        continue
+                for i, n in ready_at.get(l, ()):
                     if p.strategy == "ddp":
                         grad_comm.append(b.comm("all_reduce", n, "dp", f"all_reduce bucket {i}", "backward", [(last, "end")]))
                     else:

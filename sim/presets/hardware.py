@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from ..nccl.calibration import get_fabric
 from ..errors import CollsimError
-from ..topology import Link, Node, Topology
+from ..topology import Link, Node, Topology, paused_gc
 from . import register
 
 NVLINK_HOP_US = 0.35      # GPU <-> NVSwitch, per hop
@@ -60,7 +60,8 @@ MAX_NICS_PER_NODE = 32    # NCCL: one channel per NIC, at most MAXCHANNELS/2 = 3
 
 @dataclass(frozen=True)
 class Platform:
-    """Public facts about one server model (per node)."""
+    """Public facts about one server model (per node), and the preset's text: ``summary`` (the line of
+    ``collsim topo``) and ``sources`` (the builder's docstring: where each fact comes from)."""
 
     preset: str
     gpu: str
@@ -75,6 +76,10 @@ class Platform:
     nic_gbps: float
     cpu: str
     nodes_per_leaf: int       # scalable unit: hosts on one rail leaf
+    summary: str = ""
+    sources: str = ""
+    mesh_links: int = 0       # no NVSwitch: NVLink links between each pair of GPUs (a direct mesh)
+    default_fabric: str = "ib"
 
     @property
     def nvlink_GBps(self) -> float:
@@ -84,12 +89,69 @@ class Platform:
 # NVLink3: 25 GB/s per link per direction (A100: 12 links = 300 GB/s/dir, "600 GB/s" bidirectional).
 # NVLink4: 25 GB/s per link per direction (H100/H200: 18 links = 450 GB/s/dir, "900 GB/s").
 # NVLink5: 50 GB/s per link per direction (B200: 18 links = 900 GB/s/dir, "1.8 TB/s").
-DGX_A100 = Platform("dgx-a100", "A100-SXM4", "ampere", 8, 12, 25.0, True, False, 4, 8, 200.0, "amd", 20)
-DGX_H100 = Platform("dgx-h100", "H100-SXM", "hopper", 8, 18, 25.0, True, True, 5, 8, 400.0, "intel", 32)
-DGX_H200 = Platform("dgx-h200", "H200-SXM", "hopper", 8, 18, 25.0, True, True, 5, 8, 400.0, "intel", 32)
-DGX_B200 = Platform("dgx-b200", "B200", "blackwell", 8, 18, 50.0, True, True, 5, 8, 400.0, "intel", 32)
-GB200_NVL72 = Platform("gb200-nvl72", "GB200", "blackwell", 72, 18, 50.0, True, True, 5, 72, 400.0, "arm", 32)
-HGX_A100_4 = Platform("hgx-a100-4", "A100-SXM4", "ampere", 4, 12, 25.0, False, False, 4, 2, 200.0, "amd", 32)
+DGX_A100 = Platform(
+    "dgx-a100", "A100-SXM4", "ampere", 8, 12, 25.0, True, False, 4, 8, 200.0, "amd", 20,
+    summary="NVIDIA DGX A100: 8 A100 on NVSwitch (NVLink3 300 GB/s/dir), 8x 200G ConnectX-6",
+    sources="""DGX A100 nodes. Source: NVIDIA DGX A100 datasheet and System Architecture whitepaper: 8x A100-SXM4,
+    6 second-generation NVSwitches, 12 NVLink3 links per GPU (600 GB/s bidirectional = 300 GB/s per
+    direction), 8x ConnectX-6 HDR 200 Gb/s compute NICs, PCIe Gen4 switches, 2x AMD
+    EPYC 7742. No NVLink SHARP (nvls=1 is refused). SuperPOD scalable unit: 20 nodes per rail leaf.
+
+    >>> from sim.presets import load_topology
+    >>> load_topology("dgx-a100:nodes=2,nics_per_node=4,nic_gbps=100").meta["nic_GBps"]
+    12.5
+    """)
+DGX_H100 = Platform(
+    "dgx-h100", "H100-SXM", "hopper", 8, 18, 25.0, True, True, 5, 8, 400.0, "intel", 32,
+    summary="NVIDIA DGX H100: 8 H100 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7",
+    sources="""DGX H100 nodes. Source: NVIDIA DGX H100 datasheet / user guide: 8x H100-SXM5, 4 third-generation
+    NVSwitches (NVLink SHARP), 18 NVLink4 links per GPU (900 GB/s bidirectional = 450 GB/s per direction),
+    8x ConnectX-7 400 Gb/s NDR compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8480C. SuperPOD reference
+    architecture: 32 nodes per scalable unit (one QM9700 leaf per rail).
+    """)
+DGX_H200 = Platform(
+    "dgx-h200", "H200-SXM", "hopper", 8, 18, 25.0, True, True, 5, 8, 400.0, "intel", 32,
+    summary="NVIDIA DGX H200: 8 H200 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7",
+    sources="""DGX H200 nodes. Source: NVIDIA DGX H200 datasheet: 8x H200 (141 GB), 4 NVSwitches, NVLink4 900 GB/s
+    bidirectional per GPU (18 links, 450 GB/s per direction), 8x ConnectX-7 400 Gb/s, PCIe Gen5, 2x Intel
+    Xeon Platinum 8480C. The interconnect is the DGX H100's; only the GPU (memory) differs.
+    """)
+DGX_B200 = Platform(
+    "dgx-b200", "B200", "blackwell", 8, 18, 50.0, True, True, 5, 8, 400.0, "intel", 32,
+    summary="NVIDIA DGX B200: 8 B200 on NVSwitch (NVLink5 900 GB/s/dir, NVLS), 8x 400G ConnectX-7",
+    sources="""DGX B200 nodes. Source: NVIDIA DGX B200 datasheet / user guide: 8x B200, 2 fifth-generation NVLink
+    switch chips, 18 NVLink5 links per GPU (1.8 TB/s bidirectional = 900 GB/s per direction), 8x ConnectX-7
+    400 Gb/s compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8570.
+    """)
+GB200_NVL72 = Platform(
+    "gb200-nvl72", "GB200", "blackwell", 72, 18, 50.0, True, True, 5, 72, 400.0, "arm", 32,
+    summary="NVIDIA GB200 NVL72: a rack of 72 Blackwell GPUs on NVLink5 switches (900 GB/s/dir), a 400G NIC per GPU",
+    sources="""GB200 NVL72 racks; a node is one NVLink domain (a rack). Source: NVIDIA GB200 NVL72 product page and
+    datasheet: 72 Blackwell GPUs and 36 Grace (Arm) CPUs, 18 NVLink5 switch chips in 9 trays, 1.8 TB/s
+    bidirectional NVLink per GPU (900 GB/s per direction, 18 links), one 400 Gb/s ConnectX-7 per GPU for the
+    scale-out network. ``gpus_per_node=8`` uses 8 GPUs of the rack (and their 8 NICs).
+
+    >>> from sim.presets import load_topology
+    >>> load_topology("gb200-nvl72:gpus_per_node=8").meta["nvlink_GBps"]
+    900.0
+    """)
+HGX_A100_4 = Platform(
+    "hgx-a100-4", "A100-SXM4", "ampere", 4, 12, 25.0, False, False, 4, 2, 200.0, "amd", 32,
+    summary="4 A100 on a direct NVLink3 mesh (4 links = 100 GB/s/dir per pair), 2x 200G NICs (ALCF Polaris-like)",
+    sources="""HGX A100 4-GPU nodes, as in ALCF Polaris. Sources: NVIDIA HGX A100 datasheet (4-GPU board: A100s
+    joined directly by NVLink3, no NVSwitch; each A100 has 12 links of 25 GB/s per direction, 4 to each
+    of its 3 peers = 100 GB/s per direction per pair); ALCF Polaris machine overview (per node 4x A100-SXM4,
+    1x AMD EPYC 7543P "Milan", PCIe Gen4, 2x HPE Slingshot 11 NICs at 200 Gb/s). Polaris' Slingshot is a
+    dragonfly; here, like every multi-node preset, the nodes sit on a rail-optimised fat tree.
+
+    >>> from sim.presets import load_topology
+    >>> load_topology("hgx-a100-4:nodes=2,nics_per_node=2,nic_gbps=200").nranks
+    8
+    """,
+    mesh_links=4, default_fabric="slingshot")
+
+
+PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4)
 
 
 def _positive_int(preset: str, key: str, value, lo: int = 1, hi: int = MAX_GPUS) -> int:
@@ -100,15 +162,22 @@ def _positive_int(preset: str, key: str, value, lo: int = 1, hi: int = MAX_GPUS)
 
 def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per_node: int | None,
                    nic_gbps: float | None, sharp: bool, nvls: bool | None, oversubscription: float,
-                   nodes_per_leaf: int | None, mesh_GBps: float = 0.0, nvls_sharp: bool = False,
-                   fabric: str = "ib", default_fabric: str = "ib") -> Topology:
+                   nodes_per_leaf: int | None, nvls_sharp: bool = False, fabric: str | None = None) -> Topology:
     """Build ``nodes`` hosts of platform ``pf`` (see the module docstring for the model).
 
     ``nvls_sharp``: allow NCCL's multi-node NVLS (NVLink SHARP inside each node, IB SHARP between them).
     It needs NVLS buffer registration and a SHARP plugin with multicast support on top of ``sharp=1``,
     so it is not assumed: with plain ``sharp=1`` NCCL-style selection uses CollNet between nodes.
     """
+    with paused_gc():   # millions of Link/Node objects and no cycles: see paused_gc
+        return _build_nodes(pf, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
+                            nodes_per_leaf, nvls_sharp, pf.default_fabric if fabric is None else fabric)
+
+
+def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
+                 nodes_per_leaf, nvls_sharp, fabric) -> Topology:
     name = pf.preset
+    mesh_GBps, default_fabric = pf.mesh_links * pf.nvlink_link_GBps, pf.default_fabric
     nodes = _positive_int(name, "nodes", nodes)
     gpn = _positive_int(name, "gpus_per_node", pf.gpus if gpus_per_node is None else gpus_per_node, 1, pf.gpus)
     if nodes * gpn < 2:
@@ -155,42 +224,42 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
     node_list: list[Node] = []
     links: list[Link] = []
 
-    def duplex(a: str, b: str, bw: float, lat: float, kind: str) -> None:
-        links.append(Link(a, b, bw, lat, kind))
-        links.append(Link(b, a, bw, lat, kind))
+    def duplex(pairs, bw: float, lat: float, kind: str) -> None:
+        for a, b in pairs:
+            links.append(Link(a, b, bw, lat, kind))
+            links.append(Link(b, a, bw, lat, kind))
 
     nsu = (nodes + per_leaf - 1) // per_leaf     # scalable units: one leaf per rail in each
+    per_port = nics // ports
+    nic_labels = [f"NIC{k}" if per_port == 1 else f"NIC{k * per_port}-{k * per_port + per_port - 1} ({per_port} x {gbps:g}G)"
+                  for k in range(ports)]
+    nic_of_gpu = [i * ports // gpn for i in range(gpn)]
     for h in range(nodes):
-        gpus = [f"h{h}.gpu{i}" for i in range(gpn)]
-        node_list.extend(Node(g, "gpu", host=h) for g in gpus)
+        pre = f"h{h}."
+        gpus = [f"{pre}gpu{i}" for i in range(gpn)]
+        pcie = [f"{pre}pcie{s}" for s in range(ports)] if nodes > 1 else []
+        node_list.extend([Node(g, "gpu", host=h) for g in gpus])
         if nodes > 1:  # PCIe switches, the NVSwitch listed amid them (it is drawn in the middle of its host)
-            node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2))
+            node_list.extend([Node(pcie[s], "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2)])
         if pf.nvswitch:
-            sw = f"h{h}.nvswitch"
+            sw = pre + "nvswitch"
             node_list.append(Node(sw, "switch", host=h, reduce="nvls" if use_nvls else None, label="NVSwitch"))
-            for g in gpus:
-                duplex(g, sw, nvl, NVLINK_HOP_US, "nvlink")
+            duplex([(g, sw) for g in gpus], nvl, NVLINK_HOP_US, "nvlink")
         else:  # direct NVLink mesh (HGX A100 4-GPU): every pair gets mesh_GBps each way
-            for i in range(gpn):
-                for j in range(i + 1, gpn):
-                    duplex(gpus[i], gpus[j], mesh_GBps, 2 * NVLINK_HOP_US, "nvlink")
+            duplex([(gpus[i], gpus[j]) for i in range(gpn) for j in range(i + 1, gpn)], mesh_GBps, 2 * NVLINK_HOP_US, "nvlink")
         if nodes == 1:
             continue
-        node_list.extend(Node(f"h{h}.pcie{s}", "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2, ports))
-        cpu = f"h{h}.cpu"
+        node_list.extend([Node(pcie[s], "switch", host=h, label=f"PCIe{s}") for s in range(ports // 2, ports)])
+        cpu = pre + "cpu"
         node_list.append(Node(cpu, "cpu", host=h, label="CPU"))
-        for s in range(ports):
-            duplex(f"h{h}.pcie{s}", cpu, pcie_GBps, PCIE_HOP_US, "pcie")
-        for i, g in enumerate(gpus):
-            duplex(g, f"h{h}.pcie{i * ports // gpn}", pcie_GBps, PCIE_HOP_US, "pcie")
+        duplex([(p, cpu) for p in pcie], pcie_GBps, PCIE_HOP_US, "pcie")
+        duplex([(g, pcie[nic_of_gpu[i]]) for i, g in enumerate(gpus)], pcie_GBps, PCIE_HOP_US, "pcie")
         su = h // per_leaf
-        per_port = nics // ports
         for k in range(ports):
-            nic = f"h{h}.nic{k}"
-            label = f"NIC{k}" if per_port == 1 else f"NIC{k * per_port}-{k * per_port + per_port - 1} ({per_port} x {gbps:g}G)"
-            node_list.append(Node(nic, "nic", host=h, label=label))
-            duplex(nic, f"h{h}.pcie{k}", pcie_GBps * per_port, PCIE_NIC_US, "pcie")
-            duplex(nic, _leaf(su, k, nsu), port_GBps, NIC_LATENCY_US, "net")
+            nic = f"{pre}nic{k}"
+            node_list.append(Node(nic, "nic", host=h, label=nic_labels[k]))
+            duplex([(nic, pcie[k])], pcie_GBps * per_port, PCIE_NIC_US, "pcie")
+            duplex([(nic, _leaf(su, k, nsu))], port_GBps, NIC_LATENCY_US, "net")
     if nodes > 1:
         reduce = "sharp" if sharp else None
         for su in range(nsu):
@@ -199,7 +268,7 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
             for k in range(ports):
                 leaf = _leaf(su, k, nsu)
                 node_list.append(Node(leaf, "switch", reduce=reduce, label=f"leaf rail{k}" if nsu == 1 else f"leaf su{su} rail{k}"))
-                duplex(leaf, "spine", up, SPINE_HOP_US, "net")
+                duplex([(leaf, "spine")], up, SPINE_HOP_US, "net")
         node_list.append(Node("spine", "switch", reduce=reduce, label="spine (aggregated)"))
 
     meta = {
@@ -231,100 +300,22 @@ def _leaf(su: int, rail: int, nsu: int) -> str:
     return f"leaf{rail}" if nsu == 1 else f"su{su}.leaf{rail}"
 
 
-@register("dgx-a100", "NVIDIA DGX A100: 8 A100 on NVSwitch (NVLink3 300 GB/s/dir), 8x 200G ConnectX-6")
-def dgx_a100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
-             nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-             oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
-    """DGX A100 nodes. Source: NVIDIA DGX A100 datasheet and System Architecture whitepaper: 8x A100-SXM4,
-    6 second-generation NVSwitches, 12 NVLink3 links per GPU (600 GB/s bidirectional = 300 GB/s per
-    direction), 8x ConnectX-6 HDR 200 Gb/s compute NICs, PCIe Gen4 switches, 2x AMD
-    EPYC 7742. No NVLink SHARP (nvls=1 is refused). SuperPOD scalable unit: 20 nodes per rail leaf.
-
-    >>> from sim.presets import load_topology
-    >>> load_topology("dgx-a100:nodes=2,nics_per_node=4,nic_gbps=100").meta["nic_GBps"]
-    12.5
-    """
-    return _node_topology(DGX_A100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp, fabric=fabric)
+def _preset_builder(pf: Platform):
+    """The preset function of platform ``pf``: its keyword parameters are the spec's keys (``register``
+    reads them, their types and defaults from the signature), its docstring the platform's sources."""
+    def build(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
+              nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
+              oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
+              nvls_sharp: bool = False, fabric: str = pf.default_fabric) -> Topology:
+        return _node_topology(pf, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
+                              nodes_per_leaf, nvls_sharp, fabric)
+    build.__name__ = build.__qualname__ = pf.preset.replace("-", "_")
+    build.__doc__ = pf.sources
+    return build
 
 
-@register("dgx-h100", "NVIDIA DGX H100: 8 H100 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7")
-def dgx_h100(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
-             nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-             oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
-    """DGX H100 nodes. Source: NVIDIA DGX H100 datasheet / user guide: 8x H100-SXM5, 4 third-generation
-    NVSwitches (NVLink SHARP), 18 NVLink4 links per GPU (900 GB/s bidirectional = 450 GB/s per direction),
-    8x ConnectX-7 400 Gb/s NDR compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8480C. SuperPOD reference
-    architecture: 32 nodes per scalable unit (one QM9700 leaf per rail).
-    """
-    return _node_topology(DGX_H100, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp, fabric=fabric)
-
-
-@register("dgx-h200", "NVIDIA DGX H200: 8 H200 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7")
-def dgx_h200(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
-             nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-             oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
-    """DGX H200 nodes. Source: NVIDIA DGX H200 datasheet: 8x H200 (141 GB), 4 NVSwitches, NVLink4 900 GB/s
-    bidirectional per GPU (18 links, 450 GB/s per direction), 8x ConnectX-7 400 Gb/s, PCIe Gen5, 2x Intel
-    Xeon Platinum 8480C. The interconnect is the DGX H100's; only the GPU (memory) differs.
-    """
-    return _node_topology(DGX_H200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp, fabric=fabric)
-
-
-@register("dgx-b200", "NVIDIA DGX B200: 8 B200 on NVSwitch (NVLink5 900 GB/s/dir, NVLS), 8x 400G ConnectX-7")
-def dgx_b200(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
-             nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-             oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
-    """DGX B200 nodes. Source: NVIDIA DGX B200 datasheet / user guide: 8x B200, 2 fifth-generation NVLink
-    switch chips, 18 NVLink5 links per GPU (1.8 TB/s bidirectional = 900 GB/s per direction), 8x ConnectX-7
-    400 Gb/s compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8570.
-    """
-    return _node_topology(DGX_B200, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp, fabric=fabric)
-
-
-@register("gb200-nvl72", "NVIDIA GB200 NVL72: a rack of 72 Blackwell GPUs on NVLink5 switches (900 GB/s/dir), a 400G NIC per GPU")
-def gb200_nvl72(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
-                nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-                oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False, fabric: str = "ib") -> Topology:
-    """GB200 NVL72 racks; a node is one NVLink domain (a rack). Source: NVIDIA GB200 NVL72 product page and
-    datasheet: 72 Blackwell GPUs and 36 Grace (Arm) CPUs, 18 NVLink5 switch chips in 9 trays, 1.8 TB/s
-    bidirectional NVLink per GPU (900 GB/s per direction, 18 links), one 400 Gb/s ConnectX-7 per GPU for the
-    scale-out network. ``gpus_per_node=8`` uses 8 GPUs of the rack (and their 8 NICs).
-
-    >>> from sim.presets import load_topology
-    >>> load_topology("gb200-nvl72:gpus_per_node=8").meta["nvlink_GBps"]
-    900.0
-    """
-    return _node_topology(GB200_NVL72, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription, nodes_per_leaf,
-                          nvls_sharp=nvls_sharp, fabric=fabric)
-
-
-@register("hgx-a100-4", "4 A100 on a direct NVLink3 mesh (4 links = 100 GB/s/dir per pair), 2x 200G NICs (ALCF Polaris-like)")
-def hgx_a100_4(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
-               nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
-               oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-             nvls_sharp: bool = False, fabric: str = "slingshot") -> Topology:
-    """HGX A100 4-GPU nodes, as in ALCF Polaris. Sources: NVIDIA HGX A100 datasheet (4-GPU board: A100s
-    joined directly by NVLink3, no NVSwitch; each A100 has 12 links of 25 GB/s per direction, 4 to each
-    of its 3 peers = 100 GB/s per direction per pair); ALCF Polaris machine overview (per node 4x A100-SXM4,
-    1x AMD EPYC 7543P "Milan", PCIe Gen4, 2x HPE Slingshot 11 NICs at 200 Gb/s). Polaris' Slingshot is a
-    dragonfly; here, like every multi-node preset, the nodes sit on a rail-optimised fat tree.
-
-    >>> from sim.presets import load_topology
-    >>> load_topology("hgx-a100-4:nodes=2,nics_per_node=2,nic_gbps=200").nranks
-    8
-    """
-    return _node_topology(HGX_A100_4, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
-                          nodes_per_leaf, mesh_GBps=4 * HGX_A100_4.nvlink_link_GBps, nvls_sharp=nvls_sharp, fabric=fabric,
-                          default_fabric="slingshot")
+# One preset per platform, under its own module-level name (dgx_h100, ...), where doctest finds its examples.
+globals().update({pf.preset.replace("-", "_"): register(pf.preset, pf.summary)(_preset_builder(pf)) for pf in PLATFORMS})
 
 
 _ARCHS = ("volta", "ampere", "hopper", "blackwell")

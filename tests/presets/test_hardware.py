@@ -151,3 +151,20 @@ def test_single_node_presets_use_the_engines_symmetric_fast_path(spec):
     p = build_program("ring", "all_reduce", topo.nranks, nchannels=2, pipeline=2)
     fast, slow = simulate_program(p, topo, 1 << 24), simulate_program(p, topo, 1 << 24, symmetry="off")
     assert fast.symmetric and fast.time_us == pytest.approx(slow.time_us, rel=1e-12)
+
+
+def test_every_platform_of_the_table_is_a_preset_with_its_text_and_parameters():
+    import inspect
+
+    from sim.presets import presets
+    from sim.presets.hardware import PLATFORMS
+    known = presets()
+    keys = ["nodes", "gpus_per_node", "nics_per_node", "nic_gbps", "sharp", "nvls", "oversubscription",
+            "nodes_per_leaf", "nvls_sharp", "fabric"]
+    assert [pf.preset for pf in PLATFORMS] == ["dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "hgx-a100-4"]
+    for pf in PLATFORMS:
+        pr = known[pf.preset]
+        assert pr.summary == pf.summary and pr.builder.__doc__ == pf.sources and "Source" in pf.sources
+        assert list(pr.params) == keys and pr.params["nodes"] == (int, 1)
+        assert pr.params["fabric"] == (str, "slingshot" if pf.preset == "hgx-a100-4" else "ib")
+        assert pr.builder.__name__ == pf.preset.replace("-", "_") and inspect.isfunction(pr.builder)
