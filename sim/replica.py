@@ -35,6 +35,7 @@ from .algorithms import build_program, get_algorithm
 from .algorithms.tree import double_tree, heights
 from .errors import CollsimError
 from .presets import load_topology, parse_spec
+from .nccl import calibration
 from .nccl.protocols import IDEAL
 from .recipe import default_pipeline
 from .result import Result
@@ -100,19 +101,26 @@ def _program(algorithm, coll, topo, nchannels, pipeline, root, spread):
     return build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=nchannels, pipeline=pipeline, root=root)
 
 
-@lru_cache(maxsize=256)
 def _engine_time(algorithm, coll, topo: Topology, nchannels, pieces, root, spread, nbytes, protocol, nvls,
                  ops_budget: int, duplex: bool = True) -> tuple:
     """(time us, simulated ops) of the engine on ``topo`` for ``pieces`` pieces per channel.
 
-    Past ``ops_budget`` ops it simulates ``s`` and ``s // 2`` pieces and extrapolates linearly, as
-    :func:`sim.nccl.plan.simulate_with_plan` does (each further piece adds one period). Cached: a sweep's large sizes
-    repeat the same chunks."""
-    from .engine import simulate_program
+    Past ``ops_budget`` ops it simulates ``s`` and ``s // 2`` pieces, ``s`` at least the program's steps
+    + 2 so that the pipeline is full, and extrapolates linearly, as
+    :func:`sim.nccl.plan.simulate_with_plan` does (each further piece adds one period). Cached per
+    calibration in force (the effective links depend on it): a sweep's large sizes repeat the same chunks."""
+    return _engine_time_cached(algorithm, coll, topo, nchannels, pieces, root, spread, nbytes, protocol, nvls,
+                               ops_budget, duplex, calibration.current())
+
+
+@lru_cache(maxsize=256)
+def _engine_time_cached(algorithm, coll, topo: Topology, nchannels, pieces, root, spread, nbytes, protocol, nvls,
+                        ops_budget: int, duplex: bool, cal) -> tuple:
+    # ``cal`` only keys the cache: effective_topology reads the calibration in force, which is ``cal``
     from .nccl.plan import effective_topology
     eff = effective_topology(topo, nvls, duplex) if protocol.name != IDEAL.name else topo
     one = _program(algorithm, coll, topo, nchannels, 1, root, spread)
-    sim_pieces = min(pieces, max(2, ops_budget // max(1, one.nops)))
+    sim_pieces = min(pieces, max(2, one.steps + 2, ops_budget // max(1, one.nops)))
     chunk = nbytes / pieces
     t, ops = _run(algorithm, coll, topo, eff, nchannels, sim_pieces, root, spread, chunk, protocol)
     if sim_pieces < pieces:
