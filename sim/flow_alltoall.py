@@ -53,12 +53,12 @@ def alltoall_predict(coll, nbytes: int, topo: Topology, proto, *, nchannels=None
     n, m, k = topo.nranks, len(topo.hosts), len(topo.hosts[0])
     relayed = k > 1                       # PXN hops exist: the program has two steps, else one
     plan = plan_nccl(coll, nbytes, topo, "p2p", proto, nchannels=nchannels, pipeline=pipeline,
-                     steps=2 if relayed else 1, split=n * n)
+                     steps=2 if relayed else 1, split=n)   # a rank's buffer is n blocks (plan_nccl)
     wire = plan.engine_protocol.wire_bytes(coll.chunk_nbytes(nbytes, n, n * n))   # one block, all channels
 
     def bytes_per_us(li: int) -> float:
         link = topo.links[li]
-        return link.bandwidth_GBps * link_efficiency(topo, link) * 1e3
+        return link.bandwidth_GBps * link_efficiency(topo, link, p2p=True) * 1e3
 
     loads: dict[int, float] = {}          # representative link -> wire bytes it carries
     if relayed:

@@ -7,6 +7,9 @@ it affects, by a small grid search:
 
 * ``efficiency.<fabric>``: busbw rows (sizes >= 64 MiB) of the multi-node cases of that fabric; each
   grid value is one engine run per row, and busbw is interpolated linearly between grid values;
+* ``p2p_share.<fabric>``: busbw rows of the multi-node all_to_all cases of that fabric (NCCL's grouped
+  point-to-point sends), with the fabric's efficiency at its value fitted on the other collectives; these
+  rows fit nothing else;
 * ``host_bounce_efficiency`` / ``host_bounce_duplex_efficiency``: busbw rows of the cases without
   peer-to-peer (``p2p=0``), one-way (2-GPU broadcast/reduce) and the others;
 * ``nvls_loss_per_doubling``: busbw rows of the all_reduce cases on NVLS domains of more than 8 GPUs
@@ -39,6 +42,7 @@ from ..nccl.machine import machine, with_gpus_per_process
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
 EFFICIENCY_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)   # busbw is interpolated linearly in between
+P2P_SHARE_GRID = (0.2, 0.4, 0.6, 0.8, 1.0)
 BOUNCE_GRID = (0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8, 0.9, 1.0)
 NVLS_LOSS_GRID = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15)
 FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
@@ -48,7 +52,8 @@ PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5, "host_bounce_effi
           "host_bounce_duplex_efficiency": 0.5, "p2p_peer_latency_us": 5.0,
           "nvls_loss_per_doubling": 0.0,   # NCCL's own model: nvlsEfficiency whatever the domain size
           **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
-          **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()}}
+          **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()},
+          **{f"p2p_share.{f.name}": f.p2p_share for f in calibration.FABRICS.values()}}
 
 
 class Case:
@@ -85,7 +90,9 @@ class Case:
         if self.large_nvls:   # bound by the rack's NVLink (its NICs carry a 32nd of the data): NVLS alone
             return ["nvls_loss_per_doubling"]
         keys = []
-        if self.fabric:
+        if self.fabric and self.remote_peers:   # many-peer p2p: its own share of the fabric's efficiency
+            keys.append(f"p2p_share.{self.fabric}")
+        elif self.fabric:
             keys.append(f"efficiency.{self.fabric}")
         elif self.p2p_off:
             keys.append("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency")
@@ -105,23 +112,24 @@ def _score(errors, value: float, prior: float) -> tuple:
     return round(_median(errors) / TIE), abs(value - prior)
 
 
-def _bw_errors(case: Case, key: str, value: float) -> list[float]:
-    """busbw errors of ``case`` with bandwidth constant ``key`` = ``value`` (others at their priors),
-    interpolating between the grid runs."""
+def _bw_errors(case: Case, key: str, value: float, base: dict | None = None) -> list[float]:
+    """busbw errors of ``case`` with bandwidth constant ``key`` = ``value`` (others as in ``base``, by
+    default their priors), interpolating between the grid runs."""
+    base = base or PRIORS
     grid = _grid(key)
     i = int(np.clip(np.searchsorted(grid, value) - 1, 0, len(grid) - 2))
     lo, hi = grid[i], grid[i + 1]
     w = (value - lo) / (hi - lo)
     out = []
     for r in case.bw_rows:
-        a = case.run(r["size"], {**PRIORS, key: lo})[1]
-        b = case.run(r["size"], {**PRIORS, key: hi})[1]
+        a = case.run(r["size"], {**base, key: lo})[1]
+        b = case.run(r["size"], {**base, key: hi})[1]
         out.append(abs(a + w * (b - a) - r["busbw"]) / r["busbw"])
     return out
 
 
 def _grid(key: str) -> tuple:
-    return (EFFICIENCY_GRID if key.startswith("efficiency.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
+    return (EFFICIENCY_GRID if key.startswith("efficiency.") else P2P_SHARE_GRID if key.startswith("p2p_share.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
             else BOUNCE_GRID)
 
 
@@ -145,8 +153,11 @@ def fit(cases: list[Case]) -> dict:
     """Every fitted constant from ``cases`` (the training set), by the grid searches described above."""
     out = dict(PRIORS)
     # bandwidth: one constant per fabric / host bounce, each from its own cases' busbw rows
-    for key in sorted({k for c in cases if c.bw_rows for k in c.bw_keys()}):
-        out[key] = fit_bandwidth(cases, key)
+    # (the p2p shares last: they scale the fabric efficiency fitted on the other collectives)
+    for key in sorted({k for c in cases if c.bw_rows for k in c.bw_keys()}, key=lambda k: (k.startswith("p2p_share."), k)):
+        fabric = key.partition(".")[2]
+        out[key] = fit_bandwidth(cases, key, {**PRIORS, f"efficiency.{fabric}": out[f"efficiency.{fabric}"]}
+                                 if key.startswith("p2p_share.") else None)
     # latency: coordinate descent over the fabric latencies and the three linear constants
     lat_cases = [c for c in cases if c.lat_rows]
     groups = {"launch_overhead_us": lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
@@ -164,15 +175,15 @@ def fit(cases: list[Case]) -> dict:
     return out
 
 
-def fit_bandwidth(cases: list[Case], key: str) -> float:
-    """Bandwidth constant ``key`` fitted on the busbw rows of those ``cases`` it affects (others at their
-    priors); its prior when none of them does."""
+def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> float:
+    """Bandwidth constant ``key`` fitted on the busbw rows of those ``cases`` it affects (others as in
+    ``base``, by default their priors); its prior when none of them does."""
     train = [c for c in cases if key in c.bw_keys() and c.bw_rows]
     if not train:
         return PRIORS[key]
     grid = _grid(key)
     fine = np.arange(grid[0], grid[-1] + 1e-9, 0.005 if key == "nvls_loss_per_doubling" else 0.01)
-    return float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v)], v, PRIORS[key])))
+    return float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v, base)], v, PRIORS[key])))
 
 
 def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=None, model: str = "engine") -> tuple[list[dict], dict]:

@@ -54,13 +54,14 @@ OPS_BUDGET = 60_000              # simulated ops per engine run before extrapola
 SPREAD_ALGORITHMS = ("ring", "tree")
 
 
-def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool = True) -> float:
+def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool = True, p2p: bool = False) -> float:
     """Share of ``link``'s raw bandwidth a collective gets (1.0 on topologies without hardware facts).
 
     ``duplex``: every GPU sends and receives at once (all collectives but a 2-GPU broadcast/reduce). On
     host-bounced PCIe (``p2p=0``) that costs more than sharing the link: each GPU's SMs read host memory
     while its own writes stream up (E1: 11.1 GB/s one way alone, 4.0 GB/s per GPU both ways), so the two
-    cases have their own fitted efficiency."""
+    cases have their own fitted efficiency. ``p2p``: the all_to_all's grouped sends, whose network links
+    run at the fabric's efficiency times its fitted ``p2p_share`` (:func:`sim.nccl.calibration.fabric_p2p_share`)."""
     meta = topo.meta
     arch = meta.get("gpu_arch")
     if arch is None:
@@ -73,7 +74,8 @@ def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool
             return PCIE_EFFICIENCY * calibration.value("host_bounce_duplex_efficiency" if duplex else "host_bounce_efficiency")
         return PCIE_EFFICIENCY
     if link.kind == "net":
-        return calibration.fabric_efficiency(meta.get("fabric"))
+        eff = calibration.fabric_efficiency(meta.get("fabric"))
+        return eff * calibration.fabric_p2p_share(meta.get("fabric")) if p2p else eff
     return 1.0
 
 
@@ -92,20 +94,20 @@ def nvls_domain_factor(gpus_per_domain: int) -> float:
     return (1.0 - calibration.value("nvls_loss_per_doubling")) ** doublings
 
 
-def effective_topology(topo: Topology, nvls: bool = False, duplex: bool = True) -> Topology:
+def effective_topology(topo: Topology, nvls: bool = False, duplex: bool = True, p2p: bool = False) -> Topology:
     """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology
     and calibration (:func:`sim.nccl.calibration.current`).
 
     Links keep a millionth of their latency: routes are chosen by latency, so they stay exactly those of
     the real topology, while the time the wire adds (under a nanosecond per hop) is negligible: the
     latency is in the latency term."""
-    return _effective_topology(topo, nvls, duplex, calibration.current())
+    return _effective_topology(topo, nvls, duplex, p2p, calibration.current())
 
 
 @lru_cache(maxsize=16)
-def _effective_topology(topo: Topology, nvls: bool, duplex: bool, cal: calibration.Calibration) -> Topology:
+def _effective_topology(topo: Topology, nvls: bool, duplex: bool, p2p: bool, cal: calibration.Calibration) -> Topology:
     # ``cal`` is the calibration link_efficiency reads (it is in force here); it keys the cache
-    links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls, duplex), l.latency_us * 1e-6, l.kind)
+    links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls, duplex, p2p), l.latency_us * 1e-6, l.kind)
              for l in topo.links]
     return Topology.build(topo.name, topo.nodes, links, topo.meta)
 
@@ -237,6 +239,10 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
     if steps is None:
         one = _program(algorithm, coll, topo, nch, 1, root, spread)
         steps, split = one.steps, _split(one, nch)
+        if coll.name == "all_to_all":
+            # the program's n x n blocks are every rank's buffer cut n ways: NCCL chunks each peer's block
+            # (nbytes / n) on its own, so a rank's buffer is n blocks, not n x n (else 32 ranks ran unpipelined)
+            split = max(1, split // topo.nranks)
     pipelined = coll.name in get_algorithm(algorithm).pipelined
     if pipelined and algorithm.startswith("nvls"):
         chunk, loop_bytes = nvls_loop(algorithm, nbytes, m)
@@ -365,7 +371,7 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
     nvls = algorithm.startswith("nvls")
     one = _program(algorithm, coll, topo, nch, 1, root, spread)
     duplex = is_duplex(coll, topo)
-    eff = effective_topology(topo, nvls, duplex)
+    eff = effective_topology(topo, nvls, duplex, p2p=algorithm == "p2p")
     # The steady state is extrapolated from runs whose pipeline is full: at least steps + 2 pieces (a
     # 2-rack NVLSTree, 6 steps, gives half its bandwidth extrapolated from 3 pieces), whatever the budget.
     sim_pieces = min(pieces, max(2, one.steps + 2, OPS_BUDGET // max(1, one.nops)))
@@ -402,7 +408,7 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
                "payload_share": plan.payload_share,
                "chunk_bytes": plan.chunk_bytes or int(math.ceil(nbytes / nch / plan.split)),
                "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
-               "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls, duplex).items()),
+               "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls, duplex, algorithm == "p2p").items()),
                "simulated_ops": len(runs.op_index), "symmetric": runs.symmetric}
     if nvls and "gpus_per_domain" in one.params:
         k = int(one.params["gpus_per_domain"])
@@ -429,10 +435,10 @@ def is_duplex(coll, topo: Topology) -> bool:
     return not (coll.name in ("broadcast", "reduce") and topo.nranks == 2)
 
 
-def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True) -> dict:
+def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = False) -> dict:
     out = {}
     for l in topo.links:
-        out.setdefault(l.kind, link_efficiency(topo, l, nvls, duplex))
+        out.setdefault(l.kind, link_efficiency(topo, l, nvls, duplex, p2p))
     return out
 
 

@@ -37,11 +37,13 @@ def test_within_two_percent_of_the_engine_on_larger_or_other_clusters(spec, size
 
 def test_bandwidth_term_is_the_nic_path_load_in_closed_form():
     # dgx-h100:nodes=8, 1 GiB Simple: each GPU's PCIe link (64 GB/s x NCCL's 0.75) carries the 8 x 7 blocks of
-    # 16 MiB that leave its host on its rail; 6 more pieces of start-up queue (m - 2, one piece per block)
+    # 16 MiB that leave its host on its rail; 6 more pieces of start-up queue (m - 2), a piece being one
+    # NCCL Simple step of a block (4 MiB buffer / 8 steps = 512 KiB): NCCL chunks each peer's block
     f = sim.simulate("all_to_all", 1 << 30, "dgx-h100:nodes=8", "p2p", "Simple", model="flow")
     block = (1 << 30) / 64
+    piece = 512 << 10
     per_us = 64e3 * 0.75
-    assert f.explain["bandwidth_term_us"] == pytest.approx((8 * 7 + 6) * block / per_us, rel=1e-12)
+    assert f.explain["bandwidth_term_us"] == pytest.approx((8 * 7 * block + 6 * piece) / per_us, rel=1e-12)
 
 
 def test_auto_times_all_to_all_at_scale_with_the_flow_model():
