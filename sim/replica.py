@@ -117,15 +117,15 @@ def _engine_time(algorithm, coll, topo: Topology, nchannels, pieces, root, sprea
 def _engine_time_cached(algorithm, coll, topo: Topology, nchannels, pieces, root, spread, nbytes, protocol, nvls,
                         ops_budget: int, duplex: bool, cal) -> tuple:
     # ``cal`` only keys the cache: effective_topology reads the calibration in force, which is ``cal``
-    from .nccl.plan import effective_topology
+    from .nccl.plan import effective_topology, extrapolate_steady_state, steady_state_pieces
     eff = effective_topology(topo, nvls, duplex) if protocol.name != IDEAL.name else topo
     one = _program(algorithm, coll, topo, nchannels, 1, root, spread)
-    sim_pieces = min(pieces, max(2, one.steps + 2, ops_budget // max(1, one.nops)))
+    sim_pieces = steady_state_pieces(pieces, one, ops_budget)
     chunk = nbytes / pieces
     t, ops = _run(algorithm, coll, topo, eff, nchannels, sim_pieces, root, spread, chunk, protocol)
     if sim_pieces < pieces:
         t_half, _ = _run(algorithm, coll, topo, eff, nchannels, sim_pieces // 2, root, spread, chunk, protocol)
-        t += (pieces - sim_pieces) * (t - t_half) / (sim_pieces - sim_pieces // 2)
+        t = extrapolate_steady_state(t, t_half, sim_pieces, pieces)
     return t, ops
 
 

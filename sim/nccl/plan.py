@@ -239,10 +239,6 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
     if steps is None:
         one = _program(algorithm, coll, topo, nch, 1, root, spread)
         steps, split = one.steps, _split(one, nch)
-        if coll.name == "all_to_all":
-            # the program's n x n blocks are every rank's buffer cut n ways: NCCL chunks each peer's block
-            # (nbytes / n) on its own, so a rank's buffer is n blocks, not n x n (else 32 ranks ran unpipelined)
-            split = max(1, split // topo.nranks)
     pipelined = coll.name in get_algorithm(algorithm).pipelined
     if pipelined and algorithm.startswith("nvls"):
         chunk, loop_bytes = nvls_loop(algorithm, nbytes, m)
@@ -330,8 +326,6 @@ def payload_share(coll, topo: Topology, algorithm: str, proto: str, m: Machine |
     return p.payload_efficiency
 
 
-
-
 def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str, nchannels: int) -> tuple[float, int, int]:
     """Share of the bandwidth NCCL puts to work on a small message: (share, channels, threads).
 
@@ -372,21 +366,18 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
     one = _program(algorithm, coll, topo, nch, 1, root, spread)
     duplex = is_duplex(coll, topo)
     eff = effective_topology(topo, nvls, duplex, p2p=algorithm == "p2p")
-    # The steady state is extrapolated from runs whose pipeline is full: at least steps + 2 pieces (a
-    # 2-rack NVLSTree, 6 steps, gives half its bandwidth extrapolated from 3 pieces), whatever the budget.
-    sim_pieces = min(pieces, max(2, one.steps + 2, OPS_BUDGET // max(1, one.nops)))
+    sim_pieces = steady_state_pieces(pieces, one)
     if trace and pieces > sim_pieces:
         raise CollsimError(f"--trace: {pieces} chunks per channel is more than the engine simulates op by op "
                            f"({sim_pieces}); trace a smaller size or pass --pipeline {sim_pieces}")
     prog = _program(algorithm, coll, topo, nch, sim_pieces, root, spread)
     frac = sim_pieces / pieces
     runs = run_program(prog, eff, nbytes * frac, plan.engine_protocol, engine=engine)
-    data_us, period = runs.time_us, 0.0
-    if sim_pieces < pieces:   # steady state: every further chunk adds one period
+    data_us = runs.time_us
+    if sim_pieces < pieces:
         half = _program(algorithm, coll, topo, nch, sim_pieces // 2, root, spread)
         t_half = run_program(half, eff, nbytes * (sim_pieces // 2) / pieces, plan.engine_protocol, engine=engine).time_us
-        period = (data_us - t_half) / (sim_pieces - sim_pieces // 2)
-        data_us += (pieces - sim_pieces) * period
+        data_us = extrapolate_steady_state(data_us, t_half, sim_pieces, pieces)
     if algorithm == "nvls" and plan.pipelined and sim_pieces > 0:
         # NCCL's one-domain NVLS kernel runs three warp groups per channel, pipelined through the NVLS
         # buffers (all_reduce.h): scatter copies a loop into the buffers before the switch sees it, gather
@@ -426,8 +417,27 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
 
 
 def _split(one: Program, nch: int) -> int:
-    """Chunks one channel's data is cut into per pipeline piece (shards or heads of the program)."""
-    return max(1, one.nchunks // nch)
+    """Chunks one channel's data is cut into per pipeline piece (shards or heads of the program).
+
+    all_to_all's n x n blocks are every rank's buffer cut n ways: NCCL chunks each peer's block
+    (nbytes / n) on its own, so a rank's buffer is n blocks, not n x n (else 32 ranks ran unpipelined)."""
+    per_buffer = one.nchunks // one.nranks if one.collective.name == "all_to_all" else one.nchunks
+    return max(1, per_buffer // nch)
+
+
+def steady_state_pieces(pieces: int, one: Program, ops_budget: int | None = None) -> int:
+    """Pieces per channel the engine simulates op by op for ``pieces`` (``one``: the one-piece program):
+    all of them while they fit ``ops_budget`` ops (default :data:`OPS_BUDGET`, read at the call), else
+    enough for a full pipeline, at least steps + 2 (a 2-rack NVLSTree, 6 steps, gives half its bandwidth
+    extrapolated from 3 pieces), whatever the budget."""
+    budget = OPS_BUDGET if ops_budget is None else ops_budget
+    return min(pieces, max(2, one.steps + 2, budget // max(1, one.nops)))
+
+
+def extrapolate_steady_state(t_sim: float, t_half: float, sim_pieces: int, pieces: int) -> float:
+    """The time of ``pieces`` pieces from runs of ``sim_pieces`` (``t_sim``) and ``sim_pieces // 2``
+    (``t_half``): once the pipeline is full every further piece adds one period."""
+    return t_sim + (pieces - sim_pieces) * (t_sim - t_half) / (sim_pieces - sim_pieces // 2)
 
 
 def is_duplex(coll, topo: Topology) -> bool:
@@ -443,4 +453,4 @@ def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = F
 
 
 __all__ = ["simulate_with_plan", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
-           "payload_share", "OPS_BUDGET"]
+           "payload_share", "steady_state_pieces", "extrapolate_steady_state", "OPS_BUDGET"]
