@@ -37,12 +37,13 @@ from functools import lru_cache
 import numpy as np
 
 from ..algorithms import build_program, get_algorithm
+from ..algorithms.nvls import nvls_heads
 from ..errors import CollsimError
 from ..program import Program
 from ..topology import Link, Topology
 from . import calibration
 from .constants import (MAX_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_CHANNELS, NVLS_CHUNK_BYTES,
-                        NVLS_EFFICIENCY, NVLS_MAX_HEADS, PCIE_EFFICIENCY, THREAD_THRESHOLD)
+                        NVLS_EFFICIENCY, PCIE_EFFICIENCY, THREAD_THRESHOLD)
 from .machine import Machine, machine
 from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from .tuner import Terms, tuner_terms
@@ -264,7 +265,7 @@ def nvls_loop(algorithm: str, nbytes: int, m: Machine) -> tuple[int, int]:
 
     One loop moves ``channels x heads x chunk`` bytes: every NVLS channel (``NVLS_NCHANNELS``: 16 on
     Hopper; on Blackwell 24 inside one NVLink domain, 32 across domains, ``transport/nvls.cc``) hands one
-    chunk to each of the domain's heads (at most 32, :data:`NVLS_MAX_HEADS`). The chunk is
+    chunk to each of the domain's heads (at most 32, :func:`sim.algorithms.nvls.nvls_heads`). The chunk is
     ``NCCL_NVLS_CHUNKSIZE`` (128 KiB), halved for sizes that give few loops (``enqueue.cc``: NVLS below
     64/8/2 x concurrentOps x chunk; NVLSTree 64 KiB from 4 nodes, then below 16/4/1 x). The engine
     simulates one channel carrying the whole buffer in loops of this size, so the pipeline fills and
@@ -281,7 +282,7 @@ def nvls_loop(algorithm: str, nbytes: int, m: Machine) -> tuple[int, int]:
         channels = NVLS_CHANNELS["blackwell" if m.nnodes > 1 else "blackwell_one_domain"]
     else:
         channels = NVLS_CHANNELS["hopper"]
-    ops = channels * min(NVLS_MAX_HEADS, m.ppn)
+    ops = channels * nvls_heads(m.ppn)
     chunk = NVLS_CHUNK_BYTES
     if algorithm == "nvls":
         for factor, floor in ((64, 65536), (8, 32768), (2, 16384)):
@@ -403,7 +404,7 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
                "simulated_ops": len(runs.op_index), "symmetric": runs.symmetric}
     if nvls and "gpus_per_domain" in one.params:
         k = int(one.params["gpus_per_domain"])
-        explain["nvls_heads"] = f"{min(NVLS_MAX_HEADS, k)} of {k} GPUs per NVLink domain"
+        explain["nvls_heads"] = f"{nvls_heads(k)} of {k} GPUs per NVLink domain"
     if plan.tree_correction != 1:
         explain["tree_correction"] = plan.tree_correction
     if plan.small_share < 1:
