@@ -43,7 +43,8 @@ class RunOptions:
 
 def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protocol: str = "auto", *,
              model: str = "auto", nchannels: int | None = None, pipeline: int | None = None, root: int = 0,
-             trace: bool = False, max_memory=None, engine: str = "default", select: str = "nccl") -> Result:
+             trace: bool = False, max_memory=None, engine: str = "default", select: str = "nccl",
+             nccl_version=None, nccl_env=None) -> Result:
     """Predict ``collective`` moving ``nbytes`` (nccl-tests' size) on ``topology``.
 
     ``topology``: a Topology, a preset spec (``"dgx-h100:nodes=2"``) or a .yaml/.json path.
@@ -56,8 +57,28 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.engine.reference`).
     ``select`` (with ``auto``): ``nccl``, the pair NCCL's tuner picks (what nccl-tests measures), or
     ``fastest``, the model's fastest pair among those NCCL can run (:mod:`sim.nccl.select`).
+    ``nccl_version`` (``"2.18"``...; default the newest documented, :mod:`sim.nccl.versions`) and
+    ``nccl_env`` (``{"NCCL_ALGO": "^NVLS"}`` or ``"NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32"``): NCCL as the
+    run configured it (:mod:`sim.nccl.config`); left out, the configuration in force (a
+    :func:`sim.nccl.config.use` block, else the newest release with no variables). The Result's
+    ``explain["nccl_version"]`` names the release modelled.
     Every predictor is one function of :data:`PREDICTORS`; selection gets the chosen one.
     """
+    if nccl_version is not None or nccl_env is not None:
+        from .nccl import config as nccl_config
+        with nccl_config.use(nccl_config.make_config(nccl_version, nccl_env)):
+            return simulate(collective, nbytes, topology, algorithm, protocol, model=model, nchannels=nchannels,
+                            pipeline=pipeline, root=root, trace=trace, max_memory=max_memory, engine=engine,
+                            select=select)
+    r = _simulate(collective, nbytes, topology, algorithm, protocol, model, nchannels, pipeline, root, trace,
+                  max_memory, engine, select)
+    from .nccl.config import current
+    r.explain.setdefault("nccl_version", current().version)
+    return r
+
+
+def _simulate(collective, nbytes, topology, algorithm, protocol, model, nchannels, pipeline, root, trace, max_memory,
+              engine, select) -> Result:
     topo = load_topology(topology)
     coll = get_collective(collective)
     if not isinstance(nbytes, (int, float)) or nbytes < 0:

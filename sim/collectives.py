@@ -31,6 +31,11 @@ class Collective:
     reduces: bool
     summary: str
 
+    @property
+    def nccl_func(self) -> str:
+        """NCCL's name of this collective (``ncclFuncStr``), as NCCL_ALGO / NCCL_PROTO prefixes spell it."""
+        return NCCL_FUNC_NAMES[self.name]
+
     def bus_factor(self, nranks: int) -> float:
         """nccl-tests' busbw / algbw factor (doc/PERFORMANCE.md)."""
         n = nranks
@@ -107,6 +112,8 @@ def _a2a_block(chunk: int, nranks: int, nchunks: int) -> tuple[int, int]:
     return block // nranks, block % nranks
 
 
+NCCL_FUNC_NAMES = {"broadcast": "Broadcast", "reduce": "Reduce", "all_gather": "AllGather",
+                   "reduce_scatter": "ReduceScatter", "all_reduce": "AllReduce", "all_to_all": "SendRecv"}
 ALL_REDUCE = Collective("all_reduce", False, True, "every rank ends with the sum of all ranks' buffers")
 ALL_GATHER = Collective("all_gather", False, False, "every rank ends with every rank's shard (S is the total)")
 REDUCE_SCATTER = Collective("reduce_scatter", False, True, "rank r ends with shard r of the sum (S is the total)")

@@ -36,7 +36,7 @@ class Algorithm:
 _REGISTRY: dict[str, Algorithm] = {}
 
 # Modules that define algorithms (imported on first use). One algorithm family per file.
-ALGORITHM_MODULES = ("ring", "tree", "collnet", "nvls", "classic", "hierarchical", "alltoall")
+ALGORITHM_MODULES = ("ring", "tree", "collnet", "nvls", "classic", "hierarchical", "alltoall", "pat")
 
 
 def algorithm(name: str, collectives, summary: str, requirement: Callable | None = None, pipelined=()):

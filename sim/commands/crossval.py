@@ -1,7 +1,8 @@
-"""Leave-one-case-out cross-validation of the model's fitted constants (``collsim validate --cross-validate``).
+"""Cross-validation of the model's fitted constants (``collsim validate --cross-validate [--by case|system]``).
 
-For every case k of the set, every fitted constant of :mod:`sim.nccl.calibration` is refitted on the other
-cases only, and case k is predicted with those values: its errors are out of sample. The fit is the
+For every case k of the set (``--by case``), or every system with all its cases (``--by system``), every
+fitted constant of :mod:`sim.nccl.calibration` is refitted on the other cases only, and the cases left
+out are predicted with those values: their errors are out of sample. The fit is the
 acceptance rule itself: each constant minimises the pooled median relative error over the training rows
 it affects, by a small grid search:
 
@@ -34,6 +35,7 @@ import numpy as np
 
 from .. import api
 from ..nccl import calibration
+from ..nccl import config as nccl_config
 from ..collectives import get_collective
 from ..nccl.plan import is_duplex
 from ..presets import load_topology
@@ -61,6 +63,8 @@ class Case:
 
     def __init__(self, case: dict, algorithm=None, protocol=None):
         self.id, self.raw = case["id"], case
+        self.system = case.get("system") or case["id"]    # a case without a system is its own system
+        self.nccl = nccl_config.case_config(case)
         self.topo = with_gpus_per_process(load_topology(case["topology"]), case.get("gpus_per_process"))
         self.coll = get_collective(case.get("collective", "all_reduce"))
         self.algo = algorithm or case.get("algorithm") or "auto"
@@ -80,7 +84,7 @@ class Case:
     def run(self, size: int, values: dict):
         key = (size, tuple(sorted(values.items())))
         if key not in self._memo:
-            with calibration.override(values):
+            with calibration.override(values), nccl_config.use(self.nccl):
                 q = api.simulate(self.coll, size, self.topo, self.algo, self.proto)
             self._memo[key] = (q.time_us, q.busbw_GBps)
         return self._memo[key]
@@ -186,16 +190,29 @@ def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> floa
     return float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v, base)], v, PRIORS[key])))
 
 
-def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=None, model: str = "engine") -> tuple[list[dict], dict]:
-    """(per-case scores out of sample, the in-sample fit). ``score_case`` is validate's scorer."""
+BY = ("case", "system")
+
+
+def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=None, model: str = "engine",
+                   by: str = "case") -> tuple[list[dict], dict]:
+    """(per-case scores out of sample, the in-sample fit). ``score_case`` is validate's scorer.
+
+    ``by="case"`` leaves one case out at a time; ``by="system"`` every case of one ``system`` at once
+    (a case without ``system`` is its own), so no constant is fitted on the machine it then predicts."""
+    if by not in BY:
+        raise ValueError(f"--by {by!r}: choose case or system")
     prepared = [Case(c, algorithm, protocol) for c in cases]
-    scores = []
-    for k, case in enumerate(prepared):
-        fitted = fit(prepared[:k] + prepared[k + 1:])
-        with calibration.override(fitted):
-            s = score_case(case.raw, model=model, algorithm=algorithm, protocol=protocol)
-        s["fitted"] = {key: round(v, 4) for key, v in fitted.items() if _relevant(case, key)}
-        scores.append(s)
+    group = (lambda c: c.system) if by == "system" else (lambda c: c.id)
+    scores: list = [None] * len(prepared)
+    for g in dict.fromkeys(group(c) for c in prepared):
+        fitted = fit([c for c in prepared if group(c) != g])
+        for k, case in enumerate(prepared):
+            if group(case) != g:
+                continue
+            with calibration.override(fitted):
+                s = score_case(case.raw, model=model, algorithm=algorithm, protocol=protocol)
+            s["fitted"] = {key: round(v, 4) for key, v in fitted.items() if _relevant(case, key)}
+            scores[k] = s
     return scores, fit(prepared)
 
 
@@ -205,4 +222,4 @@ def _relevant(case: Case, key: str) -> bool:
             or (case.fabric is not None and key == f"latency.{case.fabric}"))
 
 
-__all__ = ["cross_validate", "fit", "fit_bandwidth", "PRIORS", "Case"]
+__all__ = ["cross_validate", "fit", "fit_bandwidth", "PRIORS", "Case", "BY"]

@@ -39,8 +39,38 @@ def register(sub) -> None:
     p.add_argument("--explain", action="store_true", help="print the model's terms for each size")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="run the sweep's sizes/algorithms in N processes (0 = every core; default 1)")
+    add_nccl_args(p)
     add_size_args(p)
     p.set_defaults(func=run)
+
+
+def add_nccl_args(p) -> None:
+    """--nccl-version, --nccl-env, --nccl-env-from-shell (:mod:`sim.nccl.config`)."""
+    from ..nccl.config import HONOURED
+    from ..nccl.versions import LATEST, RELEASES
+    p.add_argument("--nccl-version", default=None, metavar="X.Y",
+                   help=f"the NCCL release whose rules to model: {', '.join(r.version for r in RELEASES)} (a release in "
+                        f"between takes the older one's rules; default {LATEST.version}, the newest documented)")
+    p.add_argument("--nccl-env", default=None, metavar="K=V,...",
+                   help="NCCL variables the run sets, e.g. NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32. Honoured: "
+                        + "; ".join(f"{k} ({v})" for k, v in HONOURED.items()).replace("%", "%%")
+                        + ". Any other NCCL_* is ignored (named on stderr)")
+    p.add_argument("--nccl-env-from-shell", action="store_true",
+                   help="also read every NCCL_* variable of this shell's environment (--nccl-env wins)")
+
+
+def nccl_config_from_args(args):
+    """The NcclConfig of --nccl-version/--nccl-env/--nccl-env-from-shell; names ignored variables on stderr."""
+    import sys
+    from ..nccl.config import env_from_shell, make_config, split_env
+    pairs = dict(env_from_shell()) if getattr(args, "nccl_env_from_shell", False) else {}
+    if getattr(args, "nccl_env", None):
+        pairs.update(dict(split_env(args.nccl_env)))
+    cfg = make_config(getattr(args, "nccl_version", None), pairs or None)
+    if cfg.ignored:
+        print(f"collsim: ignoring {', '.join(cfg.ignored)}: the model does not honour "
+              f"{'it' if len(cfg.ignored) == 1 else 'them'} (see --help for those it does)", file=sys.stderr)
+    return cfg
 
 
 def run(args) -> int:
@@ -70,6 +100,7 @@ def run(args) -> int:
             if reason:
                 raise CollsimError(f"cannot run --algorithm {args.algorithm} on {topo.name}: {reason}")
         algos = [args.algorithm]
+    cfg = nccl_config_from_args(args)
     from .. import sweep
     ntasks = len(sizes) * len(algos)
     # in this process the loaded topology is reused; worker processes get the spec and load it once each
@@ -78,6 +109,8 @@ def run(args) -> int:
                         {"model": args.model, "max_memory": args.max_memory, "nchannels": args.nchannels,
                          "pipeline": args.pipeline, "root": args.root, "engine": args.engine,
                          **({"select": args.select} if args.select != "nccl" else {}),
+                         "nccl_version": cfg.release.version if not cfg.requested else cfg.requested,
+                         "nccl_env": cfg.env or None,
                          "trace": bool(args.trace) and nbytes == sizes[-1]})
              for nbytes in sizes for a in algos]
     done = iter(sweep.run(tasks, args.jobs, desc=f"simulate {coll.name}"))
@@ -92,11 +125,21 @@ def run(args) -> int:
             raise CollsimError(f"--trace needs the engine model (got --model {args.model})")
         trace.save(args.trace)
     elem = DTYPE_BYTES[args.datatype]
-    faster = _faster_choices(results, coll, topo, args) if algos == ["auto"] else {}
+    from ..nccl.config import use
+    with use(cfg):
+        faster = _faster_choices(results, coll, topo, args) if algos == ["auto"] else {}
+    from ..intervals import interval, regime
+    where = regime(topo)
+    ranges = {}
     rows = []
     for nbytes, group, best in results:
         for r in group:
             row = r.row()
+            iv = ranges[id(r)] = interval(r.time_us, r.busbw_GBps, nbytes, where=where)
+            row.update({"nccl_version": cfg.version, "time_us_range": list(iv.time_us_range),
+                        "busbw_GBps_range": list(iv.busbw_GBps_range), "validated": iv.validated})
+            if iv.note:
+                row["note"] = iv.note
             if len(algos) > 1:
                 row["fastest"] = r is best
             if nbytes in faster:
@@ -104,8 +147,10 @@ def run(args) -> int:
                 row["faster_choice"] = {"algorithm": f.algorithm, "protocol": f.protocol, "time_us": f.time_us,
                                         "faster_by": f.explain["faster_by"], "nccl_env": f.explain["nccl_env"]}
             rows.append(row)
-    payload = {"topology": topo.name, "collective": coll.name, "nranks": topo.nranks, "model": args.model, "results": rows}
-    text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster)
+    payload = {"topology": topo.name, "collective": coll.name, "nranks": topo.nranks, "model": args.model,
+               "nccl_version": cfg.version, "nccl_rules": cfg.release.tag, "nccl_env": dict(cfg.env),
+               "nccl_env_ignored": list(cfg.ignored), "results": rows}
+    text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg)
     print(emit(args.format, text, payload, rows))
     return 0
 
@@ -131,22 +176,38 @@ def _faster_choices(results, coll, topo, args) -> dict:
     return found
 
 
-def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None) -> str:
-    faster = faster or {}
-    lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)), model {args.model}",
-             f"# {'size':>10s} {'count':>12s} {'type':>6s} {'algorithm':>14s} {'protocol':>8s} {'steps':>6s} {'time':>10s} {'algbw':>8s} {'busbw':>8s}",
-             f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"]
+def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None, ranges: dict | None = None,
+           cfg=None) -> str:
+    faster, ranges = faster or {}, ranges or {}
+    env = " ".join(f"{k}={v}" for k, v in cfg.env) if cfg is not None else ""
+    lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)), model {args.model}"
+             + (f", NCCL {cfg.version}" if cfg is not None else "") + (f" with {env}" if env else ""),
+             f"# {'size':>10s} {'count':>12s} {'type':>6s} {'algorithm':>14s} {'protocol':>8s} {'steps':>6s} {'time':>10s} {'algbw':>8s} {'busbw':>8s}"
+             f" {'busbw 80% range':>17s}",
+             f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"
+             f" {'(GB/s)':>17s}"]
+    notes = {}
     for nbytes, group, best in results:
         for r in group:
             mark = " *" if multi and r is best else " +" if nbytes in faster else ""
+            iv = ranges.get(id(r))
+            rng = f"{iv.busbw_GBps_range[0]:8.2f}-{iv.busbw_GBps_range[1]:<8.2f}" if iv else ""
+            if iv is not None and not iv.validated:
+                rng += "!"
+                notes.setdefault(iv.note, None)
             lines.append(f"  {nbytes:>10d} {nbytes // elem:>12d} {args.datatype:>6s} {r.algorithm:>14s} {r.protocol:>8s} "
-                         f"{r.steps:>6d} {r.time_us:>10.2f} {r.algbw_GBps:>8.2f} {r.busbw_GBps:>8.2f}{mark}")
+                         f"{r.steps:>6d} {r.time_us:>10.2f} {r.algbw_GBps:>8.2f} {r.busbw_GBps:>8.2f} {rng}{mark}")
             if args.explain:
                 lines.extend(_explain(r))
                 if nbytes in faster:
                     f = faster[nbytes]
                     lines.append(f"#     faster: {f.algorithm}/{f.protocol} {f.time_us:.2f} us ({f.explain['faster_by']:.0%} "
                                  f"faster): set {f.explain['nccl_env']}")
+    if ranges:
+        lines.append("# busbw 80% range: from the out-of-sample errors of the public cases nearest in regime "
+                     "(docs/nccl-model.md, Intervals)")
+    for note in notes:
+        lines.append(f"# ! not validated: {note}")
     if multi:
         lines.append("# * fastest algorithm at that size")
     if faster:

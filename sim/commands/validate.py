@@ -31,6 +31,8 @@ from ..presets import load_topology
 from ..safe_io import read_input
 from ..validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
 from ..nccl.machine import with_gpus_per_process
+from ..nccl import config as nccl_config
+from ..intervals import RESIDUALS, load_residuals, regime
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
@@ -54,6 +56,12 @@ def register(sub) -> None:
     p.add_argument("--cross-validate", action="store_true",
                    help="also score every case out of sample: each fitted constant refitted without that case "
                         "(leave-one-case-out), reported beside the in-sample score")
+    p.add_argument("--by", default="case", choices=("case", "system"),
+                   help="with --cross-validate: leave out one case at a time (default), or every case of one "
+                        "system (the cluster it was measured on) at a time")
+    p.add_argument("--write-intervals", nargs="?", const=RESIDUALS, default=None, metavar="PATH",
+                   help="with --cross-validate: write the out-of-sample residual table the 80%% ranges of "
+                        f"collsim simulate are made from (default {os.path.relpath(RESIDUALS)})")
     p.add_argument("--format", default="table", choices=("table", "json"))
     p.set_defaults(func=run)
 
@@ -123,25 +131,32 @@ def score_case(case: dict, *, model: str = "engine", algorithm: str | None = Non
                            f"fix --topology (e.g. nodes=, gpus_per_node=)")
     algo = algorithm or case.get("algorithm") or "auto"
     proto = protocol or case.get("protocol") or "auto"
+    cfg = nccl_config.case_config(case)   # the NCCL release and variables the run used, where stated
     t0 = time.perf_counter()
-    bw_errs, lat_errs, rows, chosen = [], [], [], {}
+    bw_errs, lat_errs, mid_errs, rows, chosen = [], [], [], [], {}
     for r in sorted(case["rows"], key=lambda r: r["size"]):
         if r["size"] <= 0 or r["time_us"] <= 0:
             continue
-        q = api.simulate(coll, r["size"], topo, algo, proto, model=model)
+        with nccl_config.use(cfg):
+            q = api.simulate(coll, r["size"], topo, algo, proto, model=model)
         chosen.setdefault(f"{q.algorithm}/{q.protocol}", []).append(r["size"])
         row = {"size": r["size"], "time_us": r["time_us"], "busbw": r.get("busbw", 0.0), "pred_time_us": q.time_us,
                "pred_busbw": q.busbw_GBps, "algorithm": q.algorithm, "protocol": q.protocol}
         if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0:
             row["busbw_err"] = abs(q.busbw_GBps - r["busbw"]) / r["busbw"]
             bw_errs.append(row["busbw_err"])
+        row["time_err"] = abs(q.time_us - r["time_us"]) / r["time_us"]
         if r["size"] <= LAT_MAX_BYTES:
-            row["time_err"] = abs(q.time_us - r["time_us"]) / r["time_us"]
             lat_errs.append(row["time_err"])
+        elif r["size"] < BW_MIN_BYTES:
+            mid_errs.append(row["time_err"])
         rows.append(row)
     med = lambda xs: statistics.median(xs) if xs else None
-    return {"id": case["id"], "topology": topo.name, "collective": coll.name, "algorithm": algo, "protocol": proto, "bw_errors": bw_errs,
-            "lat_errors": lat_errs, "bw_median": med(bw_errs), "lat_median": med(lat_errs), "chosen": chosen,
+    fabric, nodes = regime(topo)
+    return {"id": case["id"], "system": case.get("system") or case["id"], "nranks": topo.nranks, "fabric": fabric,
+            "nodes": nodes, "nccl_version": cfg.version, "topology": topo.name, "collective": coll.name,
+            "algorithm": algo, "protocol": proto, "bw_errors": bw_errs, "lat_errors": lat_errs, "mid_errors": mid_errs,
+            "bw_median": med(bw_errs), "lat_median": med(lat_errs), "mid_median": med(mid_errs), "chosen": chosen,
             "rows": rows, "seconds": time.perf_counter() - t0, "source": case.get("source", "")}
 
 
@@ -149,8 +164,10 @@ def summarize(scores: list[dict]) -> dict:
     """Pooled medians over every case's errors (the acceptance rule) and the worst case."""
     bw = [e for s in scores for e in s["bw_errors"]]
     lat = [e for s in scores for e in s["lat_errors"]]
+    mid = [e for s in scores for e in s.get("mid_errors", ())]
     worst = max((s for s in scores if s["bw_median"] is not None), key=lambda s: s["bw_median"], default=None)
     return {"bw_median": statistics.median(bw) if bw else None, "lat_median": statistics.median(lat) if lat else None,
+            "mid_median": statistics.median(mid) if mid else None, "mid_points": len(mid),
             "bw_points": len(bw), "lat_points": len(lat), "worst_bw_case": worst["id"] if worst else None,
             "worst_bw_median": worst["bw_median"] if worst else None, "seconds": sum(s["seconds"] for s in scores)}
 
@@ -168,21 +185,37 @@ def run(args) -> int:
             c = {k: v for k, v in c.items() if k not in ("algorithm", "protocol")}
         scores.append(score_case(c, model=args.model, algorithm=args.algorithm, protocol=args.protocol))
     total = summarize(scores)
-    cv, cv_total, refit = None, None, None
+    cv, cv_total, refit, per_cov = None, None, None, {}
+    if args.write_intervals and not args.cross_validate:
+        raise CollsimError("--write-intervals writes the out-of-sample residuals: add --cross-validate (--by system)")
+    if args.write_intervals:
+        from ..safe_io import check_output
+        check_output(args.write_intervals, "--write-intervals")   # refused before the long run, not after
     if args.cross_validate:
         from .crossval import cross_validate
+        from .residuals import coverage, residual_rows, write_residuals
         cases_cv = [{k: v for k, v in c.items() if k not in ("algorithm", "protocol")} if args.auto else c for c in cases]
-        cv, refit = cross_validate(cases_cv, score_case, algorithm=args.algorithm, protocol=args.protocol, model=args.model)
+        cv, refit = cross_validate(cases_cv, score_case, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
+                                   by=args.by)
         cv_total = summarize(cv)
+        resid = residual_rows(cv)
+        cv_total["coverage"], per_cov = coverage(cv, resid)
+        # in sample: the share inside the ranges collsim ships (the residual table as written, all systems)
+        total["coverage"] = coverage(scores, [dict(zip(("system", "fabric", "nodes", "band", "log_ratio"), r))
+                                              for r in load_residuals()], exclude_own=False)[0] if load_residuals() else None
+        if args.write_intervals:
+            write_residuals(resid, args.write_intervals, args.by)
     if args.format == "json":
         out = {"model": args.model, "cases": scores, "overall": total}
         if cv is not None:
             # per-size rows stay out of this report (use --rows / a plain run for them): it must stay small
             # enough to pass around (shell arguments are capped at 128 KiB)
-            out["cases"] = [{k: v for k, v in s.items() if k not in ("rows", "bw_errors", "lat_errors")} for s in scores]
-            out.update({"cross_validated": cv_total, "cross_validated_cases": [
-                {"id": s["id"], "collective": s["collective"], "bw_median": s["bw_median"], "lat_median": s["lat_median"],
-                 "fitted": s["fitted"]} for s in cv],
+            out["cases"] = [{k: v for k, v in s.items() if k not in ("rows", "bw_errors", "lat_errors", "mid_errors")}
+                            for s in scores]
+            out.update({"cross_validated_by": args.by, "cross_validated": cv_total, "cross_validated_cases": [
+                {"id": s["id"], "system": s["system"], "nranks": s["nranks"], "collective": s["collective"],
+                 "bw_median": s["bw_median"], "lat_median": s["lat_median"], "mid_median": s["mid_median"],
+                 "coverage": per_cov.get(s["id"]), "nccl_version": s["nccl_version"], "fitted": s["fitted"]} for s in cv],
                 "fit_all_cases": {k: round(v, 4) for k, v in refit.items()}})
         print(json.dumps(out, indent=1))
         return 0
@@ -202,14 +235,20 @@ def run(args) -> int:
           f"small-size time median error {pct(total['lat_median']).strip()} over {total['lat_points']} sizes; "
           f"worst case {total['worst_bw_case']} ({pct(total['worst_bw_median']).strip()}); {total['seconds']:.1f} s")
     if cv is not None:
-        print("# cross-validated (leave-one-case-out: every fitted constant refitted without the case scored)")
-        print(f"# {'case':8s} {'bw in':>7s} {'bw out':>7s} {'lat in':>7s} {'lat out':>7s}  refitted constants used")
+        what = "one system" if args.by == "system" else "one case"
+        print(f"# cross-validated (leave-{what}-out: every fitted constant refitted without it)")
+        print(f"# {'case':8s} {'system':>10s} {'ranks':>6s} {'bw in':>7s} {'bw out':>7s} {'lat in':>7s} {'lat out':>7s} "
+              f"{'mid out':>7s} {'cover':>6s}  refitted constants used")
         for s_in, s_out in zip(scores, cv):
             fitted = ", ".join(f"{k}={v:g}" for k, v in s_out["fitted"].items())
-            print(f"  {s_in['id']:8s} {pct(s_in['bw_median']):>7s} {pct(s_out['bw_median']):>7s} "
-                  f"{pct(s_in['lat_median']):>7s} {pct(s_out['lat_median']):>7s}  {fitted}")
-        print(f"cross-validated: busbw median error {pct(cv_total['bw_median']).strip()} over {cv_total['bw_points']} sizes, "
-              f"small-size time median error {pct(cv_total['lat_median']).strip()} over {cv_total['lat_points']} sizes "
+            print(f"  {s_in['id']:8s} {str(s_out['system'])[:10]:>10s} {s_out['nranks']:6d} {pct(s_in['bw_median']):>7s} "
+                  f"{pct(s_out['bw_median']):>7s} {pct(s_in['lat_median']):>7s} {pct(s_out['lat_median']):>7s} "
+                  f"{pct(s_out['mid_median']):>7s} {pct(per_cov.get(s_out['id'])):>6s}  {fitted}")
+        print(f"cross-validated (leave {what} out): busbw median error {pct(cv_total['bw_median']).strip()} over "
+              f"{cv_total['bw_points']} sizes, small-size time {pct(cv_total['lat_median']).strip()} over "
+              f"{cv_total['lat_points']}, mid-size time {pct(cv_total['mid_median']).strip()} over {cv_total['mid_points']}; "
+              f"worst case {cv_total['worst_bw_case']} ({pct(cv_total['worst_bw_median']).strip()}); "
+              f"80% interval coverage {pct(cv_total['coverage']).strip()} "
               f"(in-sample {pct(total['bw_median']).strip()} / {pct(total['lat_median']).strip()})")
         print("# fit on every case: " + ", ".join(f"{k}={v:.4g}" for k, v in refit.items()))
     return 0

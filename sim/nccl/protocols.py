@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import CollsimError
+from . import config as _config
 from .constants import (BASE_LATENCY_US, BUFFER_BYTES, CHUNK_STEPS, HW_LATENCY_US, LL128_DATA_BYTES, LL128_LINE_BYTES,
                         LL_DATA_BYTES, LL_LINE_BYTES, NCCL_PROTOCOLS, NCCL_STEPS)
 
@@ -81,21 +82,25 @@ def _pindex(proto: str) -> int:
 
 
 def base_latency_us(algorithm: str, proto: str) -> float:
-    """NCCL's fixed latency of one collective (``baseLat``), in us.
+    """NCCL's fixed latency of one collective (``baseLat``), in us, of the release in force
+    (:func:`sim.nccl.config.current`; 2.27's table unless the release changed a row).
 
     >>> base_latency_us("ring", "LL"), base_latency_us("tree", "Simple"), base_latency_us("nvls", "Simple")
     (6.6, 8.4, 0.0)
     """
-    return BASE_LATENCY_US[algorithm][_pindex(proto)]
+    row = _config.current().release.base_latency.get(algorithm) or BASE_LATENCY_US[algorithm]
+    return row[_pindex(proto)]
 
 
 def hop_latency_us(link_class: str, algorithm: str, proto: str) -> float:
-    """NCCL's latency of one hop (``hwLat``) over ``link_class`` nvlink|pcie|net, in us.
+    """NCCL's latency of one hop (``hwLat``) over ``link_class`` nvlink|pcie|net, in us, of the release
+    in force.
 
     >>> hop_latency_us("nvlink", "ring", "LL128"), hop_latency_us("net", "collnet_chain", "Simple")
     (1.9, 30.0)
     """
-    return HW_LATENCY_US[link_class][algorithm][_pindex(proto)]
+    row = _config.current().release.hw_latency.get((link_class, algorithm)) or HW_LATENCY_US[link_class][algorithm]
+    return row[_pindex(proto)]
 
 
 def nccl_chunk_bytes(algorithm: str, proto: str, nbytes_per_channel: float | None = None, depth: int = 1) -> int:

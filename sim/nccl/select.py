@@ -85,7 +85,8 @@ def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto
         if ranked:
             best = ranked[0]
             r = run(best.algorithm, best.protocol)
-            r.explain["selected_by"] = "NCCL 2.27 tuner model"
+            from .config import current
+            r.explain["selected_by"] = f"NCCL {current().version} tuner model"
             r.explain["tuner_ranking"] = ", ".join(f"{t.algorithm}/{t.protocol} {t.time_us:.4g} us" for t in ranked[:4])
             return r
     best = None

@@ -1,8 +1,9 @@
 """NCCL's tuner as a closed form: (latency, bandwidth) per (algorithm, protocol), time = lat + S / bw.
 
-This is NCCL 2.27.7's ``ncclTopoTuneModel`` + ``ncclTopoGetAlgoTime`` (``src/graph/tuning.cc``) fed by a
+This is NCCL's ``ncclTopoTuneModel`` + ``ncclTopoGetAlgoTime`` (``src/graph/tuning.cc``) fed by a
 small emulation of its topology search (``search.cc``: channels and per-channel speeds picked from NCCL's
-speed lists). It predicts what NCCL *thinks* each pair costs, which is how NCCL chooses: the pair with
+speed lists), for the release and NCCL_* variables in force (:mod:`sim.nccl.config`,
+:mod:`sim.nccl.versions`; 2.27.7's tables where a release changed nothing). It predicts what NCCL *thinks* each pair costs, which is how NCCL chooses: the pair with
 the smallest predicted time wins (:func:`rank_pairs`). The discrete-event engine then predicts what the
 chosen pair really costs (contention, pipelining, the topology's links); ``docs/nccl-model.md`` says
 where and why the two differ.
@@ -20,10 +21,12 @@ import math
 from dataclasses import dataclass, field
 
 from . import calibration
+from . import config as nccl_config
+from .config import NcclConfig
 from ..analytic import ring_steps
 from ..collectives import get_collective
 from ..errors import CollsimError
-from .constants import (LL_MAX_BW, MAX_SEARCH_CHANNELS, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NET_OVERHEAD_US, NVLS_BUS_TO_ALG,
+from .constants import (LL_MAX_BW, MAX_SEARCH_CHANNELS, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NET_OVERHEAD_US, NVLS_BUS_TO_ALG, NVLS_EFFICIENCY,
                         NVLS_MAX_HEADS,
                         P2P_LL_THRESHOLD, PER_CH_MAX_RING_LL128, PER_CH_MAX_TREE, PER_CH_MAX_TREE_LL128, TREE_CORRECTION)
 from .machine import Machine, machine, nvls_graph, ring_graph, tree_graph
@@ -46,12 +49,29 @@ class Terms:
     detail: dict = field(default_factory=dict)
 
 
-def _disabled(a: str, p: str, coll: str, m: Machine) -> str | None:
-    """Why NCCL would not use (a, p) here, or None."""
+def _disabled(a: str, p: str, coll: str, m: Machine, cfg: NcclConfig | None = None) -> str | None:
+    """Why NCCL (the release and variables of ``cfg``, default those in force) would not use (a, p) here, or None."""
+    cfg = cfg or nccl_config.current()
+    rel = cfg.release
     if coll in ("broadcast", "reduce") and a != "ring":
         return "NCCL runs broadcast/reduce with rings only"
-    if coll in ("all_gather", "reduce_scatter") and a not in ("ring", "pat", "nvls", "collnet_direct"):
-        return f"NCCL has no {a} {coll}"
+    if coll in ("all_gather", "reduce_scatter") and a not in rel.ag_rs_algorithms:
+        since = {"pat": "2.23", "nvls": "2.19", "collnet_direct": "2.21"}.get(a)
+        return f"NCCL {cfg.version} has no {a} {coll}" + (f" (since NCCL {since})" if since else "")
+    if not cfg.algo_enabled(coll, a):
+        return f"NCCL_ALGO excludes {a} for {coll}"
+    if not cfg.proto_enabled(coll, p):
+        return f"NCCL_PROTO excludes {p} for {coll}"
+    if a.startswith("nvls") and not cfg.nvls:
+        return "NCCL_NVLS_ENABLE=0"
+    if a.startswith("collnet") and not cfg.collnet:
+        return "NCCL_COLLNET_ENABLE=0"
+    if a == "nvls" and m.nnodes > 1 and not cfg.collnet:
+        return "multi-node NVLS needs CollNet, and NCCL_COLLNET_ENABLE=0"
+    if a == "pat" and not cfg.pat:
+        return "NCCL_PAT_ENABLE=0"
+    if p == "LL128" and m.arch == "blackwell" and not rel.ll128_blackwell:
+        return f"NCCL {cfg.version} enables LL128 on Volta/Ampere/Hopper only (Blackwell from 2.25)"
     if (coll == "all_to_all") != (a == "p2p"):
         return ("NCCL runs all_to_all as grouped point-to-point sends (p2p)" if coll == "all_to_all"
                 else "p2p is how NCCL runs all_to_all only")
@@ -63,6 +83,8 @@ def _disabled(a: str, p: str, coll: str, m: Machine) -> str | None:
         return f"{a} runs the Simple protocol only"
     if a in ("nvls", "nvls_tree") and (not m.nvls or m.cc_index < 2):
         return "NVLS needs an NVLink SHARP switch (Hopper or later)"
+    if a in ("nvls", "nvls_tree") and rel.nvls_efficiency_model and nvls_graph(m).nchannels < 2:
+        return f"NCCL {cfg.version} needs at least 2 NVLS channels"
     if a == "nvls" and coll in ("all_gather", "reduce_scatter") and m.ppn > NVLS_MAX_HEADS:
         return f"NCCL runs NVLS {coll} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
     if a == "nvls_tree" and m.nnodes == 1:
@@ -91,18 +113,22 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     if algorithm not in NCCL_ALGORITHMS:
         raise CollsimError(f"the tuner models NCCL's algorithms ({', '.join(NCCL_ALGORITHMS)}), not {algorithm!r}")
     m = m or machine(topo)
-    why = _disabled(algorithm, p, coll, m)
+    cfg = nccl_config.current()
+    why = _disabled(algorithm, p, coll, m, cfg)
     if algorithm == "p2p" and not why and (p == "LL") != (nbytes / m.nranks <= P2P_LL_THRESHOLD):
         why = f"NCCL's p2p uses LL up to {P2P_LL_THRESHOLD} B per peer (NCCL_P2P_LL_THRESHOLD), Simple above"
     if why:
         return Terms(algorithm, p, 0, 0.0, 0.0, math.inf, math.inf, {"disabled": why})
-    bus, nch, detail = _bus_bandwidth(coll, algorithm, p, m)
+    bus, nch, detail = _bus_bandwidth(coll, algorithm, p, m, cfg)
     n = m.nranks
     nsteps = ring_steps(coll, n) if coll in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") else n
     alg = bus
     if not (algorithm != "ring" and coll in ("all_gather", "reduce_scatter")):
-        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
-    lat = _latency(coll, algorithm, p, m, nsteps)
+        nvls_ratio = n / nsteps if cfg.release.nvls_efficiency_model else NVLS_BUS_TO_ALG   # 2.28+: as rings
+        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else nvls_ratio if algorithm.startswith("nvls") else 0.5)
+        if algorithm == "nvls_tree" and cfg.release.nvls_tree_ratio_old and m.nnodes > 1:
+            alg = bus * 0.70 * m.nnodes / (2 * (m.nnodes - 1))   # 2.18: ratio = .70 nNodes / (2 (nNodes-1))
+    lat = _latency(coll, algorithm, p, m, nsteps, cfg)
     bw = alg
     log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
     if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < len(TREE_CORRECTION[p]):
@@ -116,31 +142,47 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
 
 
-def _bus_bandwidth(coll: str, a: str, p: str, m: Machine) -> tuple[float, int, dict]:
+def _bus_bandwidth(coll: str, a: str, p: str, m: Machine, cfg: NcclConfig) -> tuple[float, int, dict]:
     graph = (nvls_graph(m) if a.startswith("nvls") else
              tree_graph(m, 8 if a == "collnet_direct" else 2 * MAX_SEARCH_CHANNELS) if a in ("tree", "collnet_direct", "collnet_chain")
              else ring_graph(m))
-    nch, ppn, ci, col = graph.nchannels, m.ppn, m.cc_index, m.node_column
+    nch, ppn, ci, col = cfg.channels(graph.nchannels), m.ppn, m.cc_index, m.node_column
+    rel = cfg.release
+    caps = {"ring_ll128": PER_CH_MAX_RING_LL128[ci][col], "tree_ll128": PER_CH_MAX_TREE_LL128[ci][col],
+            "tree": PER_CH_MAX_TREE[ci][col]}
+    if m.arch == "blackwell":
+        caps.update({k: v[col] for k, v in rel.blackwell_caps.items()})
     bw = graph.bw_intra if (m.nnodes <= 2 or a.startswith("collnet")) else graph.bw_inter
     if a == "nvls":
         bw = min(graph.bw_intra, graph.bw_inter) if coll == "all_reduce" else \
             min(graph.bw_intra * (ppn - 1) / ppn, graph.bw_inter * 0.9)
     if a == "nvls_tree":
         bw = min(graph.bw_intra, graph.bw_inter if m.nnodes <= 2 else graph.bw_inter / 2)
+    if a.startswith("nvls") and rel.nvls_efficiency_model:
+        # 2.28+: busBw per channel = bwIntra x nvlsEfficiency x (nch-1)/nch, x2 for all_reduce (two
+        # operations pipelined), x (ppn-1)/ppn otherwise; NVLSTree capped by perChMaxNVLSTreeBw
+        intra = graph.bw_intra * NVLS_EFFICIENCY.get(m.arch, 0.0) * (graph.nchannels - 1) / graph.nchannels
+        intra *= 2.0 if coll == "all_reduce" else (ppn - 1) / ppn
+        inter = graph.bw_inter * (2 if m.nnodes <= 2 and a == "nvls_tree" else 1)
+        cap = rel.nvls_tree_caps.get(m.arch, (math.inf,) * 3)[col] if a == "nvls_tree" else math.inf
+        bw = min(intra, inter, cap)
     bus = nch * bw
-    ll_max = LL_MAX_BW[ci if m.nnodes == 1 else int(m.cpu == "amd")][col]
+    row = ci if m.nnodes == 1 else int(m.cpu == "amd")
+    ll_max = rel.ll_max_hopper[col] if row == 2 else LL_MAX_BW[row][col]
     if a in ("ring", "p2p") and p == "LL":
-        bus = min(ll_max, bus * 0.5)
+        # 2.18-2.20: 1/4 across nodes or for all_reduce/reduce, 1/3 otherwise; 2.21 on: 1/2
+        share = (0.25 if m.nnodes > 1 or coll in ("all_reduce", "reduce") else 1 / 3) if rel.ring_ll_quarter else 0.5
+        bus = min(ll_max, bus * share)
     if a == "ring" and p == "LL128":
-        bus = min(bus * 0.92, nch * PER_CH_MAX_RING_LL128[ci][col])
+        bus = min(bus * (rel.ring_ll128_one_gpu if ppn < 2 else 0.92), nch * caps["ring_ll128"])
     if a == "tree" and coll == "all_reduce":
-        bus = min(bus * 0.92, nch * PER_CH_MAX_TREE[ci][col])
+        bus = min(bus * 0.92, nch * caps["tree"])
     if a == "tree" and p == "LL":
         bus = min(bus / 3.8, ll_max)
     if a == "tree" and p == "LL128":
-        bus = min(bus * (7 / 9 if m.nnodes == 1 else 120 / 128), nch * PER_CH_MAX_TREE_LL128[ci][col])
+        bus = min(bus * (7 / 9 if m.nnodes == 1 else 120 / 128), nch * caps["tree_ll128"])
     if a == "pat":
-        bus *= 0.75
+        bus *= rel.pat_bus_factor
     if a == "collnet_direct":
         if coll in ("all_gather", "reduce_scatter"):
             bus = ppn * min(graph.bw_intra, graph.bw_inter * 0.9)
@@ -152,7 +194,7 @@ def _bus_bandwidth(coll: str, a: str, p: str, m: Machine) -> tuple[float, int, d
     return bus, nch, {"graph": graph}
 
 
-def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
+def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int, cfg: NcclConfig) -> float:
     # NCCL's per-hop latencies. On hardware presets they stand for the whole hop (NCCL measured them on
     # such machines); a textbook topology's own wire latency counts where it is larger.
     textbook = m.arch is None
@@ -162,7 +204,7 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
         intra = max(intra, m.intra_wire_us) if textbook else intra
     inter = 0.0
     if m.nnodes > 1:
-        row = "tree" if m.ppn == 1 else a
+        row = "tree" if m.ppn == 1 and (cfg.release.net_tree_row_one_gpu or a == "pat") else a
         inter = hop_latency_us(m.inter_class, row, p)
         inter = max(inter, m.inter_wire_us) if textbook else inter
         inter += m.net_latency_us   # NCCL's graph.latencyInter (the net plugin's latency)
@@ -178,7 +220,8 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
             return lat + nsteps * hw
         if nodes > 1:
             intra = max(intra, NET_OVERHEAD_US.get(m.cpu, 1.0) * (3 if p == "Simple" else 1))
-        inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if coll == "all_reduce" else nodes - 1
+        ar_inter = 2 * nodes if cfg.release.ring_ar_inter_steps_2n else 2 * (nodes - 1)   # 2*nNodes before 2.23
+        inter_steps = 0 if nodes == 1 else ar_inter if coll == "all_reduce" else nodes - 1
         return lat + (nsteps - inter_steps) * intra + inter_steps * inter
     lg = int(math.log2(nodes)) if nodes > 1 else 0
     if a == "tree":
@@ -222,7 +265,7 @@ def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
     if t.alg_GBps <= 0:
         raise CollsimError(f"NCCL would not run {algorithm}/{p} for {coll.name} on {topo.name}: {t.detail['disabled']}")
     steps = _steps(coll.name, algorithm, topo)
-    explain = {"selected_by": "tuner (NCCL 2.27 model)", "latency_us": t.latency_us,
+    explain = {"selected_by": f"tuner (NCCL {nccl_config.current().version} model)", "latency_us": t.latency_us,
                "bandwidth_term_us": nbytes / (1000 * t.alg_GBps) if nbytes else 0.0,
                "nccl_busbw_GBps": t.bus_GBps, "nccl_algbw_GBps": t.alg_GBps, "nchannels": t.nchannels}
     g = t.detail.get("graph")

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import sim
+from sim.nccl.versions import LATEST
 from sim.nccl import calibration
 from sim.commands import crossval
 from sim.commands.validate import PUBLIC_CASES, score_case
@@ -92,7 +93,7 @@ def test_launch_mode_out_of_sample():
 def test_all_to_all_runs_point_to_point():
     one = sim.simulate("all_to_all", 1 << 30, "dgx-h100")
     two = sim.simulate("all_to_all", 1 << 30, "dgx-h100:nodes=2")
-    assert one.algorithm == two.algorithm == "p2p" and two.explain["selected_by"] == "NCCL 2.27 tuner model"
+    assert one.algorithm == two.algorithm == "p2p" and two.explain["selected_by"] == f"NCCL {LATEST.version} tuner model"
     small = sim.simulate("all_to_all", 16 * 1024, "dgx-h100:nodes=2")
     assert small.protocol == "LL"   # 1 KiB per peer: under NCCL_P2P_LL_THRESHOLD
 

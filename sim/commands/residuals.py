@@ -1,0 +1,66 @@
+"""The residual table behind every predicted range, and the honesty of those ranges (coverage).
+
+``collsim validate --cross-validate --by system`` scores each public case with the constants refitted
+without its system; :func:`residual_rows` turns those out-of-sample predictions into the rows of
+:data:`sim.intervals.RESIDUALS` (``--write-intervals`` writes them), and :func:`coverage` measures the
+share of measured rows inside their 80% range when each case's range comes from the residuals of the
+*other* systems only (the range a user would have got before that system was measured).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+from ..intervals import RESIDUALS, band, interval
+from ..safe_io import check_output
+
+
+def residual_rows(scores: list[dict]) -> list[dict]:
+    """One row per measured size of every (out-of-sample) score: its system, regime, band and
+    ``log(measured time / predicted time)``."""
+    out = []
+    for s in scores:
+        for r in s["rows"]:
+            if r["time_us"] > 0 and r["pred_time_us"] > 0:
+                out.append({"system": s["system"], "case": s["id"], "fabric": s["fabric"], "nodes": s["nodes"],
+                            "band": band(r["size"]), "log_ratio": round(math.log(r["time_us"] / r["pred_time_us"]), 4)})
+    return out
+
+
+def coverage(scores: list[dict], rows: list[dict], exclude_own: bool = True) -> tuple[float | None, dict]:
+    """(share of measured rows inside their 80% range, {case id: its share}); each case's ranges come
+    from the residuals of the other systems only (``exclude_own``; else from all rows: in sample)."""
+    table = tuple((r["system"], r["fabric"], r["nodes"], r["band"], r["log_ratio"]) for r in rows)
+    inside = total = 0
+    per_case = {}
+    for s in scores:
+        hits = n = 0
+        for r in s["rows"]:
+            if r["time_us"] <= 0 or r["pred_time_us"] <= 0:
+                continue
+            iv = interval(r["pred_time_us"], r["pred_busbw"], r["size"], where=(s["fabric"], s["nodes"]),
+                          exclude_system=s["system"] if exclude_own else None, rows=table)
+            lo, hi = iv.time_us_range
+            hits += lo <= r["time_us"] <= hi
+            n += 1
+        per_case[s["id"]] = hits / n if n else None
+        inside, total = inside + hits, total + n
+    return (inside / total if total else None), per_case
+
+
+def write_residuals(rows: list[dict], path: str = RESIDUALS, by: str = "system") -> str:
+    """Write the residual table (JSON) to ``path``; returns the path."""
+    check_output(path, "--write-intervals")
+    payload = {"generated_by": f"collsim validate --cross-validate --by {by} --write-intervals",
+               "about": "out-of-sample residuals log(measured/predicted time) of the public cases; see sim/intervals.py",
+               "rows": rows}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(payload, f, indent=0)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+__all__ = ["residual_rows", "coverage", "write_residuals"]

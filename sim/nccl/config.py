@@ -1,0 +1,244 @@
+"""NCCL as a run configured it: the release (:mod:`sim.nccl.versions`) and the NCCL_* variables.
+
+The tuner reads the configuration in force through one context, :func:`current` (a
+:class:`contextvars.ContextVar`, the newest release with no variables unless a block says otherwise), as
+it reads the calibration (:mod:`sim.nccl.calibration`): ``sim.simulate(..., nccl_version=, nccl_env=)``
+and ``collsim simulate --nccl-version/--nccl-env`` put one in force with :func:`use`.
+
+Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed in
+:attr:`NcclConfig.ignored` (the CLI prints them on one stderr line):
+
+* ``NCCL_ALGO``, ``NCCL_PROTO``: NCCL's own syntax (``tuning.cc parseList``): ``Ring,Tree``,
+  ``^NVLS`` (all but), ``allreduce:tree;allgather:ring`` (per collective, ``;``-separated, only the
+  first list without a prefix), case-insensitive;
+* ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: bounds on the
+  channels the tuner credits (a CTA runs one channel);
+* ``NCCL_NVLS_ENABLE=0`` (no NVLS/NVLSTree), ``NCCL_COLLNET_ENABLE=0`` (no CollNet, hence no multi-node
+  NVLS), ``NCCL_PAT_ENABLE=0`` (no PAT; 1 or 2 leave it to NCCL's own rule: one GPU per node).
+
+>>> c = make_config(env="NCCL_ALGO=^NVLS,NCCL_MIN_NCHANNELS=32,NCCL_IB_HCA=mlx5")
+>>> c.algo_enabled("all_reduce", "nvls"), c.algo_enabled("all_reduce", "ring"), c.min_channels, c.ignored
+(False, True, 32, ('NCCL_IB_HCA',))
+>>> make_config(env="NCCL_ALGO=allreduce:tree").algo_enabled("all_gather", "ring")
+True
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from ..collectives import NCCL_FUNC_NAMES
+from ..errors import CollsimError
+from . import versions
+
+# NCCL's spellings (ncclAlgoStr / ncclProtoStr) -> collsim's names; "CollNet" is the pre-2.14 spelling
+ALGO_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
+              "collnet": "collnet_direct", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
+PROTO_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+HONOURED = {
+    "NCCL_ALGO": "algorithms NCCL may use (NCCL syntax: Ring,Tree / ^NVLS / allreduce:tree;allgather:ring)",
+    "NCCL_PROTO": "protocols NCCL may use (LL, LL128, Simple; same syntax)",
+    "NCCL_MIN_NCHANNELS": "at least this many channels",
+    "NCCL_MAX_NCHANNELS": "at most this many channels",
+    "NCCL_MIN_CTAS": "at least this many CTAs (= channels)",
+    "NCCL_MAX_CTAS": "at most this many CTAs (= channels)",
+    "NCCL_NVLS_ENABLE": "0 disables NVLS and NVLSTree",
+    "NCCL_COLLNET_ENABLE": "0 disables CollNet (and with it multi-node NVLS)",
+    "NCCL_PAT_ENABLE": "0 disables PAT",
+}
+MAX_ENV_TEXT = 4096          # one variable's value; NCCL's own lists are a few dozen characters
+MAX_CHANNELS = 64            # MAXCHANNELS (device.h)
+
+
+@dataclass(frozen=True)
+class NcclConfig:
+    """A release plus the variables set. ``algos`` / ``protos``: per NCCL function name, the enabled
+    collsim names (None: NCCL's default, everything). Hashable, so it can key caches."""
+
+    release: versions.Release = versions.LATEST
+    requested: str = ""                    # the version as asked (``2.26`` runs 2.25's rules)
+    env: tuple[tuple[str, str], ...] = ()  # the honoured variables as given
+    ignored: tuple[str, ...] = ()
+    algos: tuple = ()                      # ((func, frozenset), ...)
+    protos: tuple = ()
+    min_channels: int | None = None
+    max_channels: int | None = None
+    nvls: bool = True
+    collnet: bool = True
+    pat: bool = True
+
+    @property
+    def version(self) -> str:
+        return self.requested or self.release.version
+
+    def algo_enabled(self, collective, algorithm: str) -> bool:
+        return _enabled(self.algos, collective, algorithm)
+
+    def proto_enabled(self, collective, protocol: str) -> bool:
+        return _enabled(self.protos, collective, protocol)
+
+    def channels(self, nch: int) -> int:
+        """``nch`` channels bounded by NCCL_MIN/MAX_NCHANNELS (and CTAs)."""
+        if self.min_channels:
+            nch = max(nch, self.min_channels)
+        if self.max_channels:
+            nch = min(nch, self.max_channels)
+        return nch
+
+
+def _enabled(table, collective, name: str) -> bool:
+    func = NCCL_FUNC_NAMES[collective if isinstance(collective, str) else collective.name]
+    for f, names in table:
+        if f == func:
+            return name in names
+    return True
+
+
+DEFAULT = NcclConfig()
+_CURRENT: ContextVar[NcclConfig] = ContextVar("collsim_nccl_config", default=DEFAULT)
+
+
+def current() -> NcclConfig:
+    """The configuration in force (:data:`DEFAULT`: the newest release, no variables)."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def use(config: NcclConfig):
+    token = _CURRENT.set(config)
+    try:
+        yield config
+    finally:
+        _CURRENT.reset(token)
+
+
+def _parse_list(value: str, var: str, names: dict) -> tuple:
+    """NCCL's parseList: ``[^]a,b;func:[^]c`` -> ((func, frozenset of enabled collsim names), ...)."""
+    funcs = list(NCCL_FUNC_NAMES.values())
+    every = frozenset(names.values())
+    table = {}
+    for i, token in enumerate(t for t in value.split(";") if t.strip()):
+        prefix, sep, elems = token.partition(":")
+        if not sep:
+            if i:
+                raise CollsimError(f"{var}={value!r}: every list after the first needs a collective prefix "
+                                   "(e.g. allreduce:tree), as NCCL requires")
+            prefix, elems = None, token
+        exclude = elems.strip().startswith("^")
+        chosen = set()
+        for e in elems.strip().lstrip("^").split(","):
+            key = e.strip().lower()
+            if key not in names:
+                raise CollsimError(f"{var}={value!r}: unknown element {e.strip()!r}: use "
+                                   f"{', '.join(sorted(set(k for k in names if k != 'collnet')))}")
+            chosen.add(names[key])
+        enabled = every - chosen if exclude else frozenset(chosen)
+        targets = [f for f in funcs if prefix is None or f.lower() == prefix.strip().lower()]
+        if not targets:
+            raise CollsimError(f"{var}={value!r}: unknown collective prefix {prefix!r}: use "
+                               f"{', '.join(f.lower() for f in funcs)}")
+        for f in targets:
+            table[f] = frozenset(enabled)
+    return tuple(sorted(table.items()))
+
+
+def _count(value: str, var: str) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise CollsimError(f"{var}={value!r} is not a whole number: give e.g. {var}=16") from None
+    if not 1 <= n <= MAX_CHANNELS:
+        raise CollsimError(f"{var}={n} is out of range: NCCL has 1..{MAX_CHANNELS} channels")
+    return n
+
+
+def _flag(value: str, var: str) -> bool:
+    v = value.strip()
+    if v not in ("0", "1", "2"):
+        raise CollsimError(f"{var}={value!r}: give 0 (off) or 1 (on)")
+    return v != "0"
+
+
+def split_env(text: str) -> list[tuple[str, str]]:
+    """``"NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32"`` -> pairs. A comma starts a new variable only when an
+    ``NCCL_NAME=`` follows it, so list values (``NCCL_ALGO=Ring,Tree``) keep their commas."""
+    pairs: list[list[str]] = []
+    for piece in str(text).split(","):
+        head, eq, rest = piece.partition("=")
+        if eq and head.strip().upper().startswith("NCCL_") and head.strip().replace("_", "").isalnum():
+            pairs.append([head.strip().upper(), rest])
+        elif pairs:
+            pairs[-1][1] += "," + piece
+        elif piece.strip():
+            raise CollsimError(f"--nccl-env {text!r}: {piece!r} is not NCCL_NAME=VALUE: give e.g. "
+                               "NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32")
+    return [(k, v) for k, v in pairs]
+
+
+def make_config(version=None, env=None) -> NcclConfig:
+    """A :class:`NcclConfig` from ``version`` (``"2.27"``, default the newest) and ``env`` (a mapping,
+    a list of pairs or ``"K=V,K=V"`` text)."""
+    rel = versions.release(version)
+    if env is None:
+        pairs = []
+    elif isinstance(env, str):
+        pairs = split_env(env)
+    elif isinstance(env, dict):
+        pairs = [(str(k).upper(), str(v)) for k, v in env.items()]
+    else:
+        pairs = [(str(k).upper(), str(v)) for k, v in env]
+    kw: dict = {}
+    honoured, ignored = [], []
+    for var, value in pairs:
+        if len(value) > MAX_ENV_TEXT:
+            raise CollsimError(f"{var}: value of {len(value)} characters is too long (at most {MAX_ENV_TEXT})")
+        if var not in HONOURED:
+            ignored.append(var)
+            continue
+        honoured.append((var, value))
+        if var == "NCCL_ALGO":
+            kw["algos"] = _parse_list(value, var, ALGO_NAMES)
+        elif var == "NCCL_PROTO":
+            kw["protos"] = _parse_list(value, var, PROTO_NAMES)
+        elif var in ("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"):
+            kw["min_channels"] = max(kw.get("min_channels") or 0, _count(value, var))
+        elif var in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"):
+            kw["max_channels"] = min(kw.get("max_channels") or MAX_CHANNELS, _count(value, var))
+        else:
+            kw[{"NCCL_NVLS_ENABLE": "nvls", "NCCL_COLLNET_ENABLE": "collnet", "NCCL_PAT_ENABLE": "pat"}[var]] = _flag(value, var)
+    if kw.get("min_channels") and kw.get("max_channels") and kw["min_channels"] > kw["max_channels"]:
+        raise CollsimError(f"NCCL's minimum channels ({kw['min_channels']}) exceed its maximum ({kw['max_channels']}): "
+                           "lower NCCL_MIN_NCHANNELS/NCCL_MIN_CTAS or raise NCCL_MAX_*")
+    requested = "" if version in (None, "") else ".".join(map(str, versions.parse_version(version)))
+    return NcclConfig(rel, requested, tuple(honoured), tuple(sorted(set(ignored))), **kw)
+
+
+def case_config(case: dict) -> NcclConfig:
+    """The configuration a published case ran with: its ``nccl_version`` (default: the one in force), clamped to
+    the releases collsim models (a 2.8 run is scored with 2.18's rules, the oldest it has), and its
+    ``nccl_env`` (a mapping or ``"K=V,..."``; variables the model does not honour are ignored)."""
+    version = case.get("nccl_version")
+    if version in (None, "") and not case.get("nccl_env"):
+        return current()   # the configuration in force: the newest release unless a block says otherwise
+    if version not in (None, ""):
+        key = versions.parse_version(version)
+        version = (versions.OLDEST.version if key < versions.OLDEST.key() else
+                   versions.LATEST.version if key > versions.LATEST.key() else version)
+    return make_config(version, case.get("nccl_env") or None)
+
+
+def env_from_shell(environ=None) -> list[tuple[str, str]]:
+    """Every ``NCCL_*`` variable of the environment (``--nccl-env-from-shell``)."""
+    environ = os.environ if environ is None else environ
+    return sorted((k, v) for k, v in environ.items() if k.startswith("NCCL_"))
+
+
+def describe_honoured() -> str:
+    """One line per honoured variable (for ``--help`` and the docs)."""
+    return "; ".join(f"{k}: {v}" for k, v in HONOURED.items())
+
+
+__all__ = ["NcclConfig", "DEFAULT", "HONOURED", "current", "use", "make_config", "case_config", "split_env", "env_from_shell",
+           "describe_honoured"]

@@ -1,0 +1,147 @@
+"""NCCL releases as the model knows them: which algorithms each one has and the numbers its tuner used.
+
+Every fact below was read in NCCL's source at the tag named (``git show TAG:src/graph/tuning.cc``,
+``src/include/collectives.h``); a release inherits everything it does not change from the one before.
+Only facts the tuner model (:mod:`sim.nccl.tuner`) uses are here; ``docs/nccl-model.md`` has the table.
+
+* ``ag_rs_algorithms``: the algorithms NCCL's tuner considers for all_gather / reduce_scatter
+  (2.18: ring only; 2.19 added NVLS; 2.21 CollNetDirect; 2.23 PAT, "1 GPU per node" ``ncclPatEnable``).
+* ``base_latency`` / ``hw_latency``: ``baseLat`` / ``hwLat`` overrides against 2.27.7's tables
+  (:data:`sim.nccl.constants.BASE_LATENCY_US`, :data:`~sim.nccl.constants.HW_LATENCY_US`).
+* ``ring_ll_quarter``: 2.18-2.20 credit ring LL with 1/4 of the bus bandwidth across nodes (and for
+  all_reduce/reduce; 1/3 otherwise); 2.21 on with 1/2.
+* ``ring_ll128_one_gpu``: ring LL128's factor with one GPU per node (0.7 before 2.23, then 0.92).
+* ``ll_max_hopper``: Hopper's ``llMaxBws`` row (87.7/22.5/19.0 before 2.21, then 141/45/35).
+* ``nvls_tree_ratio_old``: 2.18's NVLSTree algBw ratio ``.70 nNodes / (2 (nNodes - 1))`` (5/6 later).
+* ``ring_ar_inter_steps_2n``: ring all_reduce counts ``2 nNodes`` network steps before 2.23, then ``2 (nNodes-1)``.
+* ``net_tree_row_one_gpu``: from 2.23 a network hop with one GPU per node costs the tree row of ``hwLat``.
+* ``pat_bus_factor``: PAT's busBw factor (.85 in 2.23, .75 from 2.24).
+* ``ll128_blackwell``: LL128 enabled on compute capability 10.0 (``case 100`` from 2.25).
+* ``nvls_efficiency_model``: from 2.28 NCCL credits NVLS/NVLSTree with ``bwIntra x nvlsEfficiency x
+  (nch-1)/nch`` (x2 for all_reduce, x (ppn-1)/ppn otherwise), capped for NVLSTree by
+  ``perChMaxNVLSTreeBws`` (``nvls_tree_caps``), converted to algBw like a ring (``nRanks/nsteps``)
+  instead of 2.19-2.27's 5/6, and needs at least 2 NVLS channels.
+* ``blackwell_caps``: Blackwell rows of ``perChMaxRingLL128Bws``/``perChMaxTreeLL128Bws``/``perChMaxTreeBws``
+  when they differ from 2.27's.
+
+>>> release("2.18").ag_rs_algorithms, release("2.27").ag_rs_algorithms
+(('ring',), ('ring', 'nvls', 'collnet_direct', 'pat'))
+>>> release("2.25").version, release("2.26").version   # a release between two entries has the older one's rules
+('2.25', '2.25')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..errors import CollsimError
+
+
+@dataclass(frozen=True)
+class Release:
+    """One NCCL release's facts (see the module docstring for each field)."""
+
+    version: str
+    tag: str
+    ag_rs_algorithms: tuple[str, ...]
+    base_latency: dict = field(default_factory=dict)      # algorithm -> (LL, LL128, Simple) us
+    hw_latency: dict = field(default_factory=dict)        # (link class, algorithm) -> (LL, LL128, Simple) us
+    ring_ll_quarter: bool = False
+    ring_ll128_one_gpu: float = 0.92
+    ll_max_hopper: tuple[float, float, float] = (141.0, 45.0, 35.0)
+    nvls_tree_ratio_old: bool = False
+    ring_ar_inter_steps_2n: bool = False
+    net_tree_row_one_gpu: bool = True
+    pat_bus_factor: float = 0.75
+    ll128_blackwell: bool = True
+    blackwell_caps: dict = field(default_factory=dict)    # table name -> (N1, N2, N4)
+    nvls_efficiency_model: bool = False                   # 2.28+ NVLS busBw (nvlsEfficiency, n/nsteps)
+    nvls_tree_caps: dict = field(default_factory=dict)    # arch -> perChMaxNVLSTreeBws (N1, N2, N4)
+    notes: str = ""
+
+    @property
+    def has_pat(self) -> bool:
+        return "pat" in self.ag_rs_algorithms
+
+    def key(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")
+        return int(major), int(minor)
+
+
+_OLD_LAT = {  # 2.19-2.22 hwLat rows that differ from 2.27 (tree Simple 28 us on every link, NVLS 23/25)
+    ("nvlink", "tree"): (0.6, 1.25, 28.0), ("pcie", "tree"): (1.0, 1.9, 28.0), ("net", "tree"): (5.0, 8.5, 28.0),
+}
+
+_R218 = Release(
+    "2.18", "v2.18.6-1", ("ring",),
+    base_latency={"tree": (6.8, 14.0, 0.0), "nvls": (0.0, 0.0, 23.0), "nvls_tree": (0.0, 0.0, 23.0)},
+    hw_latency={("nvlink", "collnet_direct"): (0.0, 0.0, 8.0), ("nvlink", "collnet_chain"): (0.0, 0.0, 4.75),
+                ("nvlink", "nvls"): (0.0, 0.0, 0.0), ("nvlink", "nvls_tree"): (0.0, 0.0, 0.0),
+                ("pcie", "tree"): (1.0, 1.9, 6.0), ("pcie", "collnet_direct"): (0.0, 0.0, 8.0),
+                ("pcie", "collnet_chain"): (0.0, 0.0, 8.0),
+                ("net", "collnet_direct"): (0.0, 0.0, 10.7), ("net", "collnet_chain"): (0.0, 0.0, 14.0),
+                ("net", "nvls_tree"): (0.0, 0.0, 19.0)},
+    ring_ll_quarter=True, ring_ll128_one_gpu=0.7, ll_max_hopper=(87.7, 22.5, 19.0), nvls_tree_ratio_old=True,
+    ring_ar_inter_steps_2n=True, net_tree_row_one_gpu=False, ll128_blackwell=False,
+    notes="all_gather/reduce_scatter: ring only; no PAT")
+_R219 = replace(_R218, version="2.19", tag="v2.19.4-1", ag_rs_algorithms=("ring", "nvls"),
+                base_latency={"tree": (6.8, 14.0, 0.0)},
+                hw_latency={**_OLD_LAT, ("nvlink", "nvls"): (0.0, 0.0, 23.0), ("nvlink", "nvls_tree"): (0.0, 0.0, 23.0)},
+                nvls_tree_ratio_old=False, notes="NVLS all_gather/reduce_scatter; tree Simple hop 28 us")
+_R221 = replace(_R219, version="2.21", tag="v2.21.5-1", ag_rs_algorithms=("ring", "nvls", "collnet_direct"),
+                hw_latency=dict(_OLD_LAT), ring_ll_quarter=False, ll_max_hopper=(141.0, 45.0, 35.0),
+                notes="CollNetDirect all_gather/reduce_scatter; ring LL at 1/2; Hopper llMaxBw 141")
+_R223 = replace(_R221, version="2.23", tag="v2.23.4-1", ag_rs_algorithms=("ring", "nvls", "collnet_direct", "pat"),
+                base_latency={}, hw_latency={}, ring_ll128_one_gpu=0.92, ring_ar_inter_steps_2n=False,
+                net_tree_row_one_gpu=True, pat_bus_factor=0.85,
+                notes="PAT for all_gather/reduce_scatter with 1 GPU per node (NCCL_PAT_ENABLE); tree Simple hop 4/14 us")
+_R224 = replace(_R223, version="2.24", tag="v2.24.3-1", pat_bus_factor=0.75, notes="PAT busBw x .75 (was .85)")
+_R225 = replace(_R224, version="2.25", tag="v2.25.1-1", ll128_blackwell=True, notes="LL128 on Blackwell (sm100)")
+_R227 = replace(_R225, version="2.27", tag="v2.27.7-1", notes="the tables of sim/nccl/constants.py")
+_R228 = replace(_R227, version="2.28", tag="v2.28.9-1",
+                hw_latency={("net", "nvls_tree"): (0.0, 0.0, 20.9)},
+                blackwell_caps={"ring_ll128": (73.4, 34.6, 73.4), "tree_ll128": (55.6, 31.67, 20.0),
+                                "tree": (70.0, 42.8, 24.0)},
+                nvls_efficiency_model=True,
+                nvls_tree_caps={"hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 43.8)},
+                notes="NVLS busBw from nvlsEfficiency (algBw as a ring's); NVLSTree network hop 20.9 us; "
+                      "Blackwell per-channel caps lowered")
+_R230 = replace(_R228, version="2.30", tag="v2.30.7-1",
+                blackwell_caps={"ring_ll128": (40.0, 40.0, 40.0), "tree_ll128": (55.6, 31.67, 20.0),
+                                "tree": (70.0, 42.8, 24.0)},
+                nvls_tree_caps={"hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 80.0)},
+                notes="Blackwell ring LL128 cap 40 GB/s per channel; Blackwell NVLSTree N4 cap 80")
+
+RELEASES: tuple[Release, ...] = (_R218, _R219, _R221, _R223, _R224, _R225, _R227, _R228, _R230)
+LATEST = RELEASES[-1]
+OLDEST = RELEASES[0]
+
+
+def parse_version(text) -> tuple[int, int]:
+    """``"2.27"``, ``"2.27.7"`` or ``"2.27.7-1"`` -> (2, 27); a clear error otherwise."""
+    s = str(text).strip().lstrip("v")
+    parts = s.split("-")[0].split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        raise CollsimError(f"NCCL version {text!r} is not MAJOR.MINOR: give one such as 2.27 "
+                           f"(modelled: {', '.join(r.version for r in RELEASES)})") from None
+    return major, minor
+
+
+def release(version=None) -> Release:
+    """The rules of NCCL ``version`` (default: the newest documented): the newest table entry not after it."""
+    if version is None or version == "":
+        return LATEST
+    if isinstance(version, Release):
+        return version
+    want = parse_version(version)
+    if want < OLDEST.key():
+        raise CollsimError(f"NCCL {version} is older than the oldest release collsim models ({OLDEST.version}): "
+                           f"give --nccl-version {OLDEST.version} or later")
+    if want > LATEST.key():
+        raise CollsimError(f"NCCL {version} is newer than the newest release collsim documents ({LATEST.version}): "
+                           f"give --nccl-version {LATEST.version} or older")
+    return [r for r in RELEASES if r.key() <= want][-1]
+
+
+__all__ = ["Release", "RELEASES", "LATEST", "OLDEST", "release", "parse_version"]

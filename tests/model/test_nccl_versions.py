@@ -1,0 +1,161 @@
+"""NCCL releases and variables as inputs (issue 23): what each release can pick, and NCCL_* honoured.
+
+Expected values come from NCCL's source at the tags named in sim/nccl/versions.py (read there, not from
+collsim's output) and from closed forms of the tuner's arithmetic."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import sim
+from sim.collectives import get_collective
+from sim.errors import CollsimError
+from sim.nccl import config
+from sim.nccl.tuner import tuner_terms
+from sim.nccl.versions import LATEST, release
+from sim.presets import load_topology
+
+ONE_GPU = "dgx-h100:nodes=64,gpus_per_node=1"
+
+
+@pytest.fixture(scope="module")
+def one_gpu():
+    return load_topology(ONE_GPU)
+
+
+def pick(topo, size, **kw):
+    r = sim.simulate("all_gather", size, topo, model="tuner", **kw)
+    return r.algorithm, r.protocol
+
+
+def test_pat_arrives_in_2_23(one_gpu):
+    # tuning.cc: 2.18 considers only rings for all_gather; 2.23 adds PAT for one GPU per node
+    assert pick(one_gpu, 1 << 20, nccl_version="2.18")[0] == "ring"
+    assert pick(one_gpu, 1 << 20, nccl_version="2.21")[0] == "ring"
+    assert pick(one_gpu, 1 << 20, nccl_version="2.23") == ("pat", "Simple")
+    assert pick(one_gpu, 1 << 20, nccl_version="2.27") == ("pat", "Simple")
+
+
+def test_pat_switched_off_by_its_variables(one_gpu):
+    for env in ("NCCL_PAT_ENABLE=0", "NCCL_ALGO=^PAT", "NCCL_ALGO=allgather:ring"):
+        assert pick(one_gpu, 1 << 20, nccl_version="2.27", nccl_env=env)[0] == "ring", env
+    # a prefix for another collective leaves all_gather alone
+    assert pick(one_gpu, 1 << 20, nccl_version="2.27", nccl_env="NCCL_ALGO=allreduce:tree")[0] == "pat"
+
+
+def test_pat_latency_is_nccls_formula(one_gpu):
+    # tuning.cc (2.23-2.27): lat = 8 + log2(nNodes) * interLat / 3.5 + nRanks * 2.8, interLat the tree's
+    # Simple network hop (14 us) + twice the net latency (hop and flush), plus collsim's launch overhead
+    from sim.nccl.machine import machine
+    m = machine(one_gpu)
+    with config.use(config.make_config("2.27")):
+        t = tuner_terms("all_gather", 1 << 20, one_gpu, "pat", "Simple")
+    inter = 14.0 + 2 * m.net_latency_us
+    assert t.latency_us == pytest.approx(8 + 6 * inter / 3.5 + 64 * 2.8 + m.call_overhead_us)
+
+
+def test_pat_bus_factor_changed_in_2_24(one_gpu):
+    # PAT busBw x .85 in 2.23, x .75 from 2.24 (tuning.cc)
+    with config.use(config.make_config("2.23")):
+        a = tuner_terms("all_gather", 1 << 30, one_gpu, "pat", "Simple").bus_GBps
+    with config.use(config.make_config("2.24")):
+        b = tuner_terms("all_gather", 1 << 30, one_gpu, "pat", "Simple").bus_GBps
+    assert b / a == pytest.approx(0.75 / 0.85)
+
+
+def test_ring_ll_share_before_2_21():
+    # tuning.cc: 2.18-2.20 credit ring LL with 1/4 of busBw across nodes or for all_reduce/reduce, 1/3
+    # otherwise; 2.21 on with 1/2 (a 4-GPU PCIe box stays below llMaxBw, which would cap both)
+    topo = load_topology("pcie:gpus=4")
+    want = {("2.18", "all_reduce"): 1 / 4, ("2.18", "all_gather"): 1 / 3, ("2.21", "all_reduce"): 1 / 2,
+            ("2.21", "all_gather"): 1 / 2}
+    for (v, c), share in want.items():
+        with config.use(config.make_config(v)):
+            ll = tuner_terms(c, 1 << 20, topo, "ring", "LL")
+            simple = tuner_terms(c, 1 << 20, topo, "ring", "Simple")
+        assert ll.bus_GBps / simple.bus_GBps == pytest.approx(share), (v, c)
+
+
+def test_channel_bounds_scale_the_tuner_bandwidth():
+    topo = load_topology("dgx-h100")
+    base = tuner_terms("all_reduce", 1 << 30, topo, "ring", "Simple")
+    with config.use(config.make_config(env="NCCL_MAX_NCHANNELS=4")):
+        few = tuner_terms("all_reduce", 1 << 30, topo, "ring", "Simple")
+    with config.use(config.make_config(env="NCCL_MIN_CTAS=32")):
+        many = tuner_terms("all_reduce", 1 << 30, topo, "ring", "Simple")
+    assert few.nchannels == 4 and many.nchannels == 32
+    # busBw = nChannels x per-channel speed
+    assert few.bus_GBps / base.bus_GBps == pytest.approx(4 / base.nchannels)
+    assert many.bus_GBps / base.bus_GBps == pytest.approx(32 / base.nchannels)
+
+
+def test_nvls_enable_and_proto():
+    topo = load_topology("dgx-h100")
+    assert sim.simulate("all_reduce", 64 << 20, topo, model="tuner").algorithm == "nvls"
+    assert sim.simulate("all_reduce", 64 << 20, topo, model="tuner", nccl_env={"NCCL_NVLS_ENABLE": "0"}).algorithm != "nvls"
+    r = sim.simulate("all_reduce", 64 << 20, topo, model="tuner", nccl_env="NCCL_ALGO=Ring,Tree,NCCL_PROTO=LL")
+    assert (r.algorithm in ("ring", "tree"), r.protocol) == (True, "LL")
+
+
+def test_env_parsing_follows_nccl_syntax():
+    c = config.make_config(env="NCCL_ALGO=ring,tree;allreduce:^tree,NCCL_IB_HCA=mlx5_0,NCCL_DEBUG=INFO")
+    assert c.algo_enabled("broadcast", "tree") and not c.algo_enabled("broadcast", "nvls")
+    assert c.algo_enabled("all_reduce", "nvls") and not c.algo_enabled("all_reduce", "tree")
+    assert c.ignored == ("NCCL_DEBUG", "NCCL_IB_HCA")
+    for bad in ("NCCL_ALGO=Ring;Tree", "NCCL_ALGO=Rings", "NCCL_ALGO=foo:ring", "NCCL_MIN_NCHANNELS=zero",
+                "NCCL_MIN_NCHANNELS=8,NCCL_MAX_NCHANNELS=2", "NCCL_PAT_ENABLE=yes", "ALGO=Ring"):
+        with pytest.raises(CollsimError):
+            config.make_config(env=bad)
+
+
+def test_versions_resolve_to_documented_rules():
+    assert release("2.26").version == "2.25" and release("2.27.7-1").version == "2.27"
+    assert release(None) is LATEST
+    for bad in ("2.8", "3.0", "two", "2"):
+        with pytest.raises(CollsimError):
+            release(bad)
+
+
+def test_default_call_names_the_release():
+    r = sim.simulate("all_reduce", 1 << 20, "dgx-h100", model="tuner")
+    assert r.explain["nccl_version"] == LATEST.version
+    # an explicit default gives the same answer as none
+    assert sim.simulate("all_reduce", 1 << 20, "dgx-h100", model="tuner", nccl_version=LATEST.version).time_us == r.time_us
+
+
+def test_cli_versions_differ_and_rows_say_so(cli):
+    args = ["simulate", "-t", ONE_GPU, "-c", "all_gather", "-b", "1K", "-e", "1G", "-f", "16", "--model", "tuner",
+            "--format", "json"]
+    a = json.loads(cli(*args, "--nccl-version", "2.18")[1])
+    b = json.loads(cli(*args, "--nccl-version", "2.27")[1])
+    assert a["nccl_version"] == "2.18" and all(r["nccl_version"] == "2.27" for r in b["results"])
+    assert {r["algorithm"] for r in a["results"]} == {"ring"} and "pat" in {r["algorithm"] for r in b["results"]}
+    for r in b["results"]:
+        lo, hi = r["time_us_range"]
+        assert lo <= r["time_us"] <= hi and isinstance(r["validated"], bool)
+
+
+def test_cli_names_ignored_variables_once(cli):
+    code, out, err = cli("simulate", "-t", "dgx-h100", "--model", "tuner", "--nccl-env", "NCCL_IB_HCA=mlx5,NCCL_ALGO=Ring")
+    lines = [l for l in err.splitlines() if "ignoring" in l]
+    assert code == 0 and len(lines) == 1 and "NCCL_IB_HCA" in lines[0] and "NCCL_ALGO" not in lines[0]
+    assert " ring " in out
+    code, out, err = cli("simulate", "-t", "dgx-h100", "--nccl-version", "2.8")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "2.18" in err
+
+
+def test_pat_program_moves_n_minus_1_shards():
+    from sim.algorithms import build_program
+    for n in (2, 5, 8, 64):
+        for c in ("all_gather", "reduce_scatter"):
+            p = build_program("pat", c, n)
+            assert p.steps == math.ceil(math.log2(n)) and p.nops == n * (n - 1)
+
+
+def test_nvls_model_of_2_28_moves_the_b200_handover():
+    # 2.27.7 measured NVLS on 6 B200 at 8 GiB (docs/nccl-model.md, Selections); 2.28's nvlsEfficiency
+    # model (bwIntra x 0.74 x (nch-1)/nch, algBw = busBw x n/nsteps) credits NVLS less: ring wins there
+    assert sim.simulate("all_reduce", 8 << 30, "dgx-b200:gpus_per_node=6", model="tuner", nccl_version="2.27").algorithm == "nvls"
+    assert sim.simulate("all_reduce", 8 << 30, "dgx-b200:gpus_per_node=6", model="tuner", nccl_version="2.28").algorithm == "ring"
