@@ -36,6 +36,12 @@ class Collective:
         """NCCL's name of this collective (``ncclFuncStr``), as NCCL_ALGO / NCCL_PROTO prefixes spell it."""
         return NCCL_FUNC_NAMES[self.name]
 
+    @property
+    def full_reduction(self) -> bool:
+        """Reduces whole buffers (all_reduce, reduce), not shards: NCCL's tuner treats these alike
+        (2.18-2.20's ring LL share; 2.28's NVLS model pipelines two operations for all_reduce)."""
+        return self.name in ("all_reduce", "reduce")
+
     def bus_factor(self, nranks: int) -> float:
         """nccl-tests' busbw / algbw factor (doc/PERFORMANCE.md)."""
         n = nranks

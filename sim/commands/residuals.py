@@ -63,4 +63,4 @@ def write_residuals(rows: list[dict], path: str = RESIDUALS, by: str = "system")
     return path
 
 
-__all__ = ["residual_rows", "coverage", "write_residuals"]
+__all__ = ["coverage", "residual_rows", "write_residuals"]

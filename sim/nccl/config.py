@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..collectives import NCCL_FUNC_NAMES
 from ..errors import CollsimError
@@ -120,7 +120,8 @@ def _parse_list(value: str, var: str, names: dict) -> tuple:
     every = frozenset(names.values())
     table = {}
     for i, token in enumerate(t for t in value.split(";") if t.strip()):
-        prefix, sep, elems = token.partition(":")
+        head, sep, elems = token.partition(":")
+        prefix: str | None = head
         if not sep:
             if i:
                 raise CollsimError(f"{var}={value!r}: every list after the first needs a collective prefix "
@@ -132,7 +133,7 @@ def _parse_list(value: str, var: str, names: dict) -> tuple:
             key = e.strip().lower()
             if key not in names:
                 raise CollsimError(f"{var}={value!r}: unknown element {e.strip()!r}: use "
-                                   f"{', '.join(sorted(set(k for k in names if k != 'collnet')))}")
+                                   f"{', '.join(sorted({k for k in names if k != 'collnet'}))}")
             chosen.add(names[key])
         enabled = every - chosen if exclude else frozenset(chosen)
         targets = [f for f in funcs if prefix is None or f.lower() == prefix.strip().lower()]
@@ -240,5 +241,15 @@ def describe_honoured() -> str:
     return "; ".join(f"{k}: {v}" for k, v in HONOURED.items())
 
 
-__all__ = ["NcclConfig", "DEFAULT", "HONOURED", "current", "use", "make_config", "case_config", "split_env", "env_from_shell",
-           "describe_honoured"]
+__all__ = [
+    "DEFAULT",
+    "HONOURED",
+    "NcclConfig",
+    "case_config",
+    "current",
+    "describe_honoured",
+    "env_from_shell",
+    "make_config",
+    "split_env",
+    "use",
+]

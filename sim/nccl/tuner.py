@@ -162,7 +162,8 @@ def _bus_bandwidth(coll: str, a: str, p: str, m: Machine, cfg: NcclConfig) -> tu
         # 2.28+: busBw per channel = bwIntra x nvlsEfficiency x (nch-1)/nch, x2 for all_reduce (two
         # operations pipelined), x (ppn-1)/ppn otherwise; NVLSTree capped by perChMaxNVLSTreeBw
         intra = graph.bw_intra * NVLS_EFFICIENCY.get(m.arch, 0.0) * (graph.nchannels - 1) / graph.nchannels
-        intra *= 2.0 if coll == "all_reduce" else (ppn - 1) / ppn
+        c = get_collective(coll)
+        intra *= 2.0 if c.full_reduction and not c.rooted else (ppn - 1) / ppn
         inter = graph.bw_inter * (2 if m.nnodes <= 2 and a == "nvls_tree" else 1)
         cap = rel.nvls_tree_caps.get(m.arch, (math.inf,) * 3)[col] if a == "nvls_tree" else math.inf
         bw = min(intra, inter, cap)
@@ -171,7 +172,7 @@ def _bus_bandwidth(coll: str, a: str, p: str, m: Machine, cfg: NcclConfig) -> tu
     ll_max = rel.ll_max_hopper[col] if row == 2 else LL_MAX_BW[row][col]
     if a in ("ring", "p2p") and p == "LL":
         # 2.18-2.20: 1/4 across nodes or for all_reduce/reduce, 1/3 otherwise; 2.21 on: 1/2
-        share = (0.25 if m.nnodes > 1 or coll in ("all_reduce", "reduce") else 1 / 3) if rel.ring_ll_quarter else 0.5
+        share = (0.25 if m.nnodes > 1 or get_collective(coll).full_reduction else 1 / 3) if rel.ring_ll_quarter else 0.5
         bus = min(ll_max, bus * share)
     if a == "ring" and p == "LL128":
         bus = min(bus * (rel.ring_ll128_one_gpu if ppn < 2 else 0.92), nch * caps["ring_ll128"])

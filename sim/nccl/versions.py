@@ -144,4 +144,4 @@ def release(version=None) -> Release:
     return [r for r in RELEASES if r.key() <= want][-1]
 
 
-__all__ = ["Release", "RELEASES", "LATEST", "OLDEST", "release", "parse_version"]
+__all__ = ["LATEST", "OLDEST", "RELEASES", "Release", "parse_version", "release"]

@@ -10,7 +10,6 @@ import math
 import pytest
 
 import sim
-from sim.collectives import get_collective
 from sim.errors import CollsimError
 from sim.nccl import config
 from sim.nccl.tuner import tuner_terms
@@ -159,3 +158,17 @@ def test_nvls_model_of_2_28_moves_the_b200_handover():
     # model (bwIntra x 0.74 x (nch-1)/nch, algBw = busBw x n/nsteps) credits NVLS less: ring wins there
     assert sim.simulate("all_reduce", 8 << 30, "dgx-b200:gpus_per_node=6", model="tuner", nccl_version="2.27").algorithm == "nvls"
     assert sim.simulate("all_reduce", 8 << 30, "dgx-b200:gpus_per_node=6", model="tuner", nccl_version="2.28").algorithm == "ring"
+
+
+def test_env_from_shell_and_flag_precedence(cli, monkeypatch):
+    monkeypatch.setenv("NCCL_ALGO", "Tree")
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
+    args = ["simulate", "-t", "dgx-a100:nodes=2", "-b", "1G", "-e", "1G", "--model", "tuner", "--format", "json"]
+    code, out, err = cli(*args, "--nccl-env-from-shell")
+    d = json.loads(out)
+    assert code == 0 and d["results"][0]["algorithm"] == "tree" and d["nccl_env"] == {"NCCL_ALGO": "Tree"}
+    assert "NCCL_SOCKET_IFNAME" in err
+    code, out, _ = cli(*args, "--nccl-env-from-shell", "--nccl-env", "NCCL_ALGO=Ring")
+    assert json.loads(out)["results"][0]["algorithm"] == "ring"
+    code, out, _ = cli(*args)   # without the flag the shell is not read
+    assert json.loads(out)["nccl_env"] == {}

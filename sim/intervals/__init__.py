@@ -36,9 +36,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .errors import CollsimError
+from ..errors import CollsimError
 
-RESIDUALS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "residuals.json")
+RESIDUALS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "residuals.json")
 SMALL_MAX_BYTES = 64 << 10
 LARGE_MIN_BYTES = 64 << 20
 NEIGHBOURS = 24              # residual rows behind one range (two or three cases' worth of one band)
@@ -67,8 +67,8 @@ def band(nbytes: int) -> str:
 def regime(topo) -> tuple[str, int]:
     """(fabric, nodes) of a topology: the network between its nodes (``ib``, ``roce``, ``slingshot``...),
     or the link class joining its GPUs where no network does (``nvlink``, ``pcie``)."""
-    from .nccl.machine import machine
-    from .presets import load_topology
+    from ..nccl.machine import machine
+    from ..presets import load_topology
     m = machine(load_topology(topo) if isinstance(topo, str) else topo)
     if m.nnodes > 1 and m.inter_class == "net":
         return str(m.fabric or "ib"), m.nnodes
@@ -78,7 +78,7 @@ def regime(topo) -> tuple[str, int]:
 @lru_cache(maxsize=4)
 def load_residuals(path: str = RESIDUALS) -> tuple:
     """The residual table: a tuple of (system, fabric, nodes, band, log_ratio) rows."""
-    from .safe_io import read_input
+    from ..safe_io import read_input
     if not os.path.exists(path):
         return ()
     try:
@@ -123,4 +123,4 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
     return Interval(t, bw, validated, note, len(res))
 
 
-__all__ = ["Interval", "interval", "band", "regime", "load_residuals", "RESIDUALS"]
+__all__ = ["RESIDUALS", "Interval", "band", "interval", "load_residuals", "regime"]

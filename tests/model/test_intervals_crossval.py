@@ -1,0 +1,111 @@
+"""80% ranges from out-of-sample residuals, and cross-validation by system (issue 23).
+
+Expected values are closed forms over synthetic residual tables (numpy's percentiles of known values),
+and the rule that a system's own rows never reach its fold."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from sim.commands import crossval
+from sim.commands.residuals import coverage, residual_rows
+from sim.commands.validate import load_cases, score_case
+from sim.intervals import band, interval
+
+CASES = {c["id"]: c for c in load_cases(None)}
+
+
+def table(fabric="ib", nodes=2, system="x", values=np.linspace(-0.2, 0.2, 41), b="large"):
+    return tuple((system, fabric, nodes, b, float(v)) for v in values)
+
+
+def test_range_is_the_10th_to_90th_percentile_of_the_neighbours():
+    rows = table()   # 41 rows, all at the same distance: every one is a neighbour
+    iv = interval(100.0, 50.0, 1 << 30, where=("ib", 2), rows=rows)
+    lo, hi = np.percentile(np.linspace(-0.2, 0.2, 41), [10, 90])
+    assert iv.time_us_range == pytest.approx((100 * math.exp(lo), 100 * math.exp(hi)))
+    assert iv.busbw_GBps_range == pytest.approx((50 / math.exp(hi), 50 / math.exp(lo)))
+    assert iv.validated and iv.note == ""
+
+
+def test_range_always_holds_the_prediction_and_uses_the_size_band():
+    rows = table(values=np.full(30, 0.3)) + table(values=np.full(30, -0.5), b="small")
+    big = interval(100.0, 1.0, 1 << 30, where=("ib", 2), rows=rows)
+    small = interval(100.0, 1.0, 1 << 10, where=("ib", 2), rows=rows)
+    assert big.time_us_range == pytest.approx((100.0, 100 * math.exp(0.3)))
+    assert small.time_us_range == pytest.approx((100 * math.exp(-0.5), 100.0))
+    assert (band(64 << 10), band((64 << 10) + 1), band(64 << 20)) == ("small", "mid", "large")
+
+
+def test_nearest_regime_wins_and_own_system_is_left_out():
+    near = table(fabric="ib", nodes=8, system="a", values=np.full(24, 0.1))
+    far = table(fabric="roce", nodes=8, system="b", values=np.full(24, 0.9))
+    iv = interval(10.0, 1.0, 1 << 30, where=("ib", 8), rows=near + far)
+    assert iv.time_us_range[1] == pytest.approx(10 * math.exp(0.1))
+    out = interval(10.0, 1.0, 1 << 30, where=("ib", 8), rows=near + far, exclude_system="a")
+    assert out.time_us_range[1] == pytest.approx(10 * math.exp(0.9 * 2.0))   # only another fabric: widened 2x
+    assert not out.validated and "ib" in out.note
+
+
+def test_beyond_four_times_the_validated_nodes_is_not_validated():
+    rows = table(nodes=16, values=np.full(24, 0.2))
+    assert interval(1.0, 1.0, 1 << 30, where=("ib", 64), rows=rows).validated
+    far = interval(1.0, 1.0, 1 << 30, where=("ib", 2048), rows=rows)
+    assert not far.validated and "2048 nodes" in far.note
+    assert far.time_us_range[1] == pytest.approx(math.exp(0.2 * (1 + 0.5 * math.log2(2048 / 16))))
+
+
+def test_shipped_table_gives_every_simulate_row_a_range(cli):
+    code, out, _ = cli("simulate", "-t", "dgx-h100:nodes=2048", "-b", "1G", "-e", "1G", "--model", "tuner", "--format", "json")
+    r = json.loads(out)["results"][0]
+    assert code == 0 and r["validated"] is False and r["note"]
+    lo, hi = r["busbw_GBps_range"]
+    assert lo <= r["busbw_GBps"] <= hi
+
+
+def test_coverage_counts_rows_inside_ranges_from_other_systems():
+    rows = [{"time_us": t, "pred_time_us": 100.0, "pred_busbw": 1.0, "size": 1 << 30} for t in (100.0, 105.0, 150.0, 90.0)]
+    scores = [{"id": "k", "system": "s1", "fabric": "ib", "nodes": 2, "rows": rows}]
+    resid = [{"system": "s2", "fabric": "ib", "nodes": 2, "band": "large", "log_ratio": v} for v in np.linspace(-0.05, 0.1, 30)]
+    resid += [{"system": "s1", "fabric": "ib", "nodes": 2, "band": "large", "log_ratio": 0.5}] * 30   # its own: never used
+    share, per = coverage(scores, resid)
+    hi = 100 * math.exp(np.percentile(np.linspace(-0.05, 0.1, 30), 90))
+    want = sum(100 * math.exp(np.percentile(np.linspace(-0.05, 0.1, 30), 10)) <= r["time_us"] <= hi for r in rows) / 4
+    assert share == pytest.approx(want) and per == {"k": share} and share < 1
+
+
+def test_residual_rows_are_log_ratios():
+    s = {"id": "k", "system": "s", "fabric": "ib", "nodes": 2,
+         "rows": [{"size": 1024, "time_us": 20.0, "pred_time_us": 10.0}]}
+    assert residual_rows([s]) == [{"system": "s", "case": "k", "fabric": "ib", "nodes": 2, "band": "small",
+                                   "log_ratio": round(math.log(2.0), 4)}]
+
+
+def test_leave_one_system_out_keeps_the_system_out_of_its_fit():
+    # E1 and E1-BC measured on one machine: by system neither may train the other's host-bounce constants
+    pick = [dict(CASES["E1"], system="e1-box"), dict(CASES["E1-BC"], system="e1-box")]
+    scores, _ = crossval.cross_validate(pick, score_case, by="system")
+    priors = crossval.PRIORS
+    assert scores[0]["fitted"]["host_bounce_duplex_efficiency"] == priors["host_bounce_duplex_efficiency"]
+    assert scores[1]["fitted"]["host_bounce_efficiency"] == priors["host_bounce_efficiency"]
+    assert [s["system"] for s in scores] == ["e1-box", "e1-box"] and scores[0]["nranks"] == 2
+    by_case, _ = crossval.cross_validate(pick, score_case, by="case")
+    # by case E1's launch overhead is fitted on E1-BC's small sizes; by system nothing is left: the prior
+    assert scores[0]["fitted"]["launch_overhead_us"] == priors["launch_overhead_us"]
+    assert by_case[0]["fitted"]["launch_overhead_us"] != priors["launch_overhead_us"]
+    with pytest.raises(ValueError):
+        crossval.cross_validate(pick, score_case, by="fabric")
+
+
+def test_validate_scores_a_case_with_its_nccl_version():
+    # a one-GPU-per-node all_gather: NCCL 2.18 has only rings, 2.27 picks PAT at 1 MiB (tuning.cc)
+    rows = [{"size": 1 << 20, "time_us": 200.0, "busbw": 5.0}]
+    base = {"id": "v", "topology": "dgx-h100:nodes=64,gpus_per_node=1", "collective": "all_gather", "rows": rows}
+    old = score_case({**base, "nccl_version": "2.18"}, model="tuner")
+    new = score_case({**base, "nccl_version": "2.27", "nccl_env": {"NCCL_DEBUG": "INFO"}}, model="tuner")
+    off = score_case({**base, "nccl_version": "2.27", "nccl_env": "NCCL_PAT_ENABLE=0"}, model="tuner")
+    assert list(old["chosen"]) == ["ring/LL"] and list(new["chosen"]) == ["pat/Simple"] and "pat" not in str(off["chosen"])
+    assert old["nccl_version"] == "2.18" and score_case({**base, "nccl_version": "2.8"}, model="tuner")["nccl_version"] == "2.18"
