@@ -41,7 +41,7 @@ from ..errors import CollsimError
 RESIDUALS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "residuals.json")
 SMALL_MAX_BYTES = 64 << 10
 LARGE_MIN_BYTES = 64 << 20
-NEIGHBOURS = 24              # residual rows behind one range (two or three cases' worth of one band)
+NEIGHBOURS = 48              # residual rows behind one range (four or five cases' worth of one band; see docs)
 OTHER_FABRIC_DISTANCE = 3.0  # another fabric is as far as 64x the node count
 EXTRAPOLATION_LIMIT = 4      # validated up to 4x the largest validated node count on the fabric
 LOW_Q, HIGH_Q = 10.0, 90.0

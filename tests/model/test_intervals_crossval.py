@@ -13,7 +13,7 @@ import pytest
 from sim.commands import crossval
 from sim.commands.residuals import coverage, residual_rows
 from sim.commands.validate import load_cases, score_case
-from sim.intervals import band, interval
+from sim.intervals import NEIGHBOURS, band, interval
 
 CASES = {c["id"]: c for c in load_cases(None)}
 
@@ -41,8 +41,8 @@ def test_range_always_holds_the_prediction_and_uses_the_size_band():
 
 
 def test_nearest_regime_wins_and_own_system_is_left_out():
-    near = table(fabric="ib", nodes=8, system="a", values=np.full(24, 0.1))
-    far = table(fabric="roce", nodes=8, system="b", values=np.full(24, 0.9))
+    near = table(fabric="ib", nodes=8, system="a", values=np.full(NEIGHBOURS, 0.1))
+    far = table(fabric="roce", nodes=8, system="b", values=np.full(NEIGHBOURS, 0.9))
     iv = interval(10.0, 1.0, 1 << 30, where=("ib", 8), rows=near + far)
     assert iv.time_us_range[1] == pytest.approx(10 * math.exp(0.1))
     out = interval(10.0, 1.0, 1 << 30, where=("ib", 8), rows=near + far, exclude_system="a")
@@ -109,3 +109,22 @@ def test_validate_scores_a_case_with_its_nccl_version():
     off = score_case({**base, "nccl_version": "2.27", "nccl_env": "NCCL_PAT_ENABLE=0"}, model="tuner")
     assert list(old["chosen"]) == ["ring/LL"] and list(new["chosen"]) == ["pat/Simple"] and "pat" not in str(off["chosen"])
     assert old["nccl_version"] == "2.18" and score_case({**base, "nccl_version": "2.8"}, model="tuner")["nccl_version"] == "2.18"
+
+
+def test_cli_cross_validate_by_system_writes_the_table(cli, tmp_path):
+    pick = [dict(CASES["E1"], system="box"), dict(CASES["E1-BC"], system="box"), dict(CASES["E1-RD"])]
+    path, out_table = tmp_path / "cases.json", tmp_path / "residuals.json"
+    path.write_text(json.dumps({"cases": pick}))
+    code, out, err = cli("validate", path, "--cross-validate", "--by", "system", "--write-intervals", out_table,
+                         "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    cv = d["cross_validated"]
+    assert {"bw_median", "lat_median", "mid_median", "coverage"} <= set(cv) and 0 <= cv["coverage"] <= 1
+    assert [(c["id"], c["system"], c["nranks"]) for c in d["cross_validated_cases"]] == [
+        ("E1", "box", 2), ("E1-BC", "box", 2), ("E1-RD", "E1-RD", 2)]
+    rows = json.loads(out_table.read_text())["rows"]
+    measured = sum(1 for c in pick for r in c["rows"] if r["size"] > 0 and r["time_us"] > 0)
+    assert len(rows) == measured and {r["system"] for r in rows} == {"box", "E1-RD"}
+    code, _, err = cli("validate", path, "--write-intervals", out_table)
+    assert code == 2 and "--cross-validate" in err
