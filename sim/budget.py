@@ -171,7 +171,7 @@ def ops_per_piece(algorithm: str, collective: str, n: int, topo=None) -> int:
         if collective in ("broadcast", "reduce"):
             return n - 1
         return n * (2 * (n - 1) if collective == "all_reduce" else n - 1)
-    if algorithm == "direct":
+    if algorithm in ("direct", "pat"):   # pat: every rank receives n - 1 shards, one op each
         return n * (n - 1)
     if algorithm == "p2p":   # every pair, plus the PXN hop of each block that changes host and rail
         k = max(1, int((topo.meta.get("gpus_per_node") if topo is not None else 0) or 1))

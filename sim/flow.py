@@ -58,7 +58,8 @@ from .topology import Topology
 
 RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 FLOW_COLLECTIVES = RING_COLLECTIVES + ("all_to_all",)
-FLOW_ALGORITHMS = ("ring",) + REPLICA_ALGORITHMS + ("p2p",)
+FLOW_ALGORITHMS = ("ring",) + REPLICA_ALGORITHMS + ("p2p", "pat")
+PAT_EXACT_RANKS = 2048   # PAT steps routed flow by flow up to here; above, each step at its NICs' rate
 EXACT_RANKS = 256  # up to here every hop is routed and every link's sharing counted
 
 
@@ -315,6 +316,9 @@ def flow_covers(coll, algorithm: str, topo: Topology) -> str | None:
     if algorithm == "p2p":
         from .flow_alltoall import covers
         return covers(coll, topo)
+    if algorithm == "pat":
+        from .algorithms import why_not
+        return why_not("pat", coll, topo.nranks, topo)
     if algorithm != "ring":
         return f"it covers the ring, tree, NVLS, CollNet and p2p (all_to_all) algorithms, not {algorithm}"
     if coll.name not in RING_COLLECTIVES:
@@ -337,8 +341,49 @@ def flow_predict(coll, nbytes: int, topo: Topology, algorithm: str, proto: Proto
                                "not ideal: pick one, or use --model engine")
         from .flow_alltoall import alltoall_predict
         return alltoall_predict(coll, int(nbytes), topo, proto, nchannels=nchannels, pipeline=pipeline)
+    if algorithm == "pat":
+        return _pat(coll, int(nbytes), topo, proto)
     run = _ideal if proto.name == IDEAL.name else _nccl
     return run(coll, int(nbytes), topo, proto, nchannels, pipeline, root, method, {} if cache is None else cache)
+
+
+def _pat(coll, nbytes: int, topo: Topology, proto: Protocol) -> Result:
+    """PAT (:mod:`sim.algorithms.pat`) as flows: step d moves min(2^d, n-2^d) shards from every rank r to
+    r - 2^d at once; the step takes as long as its slowest flow, a flow's cost per byte being its
+    busiest link's (flows sharing the link / effective bandwidth). The steps run one after the other,
+    as the engine's program does. Up to :data:`PAT_EXACT_RANKS` every flow is routed; beyond, every
+    step runs at the rate of the NICs (one flow each way per rank per step, no core contention)."""
+    from .algorithms.pat import pat_steps
+    from .nccl.plan import link_efficiency, plan_nccl
+    n = topo.nranks
+    k = pat_steps(n)
+    engine_proto, lat, eff = proto, 0.0, None
+    if proto.name != IDEAL.name:
+        plan = plan_nccl(coll, nbytes, topo, "pat", proto, steps=k, split=n)
+        engine_proto, lat, eff = plan.engine_protocol, plan.latency_us, (lambda l: link_efficiency(topo, l))
+    cost = _Cost(topo, eff, proto.name == IDEAL.name)
+    shard = engine_proto.wire_bytes(nbytes / n)
+    data = 0.0
+    for d in range(k):
+        dist, m = 1 << d, min(1 << d, n - (1 << d))
+        lat_d, per_byte = _pat_step_cost(topo, cost, dist)
+        data += lat_d + m * shard * per_byte
+    t = lat + data + (proto.launch_us if proto.name == IDEAL.name else 0.0)
+    return Result(coll.name, nbytes, n, "pat", proto.name, t, analytic.algbw_GBps(nbytes, t),
+                  analytic.busbw_GBps(coll.name, n, nbytes, t), k, "flow", topo.name, 1, 1,
+                  explain={"latency_us": lat, "bandwidth_term_us": data, "pat_steps": k,
+                           "hop_method": "routes" if n <= PAT_EXACT_RANKS else "nic rate"})
+
+
+def _pat_step_cost(topo: Topology, cost: "_Cost", dist: int) -> tuple[float, float]:
+    """(latency us, us per byte) of PAT's step at distance ``dist``: the slowest flow r -> r - dist (the
+    links' latency only with the ideal protocol: NCCL's is in its latency term)."""
+    n = topo.nranks
+    sources = range(n) if n <= PAT_EXACT_RANKS else range(min(n, 64))
+    routes = [topo.route(r, (r - dist) % n) for r in sources]
+    share = Counter(l for route in routes for l in route) if n <= PAT_EXACT_RANKS else {l: 1 for route in routes for l in route}
+    hops = [cost.hop(route, share) for route in routes]
+    return max(h[0] for h in hops), max(h[1] for h in hops)
 
 
 def _rings(cache: dict, topo: Topology, key, orders=None, **kw) -> Rings:

@@ -172,3 +172,17 @@ def test_env_from_shell_and_flag_precedence(cli, monkeypatch):
     assert json.loads(out)["results"][0]["algorithm"] == "ring"
     code, out, _ = cli(*args)   # without the flag the shell is not read
     assert json.loads(out)["nccl_env"] == {}
+
+
+def test_pat_at_scale_runs_as_flows():
+    # the engine's program has n(n-1) ops: a 1,024-node one-GPU-per-node all_gather goes to the flow model
+    from sim.budget import ops_per_piece
+    assert ops_per_piece("pat", "all_gather", 1024) == 1024 * 1023
+    big = sim.simulate("all_gather", 1 << 30, "dgx-h100:nodes=1024,gpus_per_node=1")
+    assert (big.algorithm, big.model) == ("pat", "flow")
+    # where both run, the flow model's steps (each as long as its slowest flow, one after the other) stay
+    # within 20% of the engine, never slower (the engine's FIFO sends can wait on a late shard)
+    for size in (1 << 20, 1 << 30):
+        e = sim.simulate("all_gather", size, ONE_GPU, "pat", "Simple", model="engine")
+        f = sim.simulate("all_gather", size, ONE_GPU, "pat", "Simple", model="flow")
+        assert 0.8 * e.time_us <= f.time_us <= e.time_us * 1.001
