@@ -223,11 +223,14 @@ def case_config(case: dict) -> NcclConfig:
     version = case.get("nccl_version")
     if version in (None, "") and not case.get("nccl_env"):
         return current()   # the configuration in force: the newest release unless a block says otherwise
-    if version not in (None, ""):
-        key = versions.parse_version(version)
-        version = (versions.OLDEST.version if key < versions.OLDEST.key() else
-                   versions.LATEST.version if key > versions.LATEST.key() else version)
-    return make_config(version, case.get("nccl_env") or None)
+    try:
+        if version not in (None, ""):
+            key = versions.parse_version(version)
+            version = (versions.OLDEST.version if key < versions.OLDEST.key() else
+                       versions.LATEST.version if key > versions.LATEST.key() else version)
+        return make_config(version, case.get("nccl_env") or None)
+    except CollsimError as e:
+        raise CollsimError(f"case {str(case.get('id'))[:40]}: {e}") from None
 
 
 def env_from_shell(environ=None) -> list[tuple[str, str]]:
