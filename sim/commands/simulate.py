@@ -191,7 +191,7 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
         for r in group:
             mark = " *" if multi and r is best else " +" if nbytes in faster else ""
             iv = ranges.get(id(r))
-            rng = f"{iv.busbw_GBps_range[0]:8.2f}-{iv.busbw_GBps_range[1]:<8.2f}" if iv else ""
+            rng = f"{iv.busbw_GBps_range[0]:>8.3g}-{iv.busbw_GBps_range[1]:<8.3g}" if iv else ""
             if iv is not None and not iv.validated:
                 rng += "!"
                 notes.setdefault(iv.note, None)

@@ -3,10 +3,10 @@
 This is NCCL's ``ncclTopoTuneModel`` + ``ncclTopoGetAlgoTime`` (``src/graph/tuning.cc``) fed by a
 small emulation of its topology search (``search.cc``: channels and per-channel speeds picked from NCCL's
 speed lists), for the release and NCCL_* variables in force (:mod:`sim.nccl.config`,
-:mod:`sim.nccl.versions`; 2.27.7's tables where a release changed nothing). It predicts what NCCL *thinks* each pair costs, which is how NCCL chooses: the pair with
-the smallest predicted time wins (:func:`rank_pairs`). The discrete-event engine then predicts what the
-chosen pair really costs (contention, pipelining, the topology's links); ``docs/nccl-model.md`` says
-where and why the two differ.
+:mod:`sim.nccl.versions`; 2.27.7's tables where a release changed nothing). It predicts what NCCL
+*thinks* each pair costs, which is how NCCL chooses: the pair with the smallest predicted time wins
+(:func:`rank_pairs`). The discrete-event engine then predicts what the chosen pair really costs
+(contention, pipelining, the topology's links); ``docs/nccl-model.md`` says where and why the two differ.
 
 Units: bandwidths in GB/s (1e9 B/s), latencies in us, sizes in bytes.
 
