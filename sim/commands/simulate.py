@@ -186,7 +186,7 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
              f" {'busbw 80% range':>17s}",
              f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"
              f" {'(GB/s)':>17s}"]
-    notes = {}
+    notes: dict[str, None] = {}
     for nbytes, group, best in results:
         for r in group:
             mark = " *" if multi and r is best else " +" if nbytes in faster else ""

@@ -133,7 +133,11 @@ def score_case(case: dict, *, model: str = "engine", algorithm: str | None = Non
     proto = protocol or case.get("protocol") or "auto"
     cfg = nccl_config.case_config(case)   # the NCCL release and variables the run used, where stated
     t0 = time.perf_counter()
-    bw_errs, lat_errs, mid_errs, rows, chosen = [], [], [], [], {}
+    bw_errs: list[float] = []
+    lat_errs: list[float] = []
+    mid_errs: list[float] = []
+    rows: list[dict] = []
+    chosen: dict[str, list[int]] = {}
     for r in sorted(case["rows"], key=lambda r: r["size"]):
         if r["size"] <= 0 or r["time_us"] <= 0:
             continue
@@ -185,7 +189,8 @@ def run(args) -> int:
             c = {k: v for k, v in c.items() if k not in ("algorithm", "protocol")}
         scores.append(score_case(c, model=args.model, algorithm=args.algorithm, protocol=args.protocol))
     total = summarize(scores)
-    cv, cv_total, refit, per_cov = None, None, None, {}
+    cv, cv_total, refit = None, None, None
+    per_cov: dict[str, float | None] = {}
     if args.write_intervals and not args.cross_validate:
         raise CollsimError("--write-intervals writes the out-of-sample residuals: add --cross-validate (--by system)")
     if args.write_intervals:
@@ -207,6 +212,7 @@ def run(args) -> int:
     if args.format == "json":
         out = {"model": args.model, "cases": scores, "overall": total}
         if cv is not None:
+            assert refit is not None
             # per-size rows stay out of this report (use --rows / a plain run for them): it must stay small
             # enough to pass around (shell arguments are capped at 128 KiB)
             out["cases"] = [{k: v for k, v in s.items() if k not in ("rows", "bw_errors", "lat_errors", "mid_errors")}
@@ -234,6 +240,7 @@ def run(args) -> int:
           f"small-size time median error {pct(total['lat_median']).strip()} over {total['lat_points']} sizes; "
           f"worst case {total['worst_bw_case']} ({pct(total['worst_bw_median']).strip()}); {total['seconds']:.1f} s")
     if cv is not None:
+        assert cv_total is not None and refit is not None
         what = "one system" if args.by == "system" else "one case"
         print(f"# cross-validated (leave-{what}-out: every fitted constant refitted without it)")
         print(f"# {'case':8s} {'system':>10s} {'ranks':>6s} {'bw in':>7s} {'bw out':>7s} {'lat in':>7s} {'lat out':>7s} "

@@ -161,7 +161,7 @@ def _bus_bandwidth(coll: str, a: str, p: str, m: Machine, cfg: NcclConfig) -> tu
     if a.startswith("nvls") and rel.nvls_efficiency_model:
         # 2.28+: busBw per channel = bwIntra x nvlsEfficiency x (nch-1)/nch, x2 for all_reduce (two
         # operations pipelined), x (ppn-1)/ppn otherwise; NVLSTree capped by perChMaxNVLSTreeBw
-        intra = graph.bw_intra * NVLS_EFFICIENCY.get(m.arch, 0.0) * (graph.nchannels - 1) / graph.nchannels
+        intra = graph.bw_intra * NVLS_EFFICIENCY.get(m.arch or "", 0.0) * (graph.nchannels - 1) / graph.nchannels
         c = get_collective(coll)
         intra *= 2.0 if c.full_reduction and not c.rooted else (ppn - 1) / ppn
         inter = graph.bw_inter * (2 if m.nnodes <= 2 and a == "nvls_tree" else 1)
