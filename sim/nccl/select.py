@@ -21,6 +21,7 @@ chosen model's times.
 from __future__ import annotations
 
 from ..algorithms import candidates
+from ..collectives import get_collective
 from ..errors import CollsimError
 from .protocols import IDEAL
 from .constants import NCCL_ALGORITHMS
@@ -82,6 +83,8 @@ def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto
             if best is not nccl:
                 best.explain["nccl_env"] = nccl_env(best.algorithm, best.protocol)
             return best
+        if not ranked and nccl_algos:
+            _refuse_if_configured_out(coll, nbytes, topo, nccl_algos, protos)
         if ranked:
             best = ranked[0]
             r = run(best.algorithm, best.protocol)
@@ -97,6 +100,25 @@ def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto
                 best = r
     best.explain["selected_by"] = f"fastest by the {model} model"
     return best
+
+
+def _refuse_if_configured_out(coll, nbytes: int, topo, algos, protos) -> None:
+    """NCCL fails a collective whose every (algorithm, protocol) its release or NCCL_* variables rule out;
+    so does collsim, naming why (other reasons keep the model's own fallback)."""
+    from .config import current
+    from .tuner import tuner_terms
+    reasons = []
+    for a in algos:
+        for p in protos:
+            why = tuner_terms(coll, nbytes, topo, a, p).detail.get("disabled", "")
+            if why.startswith("NCCL") and why not in reasons:
+                reasons.append(why)
+    if reasons:
+        cfg = current()
+        env = " ".join(f"{k}={v}" for k, v in cfg.env)
+        raise CollsimError(f"NCCL {cfg.version}{' with ' + env if env else ''} can run no algorithm for "
+                           f"{get_collective(coll).name} here: {'; '.join(reasons[:3])}: change --nccl-env/--nccl-version "
+                           "or the pinned algorithm")
 
 
 def faster_choice(chosen: Result, coll, nbytes: int, topo, predict) -> Result | None:

@@ -186,3 +186,12 @@ def test_pat_at_scale_runs_as_flows():
         e = sim.simulate("all_gather", size, ONE_GPU, "pat", "Simple", model="engine")
         f = sim.simulate("all_gather", size, ONE_GPU, "pat", "Simple", model="flow")
         assert 0.8 * e.time_us <= f.time_us <= e.time_us * 1.001
+
+
+def test_configured_out_is_refused_like_nccl(one_gpu):
+    # NCCL fails a collective its variables leave no algorithm for; a release without the pinned one too
+    with pytest.raises(CollsimError, match="NCCL_NVLS_ENABLE=0"):
+        sim.simulate("all_reduce", 1 << 20, "dgx-h100", nccl_env="NCCL_ALGO=NVLS,NCCL_NVLS_ENABLE=0")
+    with pytest.raises(CollsimError, match="since NCCL 2.23"):
+        sim.simulate("all_gather", 1 << 20, one_gpu, algorithm="pat", nccl_version="2.18")
+    assert sim.simulate("all_gather", 1 << 20, one_gpu, algorithm="pat", nccl_version="2.23").algorithm == "pat"
