@@ -1,0 +1,1 @@
+"""Real jobs set against the model: readers of profiler traces, NCCL logs and flight-recorder timings."""
