@@ -62,13 +62,15 @@ def parse_kernel(name: str) -> tuple[str, str | None, str | None] | None:
     >>> parse_kernel("ncclDevKernel_AllReduce_Sum_bf16_NVLS_TREE_SIMPLE(ncclDevKernelArgsStorage<4096ul>)")
     ('all_reduce', 'nvls_tree', 'Simple')
     >>> parse_kernel("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)")
-    ('sendrecv', None, None)
+    ('sendrecv', 'p2p', 'Simple')
     >>> parse_kernel("void at::native::vectorized_elementwise_kernel<4>") is None
     True
     """
     m = _KERNEL.match(name)
     if m:
         op = _KERNEL_OPS.get(m.group(1))
+        if op == "sendrecv":  # NCCL's p2p path always runs Simple; the RING_SIMPLE of old names is a label
+            return (op, "p2p", "Simple")
         ap = _ALGO_PROTO.search(name.split("(", 1)[0])
         algo, proto = (ALGORITHMS[ap.group(1)], PROTOCOLS[ap.group(2)]) if ap else (None, None)
         return (op or "unknown", algo, proto)
