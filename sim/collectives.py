@@ -132,7 +132,7 @@ _ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter
             "alltoall": "all_to_all", "bcast": "broadcast"}
 
 
-def get_collective(name: "str | Collective") -> Collective:
+def get_collective(name: str | Collective) -> Collective:
     """Look up a collective by its torch name (``all_reduce``...; ``allreduce`` and ``all-reduce`` work too)."""
     if isinstance(name, Collective):
         return name

@@ -55,9 +55,9 @@ def _topology(args, job):
 
 
 def run(args) -> int:
+    from ..evidence import report
     from ..evidence.compare import compare_job
     from ..evidence.load import read_job
-    from ..evidence import report
     for path, flag in ((args.out, "--out"), (args.topology_out, "--topology-out")):
         check_output_path(path, flag)
     if args.out and args.format == "markdown" and not args.out.lower().endswith(".md"):

@@ -80,7 +80,7 @@ def collective_rows(job: Job, topology: Topology | None, algorithm: str = "auto"
                "measured_max_us": max(durations) if durations else None,
                "per_rank_us": {str(r): v for r, v in rank_med.items()},
                "spread_us": (max(rank_med.values()) - min(rank_med.values())) if len(rank_med) > 1 else None,
-               "slowest_rank": max(rank_med, key=rank_med.get) if len(rank_med) > 1 else None,
+               "slowest_rank": max(rank_med, key=lambda r: rank_med[r]) if len(rank_med) > 1 else None,
                "predicted_us": None, "model_algorithm": None, "model_protocol": None, "ratio": None,
                "nccl_algorithm": _most_common(c.nccl_algorithm for c in calls),
                "nccl_protocol": _most_common(c.nccl_protocol for c in calls),

@@ -122,7 +122,7 @@ class Job:
     notes: list = field(default_factory=list)
     world_size: int | None = None
 
-    def extend(self, other: "Job") -> None:
+    def extend(self, other: Job) -> None:
         """Merge another reader's findings (ranks are global ranks in both)."""
         self.calls += other.calls
         self.spans.update(other.spans)

@@ -22,6 +22,7 @@ traces with more than :data:`MAX_EVENTS` events are refused with one line.
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import re
 import zlib
@@ -123,7 +124,7 @@ def load_trace(path: str) -> dict:
 
 
 def _num(x) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else None
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
 def _rank_of(data: dict, path: str, fallback: int) -> int:
@@ -143,8 +144,8 @@ def _shape_elems(arg) -> int | None:
         for d in arg:
             n *= d
         return n
-    total = [_shape_elems(a) for a in arg if isinstance(a, list)]
-    total = [t for t in total if t is not None]
+    parts = [_shape_elems(a) for a in arg if isinstance(a, list)]
+    total = [t for t in parts if t is not None]
     return sum(total) if total else None
 
 
@@ -234,9 +235,13 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
     """The calls one rank's trace file records (see the module docstring)."""
     data = load_trace(path)
     rank = _rank_of(data, path, fallback_rank)
-    info = data.get("distributedInfo") if isinstance(data.get("distributedInfo"), dict) else {}
+    info: dict = data["distributedInfo"] if isinstance(data.get("distributedInfo"), dict) else {}
     world = info.get("world_size") if isinstance(info.get("world_size"), int) and info["world_size"] > 0 else None
-    launch_evs, work, runtime, compute, steps = [], [], {}, [], []
+    launch_evs: list = []
+    work: list = []
+    runtime: dict = {}
+    compute: list = []
+    steps: list = []
     lo, hi = float("inf"), float("-inf")
     for e in data["traceEvents"]:
         if not isinstance(e, dict) or e.get("ph") != "X":
@@ -244,13 +249,16 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
         ts, dur, name, cat = _num(e.get("ts")), _num(e.get("dur")), e.get("name"), e.get("cat")
         if ts is None or dur is None or dur < 0 or not isinstance(name, str):
             continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        args: dict = e["args"] if isinstance(e.get("args"), dict) else {}
         e = {"name": name, "ts": ts, "dur": dur, "pid": e.get("pid"), "tid": e.get("tid"), "args": args, "cat": cat}
         if cat != "Trace":
             lo, hi = min(lo, ts), max(hi, ts + dur)
         if cat == "kernel":
             k = parse_kernel(name)
-            (work if k else compute).append((e, k) if k else (ts, ts + dur))
+            if k:
+                work.append((e, k))
+            else:
+                compute.append((ts, ts + dur))
         elif cat in _LAUNCH_CATS and name.startswith("gloo:"):
             work.append((e, (op_of(name) or "other", None, None)))
         elif cat in _LAUNCH_CATS and (name == "record_param_comms" or name.startswith(("nccl:", "c10d::", "symm_mem::"))):
@@ -261,7 +269,7 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
             steps.append((ts, ts + dur))
     launches_by_thread = _group_launches(launch_evs)
     starts = {k: [l.ts for l in v] for k, v in launches_by_thread.items()}
-    by_ext = {}
+    by_ext: dict = {}
     for ls in launches_by_thread.values():
         for l in ls:
             for ev in l.events:

@@ -135,10 +135,10 @@ def parse_log(text: str, source: str) -> NcclLog:
         head, record = (line[:m.start()], line[m.start():]) if m else (line, "")
         if head.strip():
             stdout.append((head, bool(record)))  # a piece glued to a log record continues on a later line
-        if not record:
+        if m is None:
             continue
         hosts.setdefault(m.group("host"), set()).add(m.group("dev"))
-        body = record[m.end():]
+        body = line[m.end():]
         _read_record(log, body, comms, ring_ids, m)
     log.hosts = tuple(sorted(hosts))
     if comms:
@@ -161,7 +161,7 @@ def parse_log(text: str, source: str) -> NcclLog:
     return log
 
 
-def _records_of(lines: list) -> "re.Pattern":
+def _records_of(lines: list) -> re.Pattern:
     """The record pattern with this log's host names: a record glued to printed text (``... -1host:1:2 [0]
     NCCL INFO``) would otherwise take the printed digits into its host name."""
     known = set()

@@ -91,8 +91,9 @@ def text_table(doc: dict) -> str:
     head, rows = collective_table(doc)
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) if rows else len(head[i]) for i in range(len(head))]
     fmt = lambda cells: "  ".join(c.ljust(w) if i in (0, 10, 11) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    lines = [f"collsim trace: {len(doc['collectives'])} distinct collectives from {len(doc['sources'])} source(s), "
-             f"ranks {_ranks_text(doc['ranks'])}, predicted on {doc['topology'] or '(no topology)'}", fmt(head)]
+    title = (f"collsim trace: {len(doc['collectives'])} distinct collectives from {len(doc['sources'])} source(s), "
+             f"ranks {_ranks_text(doc['ranks'])}, predicted on {doc['topology'] or '(no topology)'}")
+    lines = [title, fmt(head)]
     lines += [fmt(r) for r in rows]
     return "\n".join(lines + [""] + summary_lines(doc))
 
@@ -119,7 +120,7 @@ def time_figure(doc: dict) -> bytes | None:
     if not rows:
         return None
     fig, ax = _figure()
-    colours = {}
+    colours: dict = {}
     for r in rows:
         c = colours.setdefault(r["collective"], f"C{len(colours) % 10}")
         x = r["nccl_tests_nbytes"]
