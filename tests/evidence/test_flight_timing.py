@@ -4,8 +4,9 @@ import json
 import pickle
 from collections import Counter
 
-from sim.evidence.flight_timing import read_flight_dir
 from tracedata import published
+
+from sim.evidence.flight_timing import read_flight_dir
 
 
 def test_published_megatron_dumps():

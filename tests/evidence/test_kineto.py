@@ -7,11 +7,11 @@ import json
 from collections import Counter
 
 import pytest
-
 from record_gloo_trace import CALLS
+from tracedata import published
+
 from sim.evidence.kineto import parse_kernel, read_trace
 from sim.evidence.load import read_job
-from tracedata import published
 
 
 @pytest.mark.parametrize("name, want", [

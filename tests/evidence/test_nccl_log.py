@@ -3,11 +3,11 @@ machines print them (MPI prefixes, rows cut by other lines), and the topology a 
 import json
 
 import pytest
-
-from sim.evidence.nccl_log import log_job, parse_log, read_log, topology_spec
-from sim.errors import CollsimError
-from sim.presets import load_topology
 from tracedata import published
+
+from sim.errors import CollsimError
+from sim.evidence.nccl_log import log_job, parse_log, read_log, topology_spec
+from sim.presets import load_topology
 
 A100 = ("nccl_logs", "a100pcie_nvlink_x2_single_node")
 
@@ -72,7 +72,7 @@ def test_cli_runs_on_a_log_without_topology(cli, tmp_path):
 
 
 def test_interleaved_and_prefixed_lines():
-    text = "\n".join([
+    lines = [
         "[1,0]<stdout>:h1:5:5 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
         "[1,0]<stdout>:h1:5:9 [0] NCCL INFO comm 0xa rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0",
         "[1,1]<stdout>:h1:6:9 [1] NCCL INFO comm 0xb rank 1 nRanks 2 nNodes 1 localRanks 2 localRank 1 MNNVL 0",
@@ -82,8 +82,8 @@ def test_interleaved_and_prefixed_lines():
         "[1,0]<stdout>:    20.00   52.43   26.21      0h1:6:6 [1] NCCL INFO AllGather: opCount 1 sendbuff 0x1 recvbuff 0x2 count 131",  # cut
         "[1,0]<stdout>:    19.00   55.19   27.59      0",
         "h1:5:5 [0] NCCL INFO AllGather: 1048576 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..1}",
-    ])
-    log = parse_log(text, "x.log")
+    ]
+    log = parse_log("\n".join(lines), "x.log")
     assert (log.version, log.nranks, log.nccl_tests_collective) == ("2.21.5", 2, "all_gather")
     assert [(r["nbytes"], r["time_us"], r["inplace_time_us"]) for r in log.nccl_tests] == [(1048576, 20.0, 19.0)]
     job = log_job(log)

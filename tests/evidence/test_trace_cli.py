@@ -8,7 +8,7 @@ from sim.evidence import kineto
 
 
 def _one_line_error(cli, *args):
-    code, out, err = cli("trace", *args)
+    code, _out, err = cli("trace", *args)
     lines = [l for l in err.strip().splitlines() if l.strip()]
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err)
     return lines[0]
@@ -72,7 +72,7 @@ def test_group_larger_than_the_topology_is_a_note(cli, tmp_path):
     events = [dict(e) for e in GLOO_CALL]
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 16}, "traceEvents": events}))
-    code, out, err = cli("trace", p, "--topology", "switch:n=2", "--format", "json")
+    code, out, _err = cli("trace", p, "--topology", "switch:n=2", "--format", "json")
     doc = json.loads(out)
     assert code == 0 and doc["collectives"][0]["predicted_us"] is None
     assert any("16 ranks" in n for n in doc["notes"])
