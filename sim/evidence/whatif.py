@@ -53,7 +53,7 @@ def trace_step(job: Job, topologies: list[tuple[str, Topology]], algorithm: str 
     recorded = {"label": "recorded", "topology": None, "step_us": span, "comm_us": sum(c.duration_us for c in calls),
                 "exposed_comm_us": sum(exposed), "unmodelled_us": 0.0}
     configs = [recorded]
-    per_call = []
+    per_call: list = []
     for label, topo in topologies:
         costs = CollectiveCosts(topo, algorithm, protocol)
         comm = new_exposed = unmodelled = 0.0
