@@ -27,9 +27,10 @@ import os
 import re
 import zlib
 
+from ..collectives import COLLECTIVES
 from ..errors import CollsimError
 from ..safe_io import load_json, read_input
-from .job import Call, Job, dtype_bytes, op_of
+from .job import P2P, Call, Job, dtype_bytes, op_of
 
 MAX_FILE_BYTES = 512 << 20    # the largest published trace is 1.8 MB gzipped; real multi-step traces reach ~1 GB
 MAX_JSON_BYTES = 1 << 30      # decompressed
@@ -39,6 +40,7 @@ _KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _ALGO_PROTO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)(?=_|\(|$)")
 _KERNEL_OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
                "Broadcast": "broadcast", "Reduce": "reduce", "SendRecv": "sendrecv", "AllToAll": "all_to_all"}
+_SENDRECV = "sendrecv"  # the kind of NCCL's point-to-point kernel (all_to_all, send, recv)
 # NCCL's names -> collsim's (sim.algorithms and sim.nccl.protocols)
 ALGORITHMS = {"RING": "ring", "TREE": "tree", "COLLNET_DIRECT": "collnet_direct", "COLLNET": "collnet_direct",
               "COLLNET_CHAIN": "collnet_chain", "NVLS": "nvls", "NVLS_TREE": "nvls_tree", "PAT": "pat"}
@@ -70,7 +72,7 @@ def parse_kernel(name: str) -> tuple[str, str | None, str | None] | None:
     m = _KERNEL.match(name)
     if m:
         op = _KERNEL_OPS.get(m.group(1))
-        if op == "sendrecv":  # NCCL's p2p path always runs Simple; the RING_SIMPLE of old names is a label
+        if op == _SENDRECV:  # NCCL's p2p path always runs Simple; the RING_SIMPLE of old names is a label
             return (op, "p2p", "Simple")
         ap = _ALGO_PROTO.search(name.split("(", 1)[0])
         algo, proto = (ALGORITHMS[ap.group(1)], PROTOCOLS[ap.group(2)]) if ap else (None, None)
@@ -312,7 +314,7 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
         d = described[id(launch)] if launch is not None else {}
         a = e["args"]
         kop = op_of(a["Collective name"]) if isinstance(a.get("Collective name"), str) else None
-        call_op = d.get("op") or kop or (op if op in _KNOWN else None)
+        call_op = d.get("op") or kop or (op if op in COLLECTIVES or op in P2P else None)
         if call_op is None or call_op == "other":
             continue
         nbytes, dtype = d.get("nbytes"), d.get("dtype")
@@ -351,15 +353,11 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
     return job
 
 
-_KNOWN = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send", "recv")
-
-
 def _family(op) -> str | None:
     """Which work kind runs a call: NCCL runs all_to_all, send and recv as its SendRecv kernel."""
-    from ..collectives import COLLECTIVES
     coll = COLLECTIVES.get(op or "")
-    if coll is not None and coll.nccl_p2p or op in ("send", "recv", "sendrecv"):
-        return "sendrecv"
+    if (coll is not None and coll.nccl_p2p) or op in P2P or op == _SENDRECV:
+        return _SENDRECV
     return op
 
 

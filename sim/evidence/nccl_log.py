@@ -6,7 +6,7 @@ What is read (every item optional; NCCL prints different lines across versions):
   NCCL 2.12, ``comm 0x.. rank 3 nranks 16 ...``); the host of each line (``host:pid:tid [dev]``);
 - ``Channel 00/24 :    0   1`` (rings), ``Trees [0] ...`` / ``Tree 0 : ...``, ``24 coll channels, 24 collnet
   channels, 0 nvls channels, 32 p2p channels``; ``NVLS multicast support is (not) available``, ``NVLS comm
-  ... nHeads 8``; ``Using network IB`` / ``AWS Libfabric``, ``Selected Provider is efa (found 32 nics)``,
+  ... nHeads 8``; CollNet: a loaded and connected CollNet (SHARP) plugin, or ``Failed to find ncclCollNetPlugin``; ``Using network IB`` / ``AWS Libfabric``, ``Selected Provider is efa (found 32 nics)``,
   ``NET/IB : Using [0]mlx5_0:1/RoCE ...``;
 - with ``NCCL_DEBUG_SUBSYS=TUNING`` (or ``COLL``), NCCL's choice for each call:
   ``AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}``, the ground truth a kernel
@@ -54,6 +54,8 @@ _TREE = re.compile(r"\bTrees? ?\[?\d+\]? ?:?\s*-?\d+/")
 _CHANNELS = re.compile(r"(\d+) coll channels, (?:(\d+) collnet channels, )?(?:(\d+) nvls channels, )?(\d+) p2p channels")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 _NVLS_HEADS = re.compile(r"NVLS comm .*nHeads (\d+)")
+_COLLNET_YES = re.compile(r"(?i)loaded coll ?net plugin|connected coll ?net|coll ?net (?:is )?(?:enabled|supported)")
+_COLLNET_NO = re.compile(r"(?i)failed to find ncclCollNetPlugin|coll ?net (?:is )?(?:disabled|not supported)")
 _NETWORK = re.compile(r"Using network ([A-Za-z][\w ]*?)\s*$")
 _PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:.*?found (\d+) nics)?")
 _IB_DEVS = re.compile(r"NET/IB : Using ((?:\[\d+\]\S+\s*)+)")
@@ -83,6 +85,7 @@ class NcclLog:
     p2p_channels: int | None = None
     nvls: bool | None = None
     nvls_heads: int | None = None
+    collnet: bool | None = None  # a CollNet (SHARP) plugin loaded and connected; False: NCCL says it is absent
     network: str | None = None
     provider: str | None = None
     nics: int | None = None
@@ -96,7 +99,7 @@ class NcclLog:
     def summary(self) -> dict:
         """The JSON form (no per-call lines: those become the job's calls)."""
         keys = ("source", "version", "nranks", "nnodes", "gpus_per_node", "rings", "trees", "coll_channels",
-                "collnet_channels", "nvls_channels", "p2p_channels", "nvls", "nvls_heads", "network", "provider",
+                "collnet_channels", "nvls_channels", "p2p_channels", "nvls", "nvls_heads", "collnet", "network", "provider",
                 "nics", "gpu", "nvlink_GBps", "nccl_tests_collective")
         out = {k: getattr(self, k) for k in keys}
         out.update(hosts=len(self.hosts), calls_with_choice=len(self.calls), nccl_tests_rows=len(self.nccl_tests))
@@ -199,6 +202,10 @@ def _read_record(log: NcclLog, body: str, comms: dict, ring_ids: set, m) -> None
         log.nvls = bool(log.nvls) or not nv.group(1)
     if h := _NVLS_HEADS.search(body):
         log.nvls_heads = int(h.group(1))
+    if _COLLNET_YES.search(body):
+        log.collnet = True
+    elif log.collnet is None and _COLLNET_NO.search(body):
+        log.collnet = False
     if n := _NETWORK.search(body):
         log.network = n.group(1)
     if p := _PROVIDER.search(body):
@@ -329,6 +336,9 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
     if nodes > 1 and fabric == "efa":
         params.append("nic_gbps=100")  # every EFA interface of p4d (4) and p5 (32) instances is 100 Gb/s (AWS)
         why.append("EFA interfaces are 100 Gb/s each (p4d: 4, p5: 32 per instance)")
+    if nodes > 1 and log.collnet:
+        params.append("sharp=1")
+        why.append("NCCL loaded and connected a CollNet (SHARP) plugin")
     if log.nvls is not None and preset in ("dgx-h100", "dgx-h200", "dgx-b200"):
         params.append(f"nvls={int(log.nvls)}")
         why.append(f"NVLS {'available' if log.nvls else 'not available'} per NCCL")
