@@ -41,6 +41,7 @@ _ALGO_PROTO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS
 _KERNEL_OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
                "Broadcast": "broadcast", "Reduce": "reduce", "SendRecv": "sendrecv", "AllToAll": "all_to_all"}
 _SENDRECV = "sendrecv"  # the kind of NCCL's point-to-point kernel (all_to_all, send, recv)
+_KERNEL_KINDS = frozenset(_KERNEL_OPS.values()) | {"all_reduce"}
 # NCCL's names -> collsim's (sim.algorithms and sim.nccl.protocols)
 ALGORITHMS = {"RING": "ring", "TREE": "tree", "COLLNET_DIRECT": "collnet_direct", "COLLNET": "collnet_direct",
               "COLLNET_CHAIN": "collnet_chain", "NVLS": "nvls", "NVLS_TREE": "nvls_tree", "PAT": "pat"}
@@ -289,6 +290,8 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
             launch = _find(launches_by_thread, starts, (rt.get("pid"), rt.get("tid")), rt["ts"])
         if launch is None and e["cat"] == "kernel" and isinstance(e["args"].get("External id"), int):
             launch = by_ext.get(e["args"]["External id"])
+            if launch is not None and op in _KERNEL_KINDS and _family(described[id(launch)]["op"]) != _family(op):
+                launch = None  # old traces number kernels' External ids apart from the ops': a collision
         if launch is None and e["cat"] != "kernel":  # gloo work on the issuing thread (send/recv)
             launch = _find(launches_by_thread, starts, (e["pid"], e["tid"]), e["ts"])
         if launch is not None and id(launch) in used:
@@ -304,8 +307,13 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
         if id(l) not in used:
             free.setdefault(_family(described[id(l)]["op"]), []).append(l)
     for e, op, algo, proto in pending:
-        queue = free.get(_family(op))
-        launch = queue.pop(0) if queue else None
+        if op in _KERNEL_KINDS:
+            queue = free.get(_family(op))
+            launch = queue.pop(0) if queue else None
+        else:  # a kernel that names no collective (ncclDevKernel_Generic): the earliest call issued before it
+            launch = min((q[0] for q in free.values() if q and q[0].ts <= e["ts"]), key=lambda l: l.ts, default=None)
+            if launch is not None:
+                free[_family(described[id(launch)]["op"])].pop(0)
         if launch is not None:
             used[id(launch)] = True
         matched.append((launch, e, op, algo, proto))

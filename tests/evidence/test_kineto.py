@@ -111,3 +111,32 @@ def test_every_published_trace_reports_nccl_choices(cli):
         doc = json.loads(out)
         assert any(c["nccl_algorithm"] and c["nccl_protocol"] for c in doc["collectives"]), path
         assert doc["agreement"]["calls"] > 0 and doc["agreement"]["caveat"]  # kernel names are hints
+
+
+def _write(tmp_path, events):
+    p = tmp_path / "rank0.json"
+    p.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": events}))
+    return str(p)
+
+
+def _launch(ts, name, ext, nelems):
+    return {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": ts, "dur": 20.0, "pid": 1, "tid": 1,
+            "args": {"External id": ext, "Collective name": name, "In msg nelems": nelems, "dtype": "Float", "Group size": 2}}
+
+
+def test_a_generic_kernel_takes_the_call_issued_before_it(tmp_path):
+    events = [_launch(100.0, "allreduce", 1, 256),
+              {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)",
+               "ts": 130.0, "dur": 50.0, "pid": 0, "tid": 7, "args": {}}]
+    (c,) = read_trace(_write(tmp_path, events)).calls
+    assert (c.op, c.nbytes, c.duration_us, c.nccl_algorithm, c.launch_us) == ("all_reduce", 1024, 50.0, None, 100.0)
+
+
+def test_external_id_of_another_kind_is_not_trusted(tmp_path):
+    # old traces number kernels' External ids apart from the ops': id 1 here is an all_to_all's, by chance
+    events = [_launch(100.0, "all_to_all", 1, 64), _launch(200.0, "allreduce", 2, 256),
+              {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "ts": 230.0, "dur": 40.0,
+               "pid": 0, "tid": 7, "args": {"External id": 1}}]
+    calls = {c.op: c for c in read_trace(_write(tmp_path, events)).calls}
+    assert (calls["all_reduce"].nbytes, calls["all_reduce"].duration_us, calls["all_reduce"].launch_us) == (1024, 40.0, 200.0)
+    assert calls["all_to_all"].duration_us is None  # issued, its kernel not recorded
