@@ -10,7 +10,8 @@ What is read (every item optional; NCCL prints different lines across versions):
   ``NET/IB : Using [0]mlx5_0:1/RoCE ...``;
 - with ``NCCL_DEBUG_SUBSYS=TUNING`` (or ``COLL``), NCCL's choice for each call:
   ``AllReduce: 8388608 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}``, the ground truth a kernel
-  name only hints at. NCCL counts those bytes as its tuner does (the larger of the send and receive
+  name only hints at (older NCCL prints ``8388608 Bytes -> Algo 1 proto 2 time ...`` after the call's
+  ``AllReduce: opCount ...`` line: the numbers are NCCL's ``NCCL_ALGO_*`` / ``NCCL_PROTO_*``). NCCL counts those bytes as its tuner does (the larger of the send and receive
   buffers: an all_gather's gathered output), so all_gather calls are divided by the rank count to get
   torch's per-rank input (:mod:`sim.evidence.job`);
 - an nccl-tests result table printed into the same log (:func:`sim.nccl_tests_format.parse_nccl_tests`),
@@ -61,6 +62,12 @@ _PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:.*?found (\d+) nics)?")
 _IB_DEVS = re.compile(r"NET/IB : Using ((?:\[\d+\]\S+\s*)+)")
 _TUNING = re.compile(r"\b(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|Send|Recv|SendRecv): (\d+) Bytes -> "
                      r"Algo (\w+) proto (\w+)")
+# NCCL before 2.19 (and TRACE builds of later ones) print the choice as numbers, after the call's COLL line:
+# "AllReduce: opCount 0 ... count N datatype 7 ..." then "8388608 Bytes -> Algo 1 proto 2 time 123.4"
+_TUNING_NUM = re.compile(r"^\s*(\d+) Bytes -> Algo (\d+) proto (\d+)")
+_COLL_LINE = re.compile(r"\b(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|Send|Recv): opCount")
+_ALGO_NUMBERS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")  # NCCL_ALGO_* (2.12+)
+_PROTO_NUMBERS = ("LL", "LL128", "Simple")                                                     # NCCL_PROTO_*
 _OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter", "Broadcast": "broadcast",
         "Reduce": "reduce", "AllToAll": "all_to_all", "Send": "send", "Recv": "recv", "SendRecv": "send"}
 _NVL = re.compile(r"\+ NVL\[(\d+(?:\.\d+)?)\] - GPU/")
@@ -130,6 +137,7 @@ def parse_log(text: str, source: str) -> NcclLog:
     hosts: dict = {}
     comms: dict = {}
     ring_ids: set = set()
+    last_op: dict = {}  # (host, pid, tid) -> the op of its last COLL line (numeric tuning lines name none)
     stdout: list = []  # what the program itself printed (nccl-tests' table), pieces in order
     lines = [_MPI_PREFIX.sub("", raw) for raw in lines]
     record_re = _records_of(lines)
@@ -142,7 +150,7 @@ def parse_log(text: str, source: str) -> NcclLog:
             continue
         hosts.setdefault(m.group("host"), set()).add(m.group("dev"))
         body = line[m.end():]
-        _read_record(log, body, comms, ring_ids, m)
+        _read_record(log, body, comms, ring_ids, m, last_op)
     log.hosts = tuple(sorted(hosts))
     if comms:
         log.nranks = max(c[0] for c in comms.values())
@@ -180,7 +188,7 @@ def _records_of(lines: list) -> re.Pattern:
     return re.compile(_RECORD.pattern.replace(r"[\w.-]+", names, 1))
 
 
-def _read_record(log: NcclLog, body: str, comms: dict, ring_ids: set, m) -> None:
+def _read_record(log: NcclLog, body: str, comms: dict, ring_ids: set, m, last_op: dict) -> None:
     if log.version is None and (v := _VERSION.search(body)):
         log.version = v.group(1)
     if c := _COMM.search(body):
@@ -219,10 +227,19 @@ def _read_record(log: NcclLog, body: str, comms: dict, ring_ids: set, m) -> None
     if nl := _NVL.search(body):
         bw = float(nl.group(1))
         log.nvlink_GBps = bw if log.nvlink_GBps is None else min(log.nvlink_GBps, bw)
+    thread = (m.group("host"), m.group("pid"), m.group("tid"))
+    if cl := _COLL_LINE.search(body):
+        last_op[thread] = _OPS[cl.group(1)]
     if t := _TUNING.search(body):
         algo, proto = ALGORITHMS.get(t.group(3).upper()), PROTOCOLS.get(t.group(4).upper())
         log.calls.append(Call(source=log.source, rank=int(m.group("dev")), op=_OPS[t.group(1)], nbytes=int(t.group(2)),
                               nccl_algorithm=algo, nccl_protocol=proto, choice_source="NCCL log", backend="nccl"))
+    elif (t := _TUNING_NUM.search(body)) and thread in last_op:
+        ai, pi = int(t.group(2)), int(t.group(3))
+        if ai < len(_ALGO_NUMBERS) and pi < len(_PROTO_NUMBERS):
+            log.calls.append(Call(source=log.source, rank=int(m.group("dev")), op=last_op[thread], nbytes=int(t.group(1)),
+                                  nccl_algorithm=_ALGO_NUMBERS[ai], nccl_protocol=_PROTO_NUMBERS[pi],
+                                  choice_source="NCCL log", backend="nccl"))
 
 
 def _read_table(log: NcclLog, stdout: list) -> None:

@@ -99,3 +99,18 @@ def test_not_a_log(tmp_path):
         read_log(str(p))
     with pytest.raises(CollsimError, match="no rank count"):
         topology_spec(parse_log("h:1:1 [0] NCCL INFO NCCL version 2.20.5", "y.log"))
+
+
+def test_numeric_tuning_lines_of_older_nccl():
+    # NCCL_ALGO_TREE=0, RING=1; NCCL_PROTO_LL=0, LL128=1, SIMPLE=2 (src/include/devcomm.h)
+    lines = [
+        "n1:7:7 [0] NCCL INFO comm 0xa rank 0 nranks 8 cudaDev 0 busId 1000 - Init COMPLETE",
+        "n1:7:7 [0] NCCL INFO AllReduce: opCount 3 sendbuff 0x1 recvbuff 0x2 count 1024 datatype 7 op 0 root 0 comm 0xa [nranks=8] stream 0x3",
+        "n1:7:7 [0] NCCL INFO 4096 Bytes -> Algo 0 proto 0 time 12.5",
+        "n1:7:7 [0] NCCL INFO Broadcast: opCount 4 sendbuff 0x1 recvbuff 0x2 count 1048576 datatype 0 op 0 root 0 comm 0xa [nranks=8] stream 0x3",
+        "n1:7:7 [0] NCCL INFO 1048576 Bytes -> Algo 1 proto 2 time 40.1",
+    ]
+    log = parse_log("\n".join(lines), "old.log")
+    assert log.nranks == 8
+    assert [(c.op, c.nbytes, c.nccl_algorithm, c.nccl_protocol) for c in log.calls] == \
+        [("all_reduce", 4096, "tree", "LL"), ("broadcast", 1048576, "ring", "Simple")]
