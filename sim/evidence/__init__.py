@@ -1,8 +1,8 @@
 """Real jobs set against the model: readers of profiler traces, NCCL debug logs and flight-recorder timings.
 
-    >>> from sim.evidence import read_job, compare_job          # doctest: +SKIP
-    >>> doc = compare_job(read_job(["traces/"]), load_topology("dgx-h100"))
-    >>> doc["collectives"][0]["measured_us"], doc["collectives"][0]["predicted_us"]
+    from sim.evidence import read_job, compare_job
+    doc = compare_job(read_job(["traces/"]), load_topology("dgx-h100"))
+    doc["collectives"][0]["measured_us"], doc["collectives"][0]["predicted_us"]
 
 Modules: :mod:`~sim.evidence.job` (the common ``Call`` record and the byte convention),
 :mod:`~sim.evidence.kineto` (PyTorch profiler traces), :mod:`~sim.evidence.nccl_log` (``NCCL_DEBUG=INFO``
