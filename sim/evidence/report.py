@@ -146,14 +146,14 @@ def share_figure(doc: dict) -> bytes | None:
     by = doc["step"]["by_collective"]
     if not by:
         return None
-    fig, ax = _figure(7.0, 0.6 + 0.45 * len(by))
+    fig, ax = _figure(7.0, max(2.4, 1.3 + 0.45 * len(by)))
     names = [b["collective"] for b in by][::-1]
     total = [100 * b["share"] for b in by][::-1]
     if doc["step"]["exposed_known"]:
         exposed = [100 * (b["exposed_share"] or 0) for b in by][::-1]
         ax.barh(names, exposed, color="#d62728", label="exposed (no compute running)")
         ax.barh(names, [t - e for t, e in zip(total, exposed)], left=exposed, color="#1f77b4", label="overlapped with compute")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, frameon=False)
     else:
         ax.barh(names, total, color="#1f77b4")
     ax.set_xlabel("% of the recorded step (per rank)")
