@@ -45,14 +45,21 @@ def _most_common(values):
     return Counter(values).most_common(1)[0][0] if values else None
 
 
-def _group_ranks(calls: list, topo: Topology | None) -> tuple | None:
-    """The ranks the prediction uses: the process group's own where it fits the topology, else 0..n-1."""
+def _group_ranks(calls: list, topo: Topology | None, notes: list | None = None) -> tuple | None:
+    """The ranks the prediction uses: the process group's own where it fits the topology, else 0..n-1
+    (with a note when the group's own ranks are known but lie outside the topology)."""
     g = calls[0].group_size
     if not g or g < 2 or topo is None or g > topo.nranks:
         return None
     ranks = next((c.group_ranks for c in calls if c.group_ranks and len(c.group_ranks) == g), None)
     if ranks and max(ranks) < topo.nranks and len(set(ranks)) == g:
         return tuple(ranks)
+    if ranks and notes is not None:
+        note = (f"process group {list(ranks)[:8]}{'...' if len(ranks) > 8 else ''} lies outside {topo.name} "
+                f"({topo.nranks} GPUs): predicted on ranks 0..{g - 1}, which is the same only if the group sits "
+                "the same way in the machine (give the job's whole topology)")
+        if note not in notes:
+            notes.append(note)
     return tuple(range(g))
 
 
@@ -97,11 +104,13 @@ def _predict(row: dict, calls: list, costs, topology, notes: list) -> None:
     size, group = row["nccl_tests_nbytes"], row["group_size"]
     if costs is None or coll is None or size is None or not group:
         return
-    ranks = _group_ranks(calls, topology)
+    ranks = _group_ranks(calls, topology, notes)
     if ranks is None:
         if group > topology.nranks:
-            notes.append(f"{row['collective']} over {group} ranks is not predicted: the topology {topology.name} has "
-                         f"{topology.nranks} GPUs (give a larger --topology)")
+            note = (f"{row['collective']} over {group} ranks is not predicted: the topology {topology.name} has "
+                    f"{topology.nranks} GPUs (give a larger --topology)")
+            if note not in notes:
+                notes.append(note)
         return
     try:
         cost = costs.get(coll.name, int(size), ranks)

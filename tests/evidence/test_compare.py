@@ -60,3 +60,11 @@ def test_late_rank_is_named():
 def test_no_straggler_in_jitter():
     calls = [_call(r, start=1000.0 * k + 100, launch=1000.0 * k + 5 * r) for r in range(4) for k in range(5)]
     assert stragglers(Job(calls=calls))["named"] == []
+
+
+def test_a_group_outside_the_topology_is_moved_with_a_note():
+    calls = [Call(source="t", rank=r, op="all_reduce", nbytes=4096, group_size=2, group_ranks=(8, 9), duration_us=5.0)
+             for r in (8, 9)]
+    doc = compare_job(Job(calls=calls), load_topology("switch:n=4"))
+    assert doc["collectives"][0]["predicted_us"] == pytest.approx(simulate("all_reduce", 4096, "switch:n=2").time_us)
+    assert any("[8, 9] lies outside" in n for n in doc["notes"])
