@@ -33,7 +33,7 @@ from ..safe_io import load_json, read_input
 from .job import P2P, Call, Job, dtype_bytes, op_of
 
 MAX_FILE_BYTES = 512 << 20    # the largest published trace is 1.8 MB gzipped; real multi-step traces reach ~1 GB
-MAX_JSON_BYTES = 1 << 30      # decompressed
+MAX_JSON_BYTES = 512 << 20     # decompressed (Python holds ~10x that in objects)
 MAX_EVENTS = 5_000_000
 
 _KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
