@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "sim.commands.validate",
     "sim.commands.demo",
     "sim.commands.plan",
+    "sim.commands.trace",
     "sim.commands.grade",
     "sim.commands.course",
     "sim.flight.commands",

@@ -30,6 +30,17 @@ class Collective:
     rooted: bool
     reduces: bool
     summary: str
+    input_is_shard: bool = False  # torch's input is one rank's shard of nccl-tests' size (all_gather)
+    nccl_p2p: bool = False        # NCCL runs it as grouped send/recv (its SendRecv kernel): all_to_all
+
+    def nccl_tests_bytes(self, input_bytes: float, nranks: int) -> float:
+        """nccl-tests' ``size`` for a call whose per-rank *input* buffer is ``input_bytes`` (torch's count):
+        the same number, except all_gather, whose size is the gathered output (n inputs).
+
+        >>> ALL_GATHER.nccl_tests_bytes(65536, 2), ALL_REDUCE.nccl_tests_bytes(65536, 2)
+        (131072, 65536)
+        """
+        return input_bytes * nranks if self.input_is_shard else input_bytes
 
     def bus_factor(self, nranks: int) -> float:
         """nccl-tests' busbw / algbw factor (doc/PERFORMANCE.md)."""
@@ -108,18 +119,20 @@ def _a2a_block(chunk: int, nranks: int, nchunks: int) -> tuple[int, int]:
 
 
 ALL_REDUCE = Collective("all_reduce", False, True, "every rank ends with the sum of all ranks' buffers")
-ALL_GATHER = Collective("all_gather", False, False, "every rank ends with every rank's shard (S is the total)")
+ALL_GATHER = Collective("all_gather", False, False, "every rank ends with every rank's shard (S is the total)",
+                        input_is_shard=True)
 REDUCE_SCATTER = Collective("reduce_scatter", False, True, "rank r ends with shard r of the sum (S is the total)")
 BROADCAST = Collective("broadcast", True, False, "every rank ends with the root's buffer")
 REDUCE = Collective("reduce", True, True, "the root ends with the sum of all ranks' buffers")
-ALL_TO_ALL = Collective("all_to_all", False, False, "rank d ends with block d of every rank's buffer (S is the total per rank)")
+ALL_TO_ALL = Collective("all_to_all", False, False, "rank d ends with block d of every rank's buffer (S is the total per rank)",
+                        nccl_p2p=True)
 
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL)}
 _ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
             "alltoall": "all_to_all", "bcast": "broadcast"}
 
 
-def get_collective(name: "str | Collective") -> Collective:
+def get_collective(name: str | Collective) -> Collective:
     """Look up a collective by its torch name (``all_reduce``...; ``allreduce`` and ``all-reduce`` work too)."""
     if isinstance(name, Collective):
         return name
