@@ -117,7 +117,6 @@ def options_and_job(args):
             raise CollsimError(f"--nprocs {nprocs} differs from the {job.launcher} job's world size {job.world}: "
                                f"drop --nprocs under {job.launcher}")
         nprocs = job.world
-        os.environ.update(job.torch_env())   # what torch and the checks below read
     elif nprocs is None and backend == "nccl":
         import torch
         nprocs = max(1, torch.cuda.device_count())
@@ -133,7 +132,7 @@ def options_and_job(args):
         listen=args.listen, token_file=args.token_file, allow_no_token=args.allow_no_token, pairs=args.pairs,
         threshold=args.threshold, topology=args.topology, plot=args.plot)
     check_multinode(opts, job)
-    backends.check_backend(opts)  # first: "no GPU" says more than what follows from it
+    backends.check_backend(opts, None if job is None else job.local_world or 1)  # first: "no GPU" says more than what follows from it
     check_sweep(opts)
     backends.type_plan(opts, get_collective(collective).reduces)  # raises for a type/op the backend lacks
     if opts.impl.startswith("program:"):
