@@ -96,7 +96,7 @@ def check_backend(opts: BenchOptions, ranks_here: int | None = None) -> None:
     """Reject a backend/process count/timer this machine cannot serve, before anything starts.
     ``ranks_here``: ranks of a launcher's job on this host (None: read LOCAL_WORLD_SIZE, else all of them)."""
     if ranks_here is None and "RANK" in os.environ:
-        ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if opts.backend not in BACKENDS:
         raise CollsimError(f"unknown backend {opts.backend!r}: use --backend nccl (GPUs) or --backend gloo (CPU)")
     if opts.backend == "nccl":

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from sim.errors import CollsimError
 
@@ -71,7 +71,7 @@ def measure_pairs(rank: int, world: int, device, nbytes: int, iters: int, warmup
             if device.type == "cuda":   # grouped, or both sends would wait for their receives
                 reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, into, peer)])
             else:
-                reqs = [dist.isend(out, peer), dist.irecv(into, peer)]
+                reqs = [w for w in (dist.isend(out, peer), dist.irecv(into, peer)) if w is not None]
             for r in reqs:
                 r.wait()
             if device.type == "cuda":

@@ -45,7 +45,7 @@ def verdict(rows: list[dict], hosts: list[str], threshold: float) -> dict:
             slow_rank[k] = slow_rank.get(k, 0) + r["slow"]
         a, b = sorted((nodes.index(hosts[i]), nodes.index(hosts[j])))
         cell.setdefault((a, b), []).append(r["ratio"])
-    matrix = [[None] * len(nodes) for _ in nodes]
+    matrix: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
     for (a, b), ratios in cell.items():
         matrix[a][b] = matrix[b][a] = statistics.median(ratios)
     per_node: dict[str, int] = {}
@@ -109,7 +109,7 @@ def heatmap_png(rows: list[dict], hosts: list[str], v: dict) -> bytes:
     one_host = len(v["nodes"]) == 1
     labels = [f"rank {r}" for r in range(len(hosts))] if one_host else v["nodes"]
     if one_host:
-        m = [[None] * len(hosts) for _ in hosts]
+        m: list[list[float | None]] = [[None] * len(hosts) for _ in hosts]
         for r in rows:
             i, j = r["ranks"]
             m[i][j] = m[j][i] = r["ratio"]

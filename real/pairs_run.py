@@ -14,8 +14,8 @@ import json
 import sys
 
 from . import pairs as P
-from .launch import WRONG
 from . import pairs_report as R
+from .launch import WRONG
 
 METHOD = ("send/recv exchange: the two ranks send each other nbytes at once (isend + irecv), one pair at a time "
           "while the others wait; measured_GBps = nbytes / median round, one direction")

@@ -84,7 +84,7 @@ def new_token() -> str:
 def resolve(addr: str) -> str:
     """``addr`` (a name or an IP address) as an IP address string."""
     try:
-        return socket.getaddrinfo(addr, None, type=socket.SOCK_STREAM)[0][4][0]
+        return str(socket.getaddrinfo(addr, None, type=socket.SOCK_STREAM)[0][4][0])
     except (socket.gaierror, UnicodeError) as e:
         raise CollsimError(f"cannot resolve the rendezvous address {addr!r} ({e}): give an IP address "
                            "(--listen ADDR or MASTER_ADDR)") from None
@@ -154,7 +154,7 @@ def make_store(job: Job, timeout_s: float, listen: str | None = None, listen_fd:
         return dist.TCPStore(addr, job.master_port, job.world, False, timeout)
     sock = None
     if listen_fd is None:
-        sock = listener(addr, job.master_port, spans_hosts=(job.nnodes or 2) > 1 and not job.local_world == job.world)
+        sock = listener(addr, job.master_port, spans_hosts=(job.nnodes or 2) > 1 and job.local_world != job.world)
         listen_fd = sock.fileno()
     try:
         return dist.TCPStore(addr, job.master_port, job.world, True, timeout, wait_for_workers=False,
@@ -192,13 +192,13 @@ def handshake(store, rank: int, world: int, host: str, token: str | None) -> Non
         answers = {r: _get(store, f"answer/{r}") for r in range(1, world)}
         bad = [r for r, a in answers.items()
                if not hmac.compare_digest(str(a.get("mac")), mac(key, challenge, r, world, a.get("host"), a.get("nonce")))]
-        verdict = {"ok": not bad, "refused": bad,
+        sent = {"ok": not bad, "refused": bad,
                    "proof": {str(r): mac(key, "admit", a.get("nonce"), r) for r, a in answers.items() if r not in bad}}
-        store.set(PREFIX + "verdict", json.dumps(verdict))
+        store.set(PREFIX + "verdict", json.dumps(sent))
         if bad:
-            try:   # keep the store up until the refused ranks have read why
+            try:   # keep the store up until the refused ranks have read why (a dead one: stop waiting)
                 store.wait([PREFIX + f"seen/{r}" for r in bad], datetime.timedelta(seconds=SEEN_WAIT_S))
-            except Exception:
+            except (RuntimeError, ValueError):   # torch's DistStoreError (a RuntimeError) on timeout
                 pass
             who = ", ".join(f"{r} ({answers[r].get('host')})" for r in bad)
             raise CollsimError(f"refused rank(s) {who}: their token differs from rank 0's; give every rank the same "
