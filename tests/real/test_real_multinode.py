@@ -236,3 +236,33 @@ def test_pairs_on_four_local_ranks(tmp_path):
     assert doc["world_size"] == 4 and len(doc["ranks"]) == 4 and isinstance(doc["slow_nodes"], list)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert processes_with(env["COLLSIM_TEST_TOKEN"]) == []
+
+
+def _network_address():
+    import socket
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))   # no packet is sent: the kernel picks the route and this host's address
+            ip = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if ip.startswith("127.") else ip
+
+
+@pytest.mark.skipif(shutil.which("ss") is None or _network_address() is None,
+                    reason="needs ss and a non-loopback IPv4 address on this machine")
+def test_listen_asks_for_one_network_address_and_gets_only_that():
+    ip, env = _network_address(), clean_env()
+    p = subprocess.Popen(bench_cmd("--backend", "gloo", "--nprocs", "2", "--listen", ip, "-b", "1K", "-e", "1K",
+                                   "-n", "100000000", "--timeout", "60"), env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline, mine = time.monotonic() + 60, []
+        while time.monotonic() < deadline and len(mine) < 3:
+            time.sleep(1)
+            mine = _listening(processes_with(env["COLLSIM_TEST_TOKEN"]))
+        assert len(mine) >= 3, mine
+        assert all(re.search(rf"\s{re.escape(ip)}:\d+\s", line) for line in mine), mine   # not 0.0.0.0, not *
+    finally:
+        os.killpg(p.pid, 9)
+        p.wait()
