@@ -182,8 +182,8 @@ def bench(args) -> int:
     from . import launch
     opts, job = options_and_job(args)
     if job is not None:
-        from .worker import run_rank
-        return 1 if run_rank(opts, job) else 0
+        from .worker import run_launched
+        return 1 if run_launched(opts, job) else 0
     return launch.launch_local(opts)
 
 

@@ -24,6 +24,8 @@ import sys
 import traceback
 import warnings
 
+from sim.errors import CollsimError
+
 from . import report
 from .backends import notes_for, type_plan
 from .launch import OPTIONS_FILE_VAR, STORE_FD_VAR, WRONG
@@ -56,6 +58,8 @@ def join(opts: BenchOptions, job: Job):
     os.environ.update(job.torch_env())   # one convention for torch, NCCL and real.backends
     os.environ.update(dict(opts.nccl_env))  # before the communicator exists, which is when NCCL reads them
     warnings.filterwarnings("ignore", category=FutureWarning, module="torch")
+    if not os.environ.get("COLLSIM_DEBUG"):   # c10d's C++ log prints every retry with a stack: one line says it
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "FATAL")
     import torch
     import torch.distributed as dist
 
@@ -154,6 +158,34 @@ def _print_then(inner, out):
     return on_row
 
 
+def _failed(e: BaseException, job: Job | None = None) -> int:
+    """One line per rank on stderr (tracebacks with COLLSIM_DEBUG=1); returns the exit status 1."""
+    if isinstance(e, SystemExit):  # a program file (--impl program:FILE.py) called exit(): a failure, not success
+        print(f"collsim bench: rank {os.environ.get('RANK')}: the program code called exit({e.code!r}) before "
+              "the run finished", file=sys.stderr)
+        return 1
+    if os.environ.get("COLLSIM_DEBUG"):
+        traceback.print_exc()
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    hint = ""
+    if job is not None and job.launcher != "local" and type(e).__name__.startswith("Dist"):
+        hint = (f" (the rendezvous at {job.master_addr}:{job.master_port}: is rank 0 running, are MASTER_ADDR/"
+                "MASTER_PORT the same on every rank, does the firewall let it through?)")
+    print(f"collsim bench: rank {os.environ.get('RANK')}: {type(e).__name__}: {first[:300]}{hint}", file=sys.stderr)
+    return 1
+
+
+def run_launched(opts: BenchOptions, job: Job) -> int:
+    """One rank of a torchrun/mpirun/srun job: :func:`run_rank`, a CollsimError raised as is (one line,
+    exit 2), anything else reported in one line (exit 1)."""
+    try:
+        return run_rank(opts, job)
+    except (KeyboardInterrupt, CollsimError):
+        raise
+    except (Exception, SystemExit) as e:
+        return _failed(e, job)
+
+
 def main() -> int:
     """Entry point of ``python -m real.worker``."""
     with open(os.environ[OPTIONS_FILE_VAR], encoding="utf-8") as f:
@@ -162,16 +194,8 @@ def main() -> int:
         return run_rank(opts)
     except KeyboardInterrupt:
         return 130
-    except SystemExit as e:  # a program file (--impl program:FILE.py) called exit(): a failure, not success
-        print(f"collsim bench: rank {os.environ.get('RANK')}: the program code called exit({e.code!r}) before "
-              "the run finished", file=sys.stderr)
-        return 1
-    except Exception as e:  # one line per rank; the launcher adds which rank failed first
-        if os.environ.get("COLLSIM_DEBUG"):
-            traceback.print_exc()
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        print(f"collsim bench: rank {os.environ.get('RANK')}: {type(e).__name__}: {first[:300]}", file=sys.stderr)
-        return 1
+    except (Exception, SystemExit) as e:  # one line per rank; the launcher adds which rank failed first
+        return _failed(e)
 
 
 if __name__ == "__main__":

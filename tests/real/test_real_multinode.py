@@ -266,3 +266,11 @@ def test_listen_asks_for_one_network_address_and_gets_only_that():
     finally:
         os.killpg(p.pid, 9)
         p.wait()
+
+
+def test_a_rank_that_cannot_reach_rank_0_says_so_in_one_line():
+    t0 = time.monotonic()
+    p = subprocess.run(bench_cmd("--backend", "gloo", "-b", "1K", "-e", "1K", "--timeout", "3"),
+                       env=srun_env(1, free_port(), COLLSIM_TOKEN="t"), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and p.stdout == "" and time.monotonic() - t0 < 40
+    assert p.stderr.strip().count("\n") == 0 and "rank 1:" in p.stderr and "MASTER_ADDR/MASTER_PORT" in p.stderr
