@@ -3,7 +3,7 @@
 
 The JSON document::
 
-    {"mode": "pairs", "backend", "launcher", "world_size", "ranks": [{"rank", "host", "local_rank", "device"}],
+    {"mode": "pairs", "backend", "launcher", "world_size", "ranks": [{"rank", "host", "local_rank", "device", ...}],
      "nbytes", "method", "prediction", "topology", "threshold",
      "pairs": [{"ranks": [i, j], "measured_GBps", "predicted_GBps", "ratio", "slow", "median_time_us", ...}],
      "slow_pairs", "slow_ranks", "slow_nodes", "slow_links", "nodes", "node_matrix", "options", "env", "notes"}
@@ -53,10 +53,9 @@ def run_pairs(opts, job, device, ranks: list[dict], out=None) -> int:
     if opts.plot:
         from sim.safe_io import write_output
         write_output(opts.plot, R.heatmap_png(rows, hosts, v), "--plot")
-    public = [{k: r[k] for k in ("rank", "host", "local_rank", "device")} for r in ranks]
     if opts.fmt == "json":
         env = envinfo.collect(world, hosts=hosts, gpus=sorted({r["device_name"] for r in ranks} - {"cpu"}) or [])
-        doc = {"mode": "pairs", "backend": opts.backend, "launcher": job.launcher, "world_size": world, "ranks": public,
+        doc = {"mode": "pairs", "backend": opts.backend, "launcher": job.launcher, "world_size": world, "ranks": ranks,
                "nbytes": nbytes, "method": METHOD, "prediction": how, "topology": spec, "threshold": opts.threshold,
                "pairs": rows, **v, "options": opts.to_json(), "env": env, "notes": notes,
                "plot": opts.plot}

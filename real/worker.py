@@ -130,7 +130,6 @@ def run_rank(opts: BenchOptions, job: Job | None = None, out=None) -> int:
             return 0
         env = envinfo.collect(world, hosts=hosts, gpus=sorted({d for _, d, *_ in everyone} - {"cpu"}) or [])
         env.update(report.p2p_fields(p2p))
-        env.update(launcher=job.launcher, ranks=ranks)
         warning = report.noise_warning(rows)
         if warning and opts.fmt != "table":  # the table says it in its footer; JSON/CSV keep stdout clean
             notes = notes + [f"warning: {warning}"]
