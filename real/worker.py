@@ -70,7 +70,9 @@ def join(opts: BenchOptions, job: Job):
         iface = rendezvous.interface_for(addr)   # the backend's own sockets where the rendezvous is, not all
         if iface:
             os.environ[var] = iface
-    device = torch.device("cuda", job.local_rank) if opts.backend == "nccl" else torch.device("cpu")
+    device = torch.device("cpu")
+    if opts.backend == "nccl":   # srun --gpus-per-task=1 leaves each task one visible GPU: that one, cuda:0
+        device = torch.device("cuda", 0 if torch.cuda.device_count() == 1 else job.local_rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     fd = os.environ.get(STORE_FD_VAR) if job.launcher == "local" and job.rank == 0 else None

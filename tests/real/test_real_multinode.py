@@ -91,6 +91,23 @@ def test_stale_or_partial_launcher_variables_are_refused(env, message):
         launchers.detect(env)
 
 
+# ---- where the store listens (sockets only, no torch) --------------------------------------------------------
+
+def test_the_store_socket_binds_the_one_address_asked_for():
+    from real import rendezvous
+    s = rendezvous.listener("127.0.0.1", 0, spans_hosts=False)
+    try:
+        assert s.getsockname()[0] == "127.0.0.1"
+        with pytest.raises(CollsimError, match="already in use"):
+            rendezvous.listener("127.0.0.1", s.getsockname()[1], spans_hosts=False)
+    finally:
+        s.close()
+    with pytest.raises(CollsimError, match="does not have the rendezvous address"):
+        rendezvous.listener("192.0.2.77", 0, spans_hosts=True)          # TEST-NET-1: not this host's
+    with pytest.raises(CollsimError, match="other hosts cannot reach"):
+        rendezvous.listener("localhost", 0, spans_hosts=True)            # e.g. Debian's 127.0.1.1 host name
+
+
 # ---- the verdict (no processes): expected values from the construction of the rows -------------------------
 
 def _rows(world, slow):
