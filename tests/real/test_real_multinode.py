@@ -166,8 +166,8 @@ def test_two_torchrun_agents_on_loopback():
 def test_mpirun_two_ranks_like_nccl_tests_mpi_build():
     env = clean_env()
     p = subprocess.run(["mpirun", "-np", "2", "--allow-run-as-root", "--oversubscribe", "-x", "MASTER_ADDR=127.0.0.1",
-                        "-x", f"MASTER_PORT={free_port()}", "-x", "PYTHONPATH", *bench_cmd(*SMALL)],
-                       env=env, capture_output=True, text=True, timeout=180)
+                        "-x", f"MASTER_PORT={free_port()}", *bench_cmd(*SMALL)],   # local ranks inherit the rest
+                       env=env, capture_output=True, text=True, timeout=180, check=False)
     assert p.returncode == 0, p.stderr[-800:]
     _check_doc(json.loads(p.stdout), 2, "mpi")   # one JSON document: the other rank printed nothing on stdout
 
@@ -240,7 +240,7 @@ def test_pairs_on_four_local_ranks(tmp_path):
     plot = tmp_path / "pairs.png"
     p = subprocess.run(bench_cmd("--pairs", "--backend", "gloo", "--nprocs", "4", "-b", "64K", "-e", "64K", "-n", "3",
                                  "-w", "1", "--format", "json", "--plot", plot), env=env, capture_output=True, text=True,
-                       timeout=240)
+                       timeout=240, check=False)
     assert p.returncode in (0, 1), p.stderr[-800:]   # 1: some pair below the threshold on this shared machine
     doc = json.loads(p.stdout)
     assert sorted(tuple(q["ranks"]) for q in doc["pairs"]) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
@@ -288,6 +288,7 @@ def test_listen_asks_for_one_network_address_and_gets_only_that():
 def test_a_rank_that_cannot_reach_rank_0_says_so_in_one_line():
     t0 = time.monotonic()
     p = subprocess.run(bench_cmd("--backend", "gloo", "-b", "1K", "-e", "1K", "--timeout", "3"),
-                       env=srun_env(1, free_port(), COLLSIM_TOKEN="t"), capture_output=True, text=True, timeout=60)
+                       env=srun_env(1, free_port(), COLLSIM_TOKEN="t"), capture_output=True, text=True, timeout=60,
+                       check=False)
     assert p.returncode == 1 and p.stdout == "" and time.monotonic() - t0 < 40
     assert p.stderr.strip().count("\n") == 0 and "rank 1:" in p.stderr and "MASTER_ADDR/MASTER_PORT" in p.stderr
