@@ -29,6 +29,7 @@ Example (inside an initialised process group)::
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -57,6 +58,7 @@ def measure_pairs(rank: int, world: int, device, nbytes: int, iters: int, warmup
     out = torch.ones(count, dtype=torch.float32, device=device)
     into = torch.zeros(count, dtype=torch.float32, device=device)
     mine: dict[tuple[int, int], list[float]] = {}
+    delay = _test_delay(rank)
     for i, j in pair_order(world):
         if device.type == "cuda":
             dist.barrier(device_ids=[device.index])
@@ -72,6 +74,8 @@ def measure_pairs(rank: int, world: int, device, nbytes: int, iters: int, warmup
                 reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, out, peer), dist.P2POp(dist.irecv, into, peer)])
             else:
                 reqs = [w for w in (dist.isend(out, peer), dist.irecv(into, peer)) if w is not None]
+            if delay:
+                time.sleep(delay)   # test hook: a slow rank (see _test_delay)
             for r in reqs:
                 r.wait()
             if device.type == "cuda":
@@ -81,6 +85,15 @@ def measure_pairs(rank: int, world: int, device, nbytes: int, iters: int, warmup
         if rank == i:
             mine[(i, j)] = times
     return mine
+
+
+def _test_delay(rank: int) -> float:
+    """Test hook (tests/real/test_real_multinode.py shows a slow rank is named): ``COLLSIM_TEST_SLOW_RANK=R``
+    makes rank R wait ``COLLSIM_TEST_SLOW_MS`` (default 20) ms in every round of its pairs."""
+    target = os.environ.get("COLLSIM_TEST_SLOW_RANK")
+    if target is None or not target.isdigit() or int(target) != rank:
+        return 0.0
+    return float(os.environ.get("COLLSIM_TEST_SLOW_MS", "20")) / 1e3
 
 
 def host_copy_GBps(nbytes: int, repeats: int | None = None) -> float:

@@ -292,3 +292,18 @@ def test_a_rank_that_cannot_reach_rank_0_says_so_in_one_line():
                        check=False)
     assert p.returncode == 1 and p.stdout == "" and time.monotonic() - t0 < 40
     assert p.stderr.strip().count("\n") == 0 and "rank 1:" in p.stderr and "MASTER_ADDR/MASTER_PORT" in p.stderr
+
+
+def test_pairs_name_the_slow_rank_and_no_node_or_link():
+    """Rank 2 waits 50 ms in every round (a test hook standing in for a bad NIC). The reference topology's
+    link (0.01 GB/s, 50 us: a 64 KiB round of 6.6 ms) is far below what loopback gives (well under 1 ms
+    a round, and a healthy pair is named only past 8.2 ms), so healthy pairs read above 1 and only the
+    pairs with rank 2 (~0.12) fall below 0.8: rank 2 is named, the host is not (3 of its 6 pairs are fine)."""
+    env = clean_env(COLLSIM_TEST_SLOW_RANK=2, COLLSIM_TEST_SLOW_MS=50)
+    p = subprocess.run(bench_cmd("--pairs", "--backend", "gloo", "--nprocs", "4", "-b", "64K", "-e", "64K", "-n", "3",
+                                 "-w", "1", "--format", "json", "--topology", "switch:n=4,bandwidth_GBps=0.01,latency_us=50"),
+                       env=env, capture_output=True, text=True, timeout=240, check=False)
+    doc = json.loads(p.stdout)
+    assert p.returncode == 1 and "slow ranks" in p.stderr
+    assert sorted(doc["slow_pairs"]) == [[0, 2], [1, 2], [2, 3]]
+    assert doc["slow_ranks"] == [2] and doc["slow_nodes"] == [] and doc["slow_links"] == []
