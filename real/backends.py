@@ -92,8 +92,11 @@ def type_plan(opts: BenchOptions, reduces: bool) -> tuple[list[tuple[str, str | 
     return plan, skipped
 
 
-def check_backend(opts: BenchOptions) -> None:
-    """Reject a backend/process count/timer this machine cannot serve, before anything starts."""
+def check_backend(opts: BenchOptions, ranks_here: int | None = None) -> None:
+    """Reject a backend/process count/timer this machine cannot serve, before anything starts.
+    ``ranks_here``: ranks of a launcher's job on this host (None: read LOCAL_WORLD_SIZE, else all of them)."""
+    if ranks_here is None and "RANK" in os.environ:
+        ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if opts.backend not in BACKENDS:
         raise CollsimError(f"unknown backend {opts.backend!r}: use --backend nccl (GPUs) or --backend gloo (CPU)")
     if opts.backend == "nccl":
@@ -104,7 +107,7 @@ def check_backend(opts: BenchOptions) -> None:
         if not dist.is_nccl_available():
             raise CollsimError("this torch build has no NCCL: install a CUDA build of torch, or use --backend gloo")
         ngpus = torch.cuda.device_count()
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", opts.nprocs))
+        local = ranks_here or opts.nprocs
         if local > ngpus:
             raise CollsimError(f"{local} NCCL ranks on this machine need one GPU each but {ngpus} are visible: "
                                f"use --nprocs {ngpus} or fewer")
@@ -112,10 +115,10 @@ def check_backend(opts: BenchOptions) -> None:
         cores = os.cpu_count() or 1
         if opts.timer == "events":
             raise CollsimError("--timer events needs CUDA events, which gloo on the CPU does not have: use --timer host")
-        if opts.nprocs > GLOO_RANKS_PER_CORE * cores and "RANK" not in os.environ:
+        if opts.nprocs > GLOO_RANKS_PER_CORE * cores and ranks_here is None:
             raise CollsimError(f"--nprocs {opts.nprocs} is more than {GLOO_RANKS_PER_CORE} gloo ranks per core on this "
                                f"{cores}-core machine: use --nprocs {GLOO_RANKS_PER_CORE * cores} or fewer")
-        _check_host_memory(opts)
+        _check_host_memory(opts, ranks_here)
     if opts.impl != "torch" and opts.timer == "events":
         raise CollsimError("--timer events times one stream, but a Program runs on several: use --timer host with --impl program:")
 
@@ -131,7 +134,7 @@ def buffer_bytes(opts: BenchOptions) -> int:
     return most
 
 
-def _check_host_memory(opts: BenchOptions) -> None:
+def _check_host_memory(opts: BenchOptions, ranks_here: int | None = None) -> None:
     """Local gloo ranks all allocate in this host's memory: refuse a sweep that cannot fit."""
     try:
         with open("/proc/meminfo") as f:
@@ -139,7 +142,7 @@ def _check_host_memory(opts: BenchOptions) -> None:
         available = info["MemAvailable"]
     except (OSError, KeyError, ValueError):
         return  # not Linux: let the run try
-    ranks_here = opts.nprocs if "RANK" not in os.environ else int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    ranks_here = ranks_here or opts.nprocs
     # Why 1.25 and 64 MiB: the check's index and expected-value slices, and each process's own footprint.
     need = ranks_here * (int(buffer_bytes(opts) * 1.25) + (64 << 20))
     if need > 0.9 * available:

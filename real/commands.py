@@ -7,6 +7,8 @@ Examples::
     collsim bench --backend gloo --nprocs 2 --collective all_reduce -b 1K -e 1M -f 4 -n 5 -w 2
     collsim bench --nprocs 8 -b 8 -e 8G -f 2 --format json > h100.json          # NCCL, one GPU per rank
     torchrun --nnodes 2 --nproc-per-node 8 $(which collsim) bench -b 1M -e 1G -f 2  # joins the torchrun job
+    mpirun -np 16 -x MASTER_ADDR=node01 -x COLLSIM_TOKEN collsim bench -b 1M -e 1G -f 2   # like nccl-tests' MPI build
+    srun -N 2 --ntasks-per-node 8 collsim bench --pairs -b 256M -e 256M --plot pairs.png  # which node is slow?
 """
 from __future__ import annotations
 
@@ -59,6 +61,24 @@ def register(subparsers) -> None:
     p.add_argument("--nccl-proto", default=None, help="NCCL_PROTO for this run (LL, LL128, Simple)")
     p.add_argument("--nccl-channels", type=int, default=None, help="NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output (default table)")
+    m = p.add_argument_group("multi-node (torchrun, srun, mpirun; docs/multinode.md)")
+    m.add_argument("--listen", metavar="ADDR", default=None,
+                   help="address rank 0's rendezvous listens on (default: 127.0.0.1 when every rank is on this host, "
+                        "else the launcher's MASTER_ADDR / Slurm's first host; never all interfaces)")
+    m.add_argument("--token-file", metavar="FILE", default=None,
+                   help="file holding the job's shared secret (mode 600), which every rank must prove before joining "
+                        "(default: $COLLSIM_TOKEN; a run that starts its own ranks makes a random one)")
+    m.add_argument("--allow-no-token", action="store_true",
+                   help="run a job whose rendezvous is on the network without a token (anyone reaching the port can join)")
+    m.add_argument("--pairs", action="store_true",
+                   help="cluster acceptance: time a send/recv exchange of -e bytes on every pair of ranks, compare each "
+                        "with its prediction, and name the pairs, ranks, nodes and links below --threshold")
+    m.add_argument("--threshold", type=float, default=0.8,
+                   help="--pairs: measured/predicted below this is slow (default 0.8)")
+    m.add_argument("--topology", metavar="SPEC", default=None,
+                   help="--pairs: predict on this topology (preset spec or file; default: the GPU's DGX preset for nccl, "
+                        "the host's loopback/NIC model for gloo)")
+    m.add_argument("--plot", metavar="FILE.png", default=None, help="--pairs: write a node x node heat map")
     p.set_defaults(func=bench)
 
     e = subparsers.add_parser("env", help="what this machine can run: torch, CUDA, GPUs, NCCL, gloo",
@@ -72,23 +92,31 @@ def register(subparsers) -> None:
 
 def build_options(args):
     """Flags -> checked :class:`real.options.BenchOptions` (raises CollsimError with the fix)."""
+    return options_and_job(args)[0]
+
+
+def options_and_job(args):
+    """Checked options, and the :class:`real.launchers.Job` of the launcher that started this process
+    (None: collsim starts its own ranks)."""
     from sim.collectives import get_collective
     from sim.units import parse_size
 
-    from . import backends, launch
+    from . import backends, launchers
     from .options import BenchOptions, check_sweep, nccl_env, parse_dtypes, parse_impl, parse_ops, sweep_sizes
-    launch.check_torchrun_env()  # stale RANK/WORLD_SIZE from another job: refused before anything starts
+    job = launchers.detect()  # stale RANK/WORLD_SIZE/OMPI/SLURM variables: refused before anything starts
     collective = get_collective(args.collective).name
     sizes = sweep_sizes(args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes)
     if importlib.util.find_spec("torch") is None:  # cheap: importing torch here costs ~1 s per run
         raise CollsimError("collsim bench needs torch: pip install torch==2.13.0 (CPU) or a CUDA build")
     backend = (args.backend or backends.default_backend()).lower()
     nprocs = args.nprocs
-    if launch.in_torchrun():
-        world = int(os.environ["WORLD_SIZE"])
-        if nprocs not in (None, world):
-            raise CollsimError(f"--nprocs {nprocs} differs from torchrun's world size {world}: drop --nprocs under torchrun")
-        nprocs = world
+    if job is not None and job.world == 1 and job.launcher in ("mpi", "slurm") and (nprocs or 1) > 1:
+        job = None   # mpirun -np 1 / srun -n 1 collsim bench --nprocs N: start N local ranks, as nccl-tests' -g
+    if job is not None:
+        if nprocs not in (None, job.world):
+            raise CollsimError(f"--nprocs {nprocs} differs from the {job.launcher} job's world size {job.world}: "
+                               f"drop --nprocs under {job.launcher}")
+        nprocs = job.world
     elif nprocs is None and backend == "nccl":
         import torch
         nprocs = max(1, torch.cuda.device_count())
@@ -100,8 +128,11 @@ def build_options(args):
         warmup=args.warmup_iters, check=args.check, ops=parse_ops(args.op), dtypes=parse_dtypes(args.datatype),
         root=args.root, average=args.average, backend=backend, nprocs=nprocs, timeout_s=args.timeout,
         timer=args.timer, impl=parse_impl(args.impl), fmt=args.format,
-        nccl_env=nccl_env(args.nccl_algo, args.nccl_proto, args.nccl_channels))
-    backends.check_backend(opts)  # first: "no GPU" says more than what follows from it
+        nccl_env=nccl_env(args.nccl_algo, args.nccl_proto, args.nccl_channels),
+        listen=args.listen, token_file=args.token_file, allow_no_token=args.allow_no_token, pairs=args.pairs,
+        threshold=args.threshold, topology=args.topology, plot=args.plot)
+    check_multinode(opts, job)
+    backends.check_backend(opts, None if job is None else job.local_world or 1)  # first: "no GPU" says more than what follows from it
     check_sweep(opts)
     backends.type_plan(opts, get_collective(collective).reduces)  # raises for a type/op the backend lacks
     if opts.impl.startswith("program:"):
@@ -113,15 +144,46 @@ def build_options(args):
             if fatal:
                 raise CollsimError(f"--impl {opts.impl}: {fatal}")
         executor.load_program(opts.impl, collective, nprocs, opts.root)  # refuse bad programs before starting
-    return opts
+    return opts, job
+
+
+def check_multinode(opts, job) -> None:
+    """--listen, the token, --pairs flags: refused before any rank starts, with the fix."""
+    from sim.commands.common import check_output_path
+    from sim.validation import number
+
+    from . import rendezvous
+    rendezvous.read_token(opts.token_file)   # unreadable or group-readable file, empty variable
+    if opts.listen and job is not None and not job.serve_store:
+        raise CollsimError("--listen: under torchrun its agent serves the rendezvous; give torchrun --master-addr instead")
+    addr = opts.listen or (job.master_addr if job is not None else "127.0.0.1")
+    has_token = bool(opts.token_file or os.environ.get(rendezvous.TOKEN_VAR))
+    if job is not None and not has_token and not opts.allow_no_token and not rendezvous.is_loopback(addr):
+        raise CollsimError(f"the rendezvous at {addr} is reachable from the network and no token is set: give every rank "
+                           f"the same secret (export {rendezvous.TOKEN_VAR}=$(openssl rand -hex 32), or --token-file FILE), "
+                           "or --allow-no-token to run without one")
+    if not opts.pairs:
+        for flag, value in (("--plot", opts.plot), ("--topology", opts.topology)):
+            if value:
+                raise CollsimError(f"{flag} goes with --pairs: add --pairs, or drop {flag}")
+        return
+    number(opts.threshold, "--threshold", low=0, low_open=True, high=10, example="0.8")
+    if opts.nprocs < 2:
+        raise CollsimError("--pairs needs at least 2 ranks: --nprocs 2 or more, or a launcher with 2+ tasks")
+    if opts.impl != "torch" or opts.fmt == "csv":
+        raise CollsimError("--pairs measures a send/recv exchange and prints a table or JSON: drop --impl/--format csv")
+    check_output_path(opts.plot, "--plot", (".png",))
+    if opts.topology:
+        from sim.presets import load_topology
+        load_topology(opts.topology)   # a bad spec fails here, not in every rank
 
 
 def bench(args) -> int:
     from . import launch
-    opts = build_options(args)
-    if launch.in_torchrun():
-        from .worker import run_rank
-        return 1 if run_rank(opts) else 0
+    opts, job = options_and_job(args)
+    if job is not None:
+        from .worker import run_launched
+        return 1 if run_launched(opts, job) else 0
     return launch.launch_local(opts)
 
 

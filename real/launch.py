@@ -2,9 +2,11 @@
 
 ``--nprocs N`` starts N processes (``python -m real.worker``), each in its own session so that one signal
 reaches a rank and anything it started. Nothing listens on the network: the launcher binds the
-rendezvous socket (rank 0's TCPStore) to 127.0.0.1 itself and hands it to rank 0 (``master_listen_fd``;
-torch's own store would listen on every interface, unauthenticated), and gloo/NCCL are told to use the
-loopback interface (``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``, unless you set them). The options
+rendezvous socket (rank 0's TCPStore) to 127.0.0.1 itself (or to ``--listen ADDR``) and hands it to
+rank 0 (``master_listen_fd``; torch's own store would listen on every interface, unauthenticated), and
+gloo/NCCL are told to use the loopback interface (``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``, unless
+you set them). The ranks share a random token (``COLLSIM_TOKEN``, unless you give one) that each must
+present before joining (:mod:`real.rendezvous`). The options
 travel in a private file (``COLLSIM_BENCH_OPTIONS_FILE``, mode 0600), not in the environment, whose size
 the kernel limits. The launcher watches them and stops *all* of them (SIGTERM, then SIGKILL after a grace period)
 when they finish, when one fails (a rank that dies leaves the others blocked in a collective), when
@@ -20,7 +22,6 @@ True
 from __future__ import annotations
 
 import ctypes
-import datetime
 import json
 import os
 import shutil
@@ -31,45 +32,27 @@ import sys
 import tempfile
 import time
 
+from .launchers import TORCHRUN_VARS, detect
 from .options import BenchOptions
 
 WRONG = 4  # real.worker's exit status for "finished, but with wrong elements"
 OPTIONS_FILE_VAR = "COLLSIM_BENCH_OPTIONS_FILE"  # path of the JSON options file each rank reads
 STORE_FD_VAR = "COLLSIM_STORE_FD"  # rank 0 only: the launcher's loopback listening socket for the TCPStore
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK")
 GRACE_S = 3.0  # from SIGTERM to SIGKILL
 MAX_LOCAL_RANKS = 1024  # local processes one `collsim bench --nprocs` may start
 _POLL_S = 0.05
 
 
 def in_torchrun(environ=None) -> bool:
-    """True inside a torchrun (torch.distributed.run) job: its rank variables are set (and consistent:
-    see :func:`check_torchrun_env`)."""
+    """True inside a torchrun (torch.distributed.run) job: its rank variables are set."""
     environ = os.environ if environ is None else environ
     return all(k in environ for k in TORCHRUN_VARS)
 
 
 def check_torchrun_env(environ=None) -> None:
-    """Refuse stale or partial torchrun variables (``RANK=5 WORLD_SIZE=2`` left in a shell) clearly,
-    instead of a rank joining a job that does not exist."""
-    from sim.errors import CollsimError
-    environ = os.environ if environ is None else environ
-    present = [k for k in (*TORCHRUN_VARS, "MASTER_PORT", "LOCAL_WORLD_SIZE") if k in environ]
-    if not present:
-        return
-    fix = f"unset {' '.join(present)} to start local ranks, or run under torchrun"
-    if not in_torchrun(environ):
-        missing = [k for k in TORCHRUN_VARS if k not in environ]
-        raise CollsimError(f"torchrun variables {', '.join(present)} are set but {', '.join(missing)} not: stale from "
-                           f"another job? {fix}")
-    try:
-        rank, world, local = (int(environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
-        port = int(environ.get("MASTER_PORT", "29500"))
-    except ValueError:
-        raise CollsimError(f"torchrun variables RANK/WORLD_SIZE/LOCAL_RANK/MASTER_PORT must be whole numbers: {fix}") from None
-    if not (world >= 1 and 0 <= rank < world and 0 <= local <= rank and 0 < port < 65536):
-        raise CollsimError(f"torchrun variables RANK={rank} WORLD_SIZE={world} LOCAL_RANK={local} MASTER_PORT={port} "
-                           f"do not describe a job (need 0 <= LOCAL_RANK <= RANK < WORLD_SIZE): stale? {fix}")
+    """Refuse stale or partial launcher variables (``RANK=5 WORLD_SIZE=2`` left in a shell) clearly,
+    instead of a rank joining a job that does not exist (:func:`real.launchers.detect`)."""
+    detect(environ)
 
 
 def loopback_listener() -> socket.socket:
@@ -87,18 +70,6 @@ def loopback_interface() -> str | None:
     except OSError:
         return None
     return next((n for n in names if n == "lo"), next((n for n in names if n.startswith("lo")), None))
-
-
-def make_store(rank: int, world: int, timeout_s: float):
-    """The TCPStore of a local run: rank 0 serves it on the launcher's loopback socket
-    (``$COLLSIM_STORE_FD``), the others connect to 127.0.0.1. Returns None outside a local run."""
-    import torch.distributed as dist
-    port = os.environ.get("MASTER_PORT")
-    if os.environ.get("COLLSIM_LOCAL_RUN") != "1" or not port:
-        return None
-    fd = os.environ.get(STORE_FD_VAR) if rank == 0 else None
-    return dist.TCPStore("127.0.0.1", int(port), world, rank == 0, datetime.timedelta(seconds=timeout_s),
-                         wait_for_workers=False, master_listen_fd=int(fd) if fd else None)
 
 
 def free_port() -> int:
@@ -166,12 +137,15 @@ def launch_local(opts: BenchOptions) -> int:
     options_file = os.path.join(private, "options.json")
     with open(os.open(options_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
         json.dump(opts.to_json(), f)
-    listener = loopback_listener()
-    env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(listener.getsockname()[1]),
+    from . import rendezvous
+    listener = rendezvous.listener(opts.listen, 0, spans_hosts=False) if opts.listen else loopback_listener()
+    if not opts.token_file and not env.get(rendezvous.TOKEN_VAR):
+        env[rendezvous.TOKEN_VAR] = rendezvous.new_token()   # so no other local user's process can join
+    env.update({"MASTER_ADDR": opts.listen or "127.0.0.1", "MASTER_PORT": str(listener.getsockname()[1]),
                 "WORLD_SIZE": str(opts.nprocs), "LOCAL_WORLD_SIZE": str(opts.nprocs), OPTIONS_FILE_VAR: options_file,
                 "COLLSIM_LOCAL_RUN": "1", "PYTHONUNBUFFERED": "1"})
     lo = loopback_interface()
-    if lo:  # the backend's own sockets on loopback too; the user's own choice (e.g. a NIC for a test) wins
+    if lo and not opts.listen:  # the backend's own sockets on loopback too; the user's own choice (e.g. a NIC for a test) wins
         env.setdefault("NCCL_SOCKET_IFNAME" if opts.backend == "nccl" else "GLOO_SOCKET_IFNAME", lo)
     env.update(dict(opts.nccl_env))
     try:

@@ -106,6 +106,15 @@ class BenchOptions:
     impl: str = "torch"
     fmt: str = "table"
     nccl_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # multi-node (real.launchers, real.rendezvous, real.pairs): where rank 0's store listens, the token
+    # file (the secret itself never goes in here: the options are printed in the JSON), --pairs
+    listen: str | None = None
+    token_file: str | None = None
+    allow_no_token: bool = False
+    pairs: bool = False
+    threshold: float = 0.8
+    topology: str | None = None
+    plot: str | None = None
 
     def to_json(self) -> dict:
         from dataclasses import asdict

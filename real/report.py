@@ -16,6 +16,8 @@ The JSON document (a contract that ``collsim compare`` and notebooks read)::
                   "wrong", "inplace_time_us", "inplace_algbw_GBps", "inplace_busbw_GBps", "inplace_wrong",
                   "algorithm": "measured:gloo", "protocol": null, "steps": null}, ...]}
 
+``collsim bench`` adds where every rank ran: ``"world_size"``, ``"launcher"`` (local, torchrun, mpi,
+slurm) and ``"ranks": [{"rank", "host", "local_rank", "device", "device_name", "pid"}]``.
 ``time_us``/``algbw_GBps``/``busbw_GBps``/``wrong`` are the out-of-place values; GB/s are decimal (1e9).
 ``time_us`` is the mean of the timed iterations (nccl-tests' time) and algbw/busbw come from it; every
 row also has ``median_time_us``, ``min_time_us``, ``max_time_us`` and ``time_samples_us`` (every
