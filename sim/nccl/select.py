@@ -95,6 +95,10 @@ def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto
             if best is None or r.time_us < best.time_us:
                 best = r
     best.explain["selected_by"] = f"fastest by the {model} model"
+    from ..algorithms import in_nccl
+    if not in_nccl(best.algorithm, coll):
+        best.explain["nccl_cannot_run"] = (f"{best.algorithm} is a textbook algorithm, not one of NCCL's for "
+                                           f"{coll.name}: NCCL cannot run this pick")
     return best
 
 
