@@ -153,7 +153,7 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
             lines.append(f"  {nbytes:>10d} {nbytes // elem:>12d} {args.datatype:>6s} {r.algorithm:>14s} {r.protocol:>8s} "
                          f"{r.steps:>6d} {r.time_us:>10.2f} {r.algbw_GBps:>8.2f} {r.busbw_GBps:>8.2f}{mark}")
             if args.explain:
-                lines.extend(_explain(r))
+                lines.extend(_explain(r, topo))
                 if nbytes in faster:
                     f = faster[nbytes]
                     lines.append(f"#     faster: {f.algorithm}/{f.protocol} {f.time_us:.2f} us ({f.explain['faster_by']:.0%} "
@@ -188,8 +188,11 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     return "\n".join(lines)
 
 
-def _explain(r) -> list[str]:
-    out = [f"#   {r.algorithm}/{r.protocol}: channels {r.nchannels}, pipeline {r.pipeline}"]
+def _explain(r, topo) -> list[str]:
+    from ..nccl.explain import channel_lines, difference_lines
+    out = [f"#   {r.algorithm}/{r.protocol}: engine channels {r.nchannels}, pipeline {r.pipeline}"]
+    out.extend(channel_lines(r, topo))
+    out.extend(difference_lines(r, topo))
     for k, v in r.explain.items():
         out.append(f"#     {k}: {v:.4g}" if isinstance(v, float) else f"#     {k}: {v}")
     b = r.bottleneck()
