@@ -48,13 +48,13 @@ import numpy as np
 
 from . import analytic
 from .collectives import get_collective
-from .errors import CollsimError
-from .nccl.protocols import IDEAL, Protocol, get_protocol
-from .replica import REPLICA_ALGORITHMS, replica_simulate
-from .flow_steps import STEP_ALGORITHMS
-from .result import Result
-from .recipe import default_pipeline, protocols_for
 from .engine.symmetry import link_orbits
+from .errors import CollsimError
+from .flow_steps import STEP_ALGORITHMS
+from .nccl.protocols import IDEAL, Protocol, get_protocol
+from .recipe import default_pipeline, protocols_for
+from .replica import REPLICA_ALGORITHMS, replica_simulate
+from .result import Result
 from .topology import Topology
 
 RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")

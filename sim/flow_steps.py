@@ -213,4 +213,4 @@ def _predict(coll, nbytes: int, topo: Topology, algorithm: str, proto, nchannels
                   explain=explain)
 
 
-__all__ = ["step_predict", "step_loads", "covers", "anchor", "STEP_ALGORITHMS", "TOLERANCE", "SPINE_TOLERANCE", "StepLoads"]
+__all__ = ["SPINE_TOLERANCE", "STEP_ALGORITHMS", "TOLERANCE", "StepLoads", "anchor", "covers", "step_loads", "step_predict"]

@@ -12,8 +12,8 @@ Algorithms never import simpy and never look at timing: the engine and the close
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..collectives import get_collective
 from ..errors import CollsimError

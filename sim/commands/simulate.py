@@ -7,7 +7,14 @@ from ..collectives import get_collective
 from ..engine import ENGINES
 from ..errors import CollsimError
 from ..presets import load_topology
-from .common import check_output_path, DEFAULT_TOPOLOGY, DTYPE_BYTES, add_size_args, emit, sizes_from_args
+from .common import (
+    DEFAULT_TOPOLOGY,
+    DTYPE_BYTES,
+    add_size_args,
+    check_output_path,
+    emit,
+    sizes_from_args,
+)
 
 
 def register(sub) -> None:

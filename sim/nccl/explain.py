@@ -94,8 +94,9 @@ def difference_lines(r, topo) -> list[str]:
         terms["link efficiency, pipeline fill and contention"] = data - tuner_bw
     name, size = max(terms.items(), key=lambda kv: abs(kv[1]))
     parts = ", ".join(f"{k} {v:+.1f} us" for k, v in terms.items())
-    return [f"#     engine vs NCCL's closed form: {r.time_us:.1f} us vs {tuner:.1f} us ({diff / tuner:+.0%}); "
-            f"mostly {name} ({size:+.1f} us). Terms: {parts}"]
+    line = (f"#     engine vs NCCL's closed form: {r.time_us:.1f} us vs {tuner:.1f} us ({diff / tuner:+.0%}); "
+            f"mostly {name} ({size:+.1f} us). Terms: {parts}")
+    return [line]
 
 
-__all__ = ["nccl_runtime_channels", "channel_lines", "difference_lines", "MAXCHANNELS", "DIFFERENCE_NOTE"]
+__all__ = ["DIFFERENCE_NOTE", "MAXCHANNELS", "channel_lines", "difference_lines", "nccl_runtime_channels"]

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from ..algorithms import candidates
 from ..errors import CollsimError
-from .protocols import IDEAL
-from .constants import NCCL_ALGORITHMS
 from ..recipe import protocols_for
 from ..result import Result
+from .constants import NCCL_ALGORITHMS
+from .protocols import IDEAL
 
 SELECTIONS = ("nccl", "fastest")
 NOTE_MARGIN = 0.10     # an alternative is worth a note when it is more than 10% faster than NCCL's pick

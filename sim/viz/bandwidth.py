@@ -126,4 +126,4 @@ def crossover_nbytes(rows_a, rows_b) -> float | None:
     return None
 
 
-__all__ = ["sweep", "plot_bandwidth", "crossover_nbytes", "METRICS"]
+__all__ = ["METRICS", "crossover_nbytes", "plot_bandwidth", "sweep"]

@@ -4,8 +4,8 @@ import time
 import pytest
 
 import sim
-from sim.flow_steps import SPINE_TOLERANCE, TOLERANCE, covers
 from sim.collectives import get_collective
+from sim.flow_steps import SPINE_TOLERANCE, TOLERANCE, covers
 from sim.presets import load_topology
 
 CASES = [("hierarchical_ring", "all_reduce"), ("recursive_hd", "all_reduce"), ("recursive_hd", "all_gather"),
