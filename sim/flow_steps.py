@@ -191,7 +191,7 @@ def _predict(coll, nbytes: int, topo: Topology, algorithm: str, proto, nchannels
                          steps=loads.steps, split=loads.nchunks, root=root)
         nch, pieces, lat = plan.nchannels, plan.pieces, plan.latency_us
         duplex = is_duplex(coll, topo)
-        factor = {}
+        factor: dict[tuple, float] = {}
         eff = raw * np.array([factor.setdefault((l.kind, l.bandwidth_GBps), link_efficiency(topo, l, False, duplex))
                               for l in topo.links])
         wire = plan.engine_protocol.wire_bytes(chunk)
