@@ -8,8 +8,9 @@
 
 Either way it prints the comparison tables and writes the Markdown + HTML report (to ``report``, or a
 fresh temporary directory). The benches run ``collsim bench`` as a subprocess (``python -m sim bench``)
-and read its nccl-tests-compatible table as it streams, so each size ticks a progress bar; the table
-is saved next to the report and read back by :func:`real.compare.measured.read_measurement`.
+and store its JSON next to the report (with an nccl-tests table beside it for reading); the JSON is what
+:func:`real.compare.measured.read_measurement` reads back, so comparisons and the fit use each size's
+median iteration, not the mean a few stalled iterations move.
 
 On a 2-core machine the CPU path takes about 15 s (two 7-size sweeps, the fit, three figures).
 
@@ -51,33 +52,40 @@ def gpu_topology(gpu_name: str, ngpus: int) -> str:
 
 
 def bench(collective: str, sweep: tuple, out_path: str, *, backend: str, nprocs: int):
-    """Run ``collsim bench`` for one collective with a progress bar; save and read back its table."""
+    """Run ``collsim bench`` for one collective; store its JSON (every iteration's median and minimum,
+    beside the mean) next to ``out_path`` and an nccl-tests table at ``out_path``; read back the JSON.
+
+    The comparison uses the median of each size's iterations (:data:`real.compare.measured.DEFAULT_STATISTIC`):
+    a table only has the mean, which a few stalled iterations on a busy machine move by tens of percent
+    (the held-out error swung between 24% and 59% from run to run when the demo compared means)."""
+    import json
+
     from tqdm import tqdm
 
+    from . import report
     from .compare.measured import read_measurement
     nsizes = _sweep_len(sweep)
     cmd = [sys.executable, "-m", "sim", "bench", "--backend", backend, "--nprocs", str(nprocs),
-           "--collective", collective, *sweep, "--timeout", str(BENCH_TIMEOUT_S), "--format", "table"]
-    lines = []
+           "--collective", collective, *sweep, "--timeout", str(BENCH_TIMEOUT_S), "--format", "json"]
     with tqdm(total=nsizes, desc=f"bench {collective} ({backend}, {nprocs} ranks)", unit="size", leave=True,
               file=sys.stderr) as bar:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            for line in proc.stdout:
-                lines.append(line)
-                if line.strip() and not line.lstrip().startswith("#"):
-                    bar.update(1)
-            err = proc.stderr.read()
-            rc = proc.wait(timeout=BENCH_TIMEOUT_S)
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-    if rc != 0:
-        tail = "; ".join(err.strip().splitlines()[-3:])
-        raise CollsimError(f"`{' '.join(cmd[2:])}` failed (exit {rc}): {tail or 'no message'}")
-    write_output(out_path, "".join(lines), "--report")
-    return read_measurement(out_path, collective=collective)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=2 * BENCH_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired as e:
+            raise CollsimError(f"`{' '.join(cmd[2:])}` gave no answer in {2 * BENCH_TIMEOUT_S} s") from e
+        bar.update(nsizes)
+    if proc.returncode != 0:
+        tail = "; ".join(proc.stderr.strip().splitlines()[-3:])
+        raise CollsimError(f"`{' '.join(cmd[2:])}` failed (exit {proc.returncode}): {tail or 'no message'}")
+    json_path = os.path.splitext(out_path)[0] + ".json"
+    write_output(json_path, proc.stdout, "--report")
+    doc = json.loads(proc.stdout)
+    rows = doc.get("results") or []
+    title = (f"# collsim bench: {collective} on {doc.get('topology')} (from {os.path.basename(json_path)}, which "
+             f"also holds each size's median and minimum)")
+    table = [title] + [report.table_row(r) for r in rows] + [report.table_footer(rows)]
+    write_output(out_path, "\n".join(table) + "\n", "--report")
+    return read_measurement(json_path, collective=collective)
 
 
 def _sweep_len(sweep: tuple) -> int:

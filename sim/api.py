@@ -124,7 +124,9 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
     est = _estimate(coll, nbytes, topo, algorithm, proto, opts)
     check_memory(f"the engine on {algorithm}/{proto.name} over {topo.nranks} GPUs ({est.describe(memory=False)})", est.bytes,
                  opts.max_memory, "use --model flow (or auto), a smaller cluster, or raise --max-memory")
-    with phases(f"engine {algorithm}/{proto.name}, {topo.nranks} GPUs", 3 * (2 if proto.name != IDEAL.name else 1),
+    # the bar (stderr, a terminal, after two seconds) carries the estimate the budget made before the run
+    with phases(f"engine {algorithm}/{proto.name}, {topo.nranks} GPUs (estimate {est.seconds:.0f} s)",
+                3 * (2 if proto.name != IDEAL.name else 1),
                 enabled=None if est.seconds >= PROGRESS_DELAY_S else False):
         return _run_engine(coll, nbytes, topo, algorithm, proto, opts)
 

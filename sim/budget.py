@@ -206,8 +206,9 @@ def engine_estimate(algorithm: str, collective: str, topo, nchannels: int, piece
     if algorithm == "ring" and topo.meta.get("symmetry") == "rotation" and collective != "all_to_all":
         simulated = max(1, simulated // n)
     nbytes = BASE_BYTES + program_ops * PROGRAM_BYTES_PER_OP + simulated * SIMULATED_BYTES_PER_OP
-    # one route per distinct (src, dst) pair: about 6 per rank for trees, fewer for rings
-    pairs = min(simulated, 6 * n * (max(1, nchannels) if algorithm != "ring" else 1))
+    # one route per distinct (src, dst) pair: about 6 per rank for trees, fewer for rings; direct sends
+    # between every pair (1,024 GPUs: a million routes, most of a 4.5-minute run)
+    pairs = min(simulated, n * (n - 1) if algorithm == "direct" else 6 * n * (max(1, nchannels) if algorithm != "ring" else 1))
     route_s = ROUTE_S_FAT_TREE if topo.meta.get("nodes_per_leaf") and topo.nhosts > 1 else ROUTE_S_OTHER
     seconds = simulated / ENGINE_OPS_PER_S + program_ops / BUILD_OPS_PER_S + pairs * route_s
     return Estimate(program_ops, simulated, nbytes, seconds)

@@ -29,8 +29,8 @@ about one chunk's serialisation time (docs/performance.md has the numbers).
 
 Covered: the ``ring`` algorithm for all_reduce, all_gather, reduce_scatter (cyclic) and broadcast, reduce
 (a chain) here; tree, nvls_tree, nvls and the CollNet algorithms through a replica of the cluster
-(:mod:`sim.replica`); all_to_all (``p2p``) in closed form (:mod:`sim.flow_alltoall`). Others (textbook
-algorithms) need ``--model engine`` (or ``tuner``).
+(:mod:`sim.replica`); all_to_all (``p2p``) in closed form (:mod:`sim.flow_alltoall`); the textbook algorithms (``recursive_hd``,
+``hierarchical_ring``, ``direct``, ``binomial``) by their steps' link loads (:mod:`sim.flow_steps`).
 
 >>> import sim
 >>> r = sim.simulate("all_reduce", 1 << 30, "ring:n=1024,bandwidth_GBps=100,latency_us=1",
@@ -48,17 +48,18 @@ import numpy as np
 
 from . import analytic
 from .collectives import get_collective
+from .engine.symmetry import link_orbits
 from .errors import CollsimError
+from .flow_steps import STEP_ALGORITHMS
 from .nccl.protocols import IDEAL, Protocol, get_protocol
+from .recipe import default_pipeline, protocols_for
 from .replica import REPLICA_ALGORITHMS, replica_simulate
 from .result import Result
-from .recipe import default_pipeline, protocols_for
-from .engine.symmetry import link_orbits
 from .topology import Topology
 
 RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 FLOW_COLLECTIVES = RING_COLLECTIVES + ("all_to_all",)
-FLOW_ALGORITHMS = ("ring",) + REPLICA_ALGORITHMS + ("p2p",)
+FLOW_ALGORITHMS = ("ring",) + REPLICA_ALGORITHMS + ("p2p",) + STEP_ALGORITHMS
 EXACT_RANKS = 256  # up to here every hop is routed and every link's sharing counted
 
 
@@ -315,8 +316,12 @@ def flow_covers(coll, algorithm: str, topo: Topology) -> str | None:
     if algorithm == "p2p":
         from .flow_alltoall import covers
         return covers(coll, topo)
+    if algorithm in STEP_ALGORITHMS:
+        from .flow_steps import covers
+        return covers(coll, algorithm, topo)
     if algorithm != "ring":
-        return f"it covers the ring, tree, NVLS, CollNet and p2p (all_to_all) algorithms, not {algorithm}"
+        return (f"it covers the ring, tree, NVLS, CollNet, p2p (all_to_all) and textbook algorithms "
+                f"({', '.join(STEP_ALGORITHMS)}), not {algorithm}")
     if coll.name not in RING_COLLECTIVES:
         return f"its rings cover {', '.join(RING_COLLECTIVES)}, not {coll.name}"
     return None
@@ -331,6 +336,9 @@ def flow_predict(coll, nbytes: int, topo: Topology, algorithm: str, proto: Proto
     reason = flow_covers(coll, algorithm, topo)
     if reason:
         raise CollsimError(f"the flow model cannot run {algorithm} {coll.name}: {reason}; use --model engine")
+    if algorithm in STEP_ALGORITHMS:
+        from .flow_steps import step_predict
+        return step_predict(coll, int(nbytes), topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
     if algorithm == "p2p":
         if proto.name == IDEAL.name:
             raise CollsimError("the flow model times all_to_all (p2p) with NCCL's protocols (LL, LL128, Simple), "

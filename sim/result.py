@@ -36,10 +36,13 @@ class Result:
     trace: object = None                               # sim.trace.Trace when asked for
 
     def row(self) -> dict:
-        """The JSON row of DESIGN.md's contract."""
+        """The JSON row of DESIGN.md's contract; ``in_nccl``: whether NCCL itself can run this
+        algorithm for this collective (the algorithm registry's ``nccl`` field), false for the textbook ones."""
+        from .algorithms import in_nccl
         return {"nbytes": self.nbytes, "algorithm": self.algorithm, "protocol": self.protocol,
                 "time_us": self.time_us, "algbw_GBps": self.algbw_GBps, "busbw_GBps": self.busbw_GBps,
-                "steps": self.steps, "model": self.model, "nchannels": self.nchannels, "pipeline": self.pipeline}
+                "steps": self.steps, "model": self.model, "nchannels": self.nchannels, "pipeline": self.pipeline,
+                "in_nccl": in_nccl(self.algorithm, self.collective)}
 
     def bottleneck(self) -> tuple[str, float] | None:
         """The busiest link and its busy time (us), if the model tracks links."""

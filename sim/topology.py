@@ -333,7 +333,7 @@ class Topology:
             k = (l.kind, l.bandwidth_GBps, l.latency_us)
             classes[k] = classes.get(k, 0) + 1
         lines = [f"topology {self.name}: {self.nranks} GPUs in {self.nhosts} host(s); "
-                 + ", ".join(f"{v} {k}{'s' if v > 1 else ''}" for k, v in kinds.items())]
+                 + ", ".join(f"{v} {_plural(k, v)}" for k, v in kinds.items())]
         for (kind, bw, lat), count in sorted(classes.items()):
             lines.append(f"  {count:5d} x {kind:6s} link  {bw:8.2f} GB/s  {lat:6.3f} us")
         red = [self.nodes[i] for i in self.reducing_switches()]
@@ -405,3 +405,10 @@ class Adjacency:
             frontier = nxt[last_at[nxt] == np.arange(len(nxt))]   # each node once
             seen[frontier] = True
         return seen
+
+
+def _plural(word: str, count: int) -> str:
+    """``switch`` -> ``switches`` (27 switches, not 27 switchs), ``gpu`` -> ``gpus``."""
+    if count == 1:
+        return word
+    return word + ("es" if word.endswith(("s", "sh", "ch", "x", "z")) else "s")

@@ -79,14 +79,24 @@ def _measured_args(p) -> None:
 
 def run_compare(args) -> int:
     check_output_dir(args.report, "--report")
+    from sim.presets import load_topology
     from sim.units import parse_size
 
     from .measured import read_measurement
+    from .mismatch import mismatch
     from .report import text_table, write_report
     from .score import compare
     m = read_measurement(args.measured, args.collective, args.nranks)
-    c = compare(m, args.topology, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
+    topo = load_topology(args.topology)
+    warning = mismatch(m, topo)
+    if warning:   # one line, before the numbers it qualifies (and in the JSON/report notes)
+        import sys
+        print(warning, file=sys.stderr)
+    c = compare(m, topo, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
                 time=args.time, min_bytes=parse_size(args.min_size), statistic=args.statistic)
+    if warning:
+        import dataclasses
+        c = dataclasses.replace(c, notes=(warning,) + tuple(c.notes))
     if args.format == "json":
         print(json.dumps(c.to_dict(), indent=1))
     elif args.format == "csv":
@@ -115,6 +125,11 @@ def run_calibrate(args) -> int:
     check_not_input(out, "--out", [*args.measured, *args.holdout])
     fit = [read_measurement(p, args.collective, args.nranks) for p in args.measured]
     held = [read_measurement(p, None, args.nranks) for p in args.holdout]
+    from .mismatch import mixed
+    warning = mixed(fit + held)
+    if warning:
+        import sys
+        print(warning, file=sys.stderr)
     cal = calibrate(fit, holdout=held, host_model=args.host_model, algorithm=args.algorithm,
                     latency_us=args.latency_us, measured_latency=args.measured_latency, name=args.name,
                     statistic=args.statistic)

@@ -170,12 +170,12 @@ def _build(coll, n, topology, nchannels, pipeline, chain: bool, name: str):
 
 
 @algorithm("collnet_direct", ("all_reduce",), "IB SHARP: all-to-all to the heads inside a host, switches reduce and multicast",
-           requirement=_requirement, pipelined=("all_reduce",))
+           requirement=_requirement, pipelined=("all_reduce",), nccl=("all_reduce",))
 def build_collnet_direct(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, False, "collnet_direct")
 
 
 @algorithm("collnet_chain", ("all_reduce",), "IB SHARP: a chain to the head inside a host, switches reduce and multicast",
-           requirement=_requirement, pipelined=("all_reduce",))
+           requirement=_requirement, pipelined=("all_reduce",), nccl=("all_reduce",))
 def build_collnet_chain(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, True, "collnet_chain")

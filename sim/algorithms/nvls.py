@@ -183,13 +183,14 @@ def _build(coll, n, topology, nchannels, pipeline, tree: bool):
 @algorithm("nvls", ("all_reduce", "reduce_scatter", "all_gather"),
            "NVLink SHARP: the NVSwitch reduces and multicasts inside a node (IB SHARP between nodes)",
            requirement=lambda topo, coll, n: _reason(topo, coll, n, False),
-           pipelined=("all_reduce", "reduce_scatter", "all_gather"))
+           pipelined=("all_reduce", "reduce_scatter", "all_gather"), nccl=("all_reduce", "reduce_scatter", "all_gather"))
 def build_nvls(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, False)
 
 
 @algorithm("nvls_tree", ("all_reduce",), "NVLink SHARP inside each node, NCCL's double binary tree between nodes",
-           requirement=lambda topo, coll, n: _reason(topo, coll, n, True), pipelined=("all_reduce",))
+           requirement=lambda topo, coll, n: _reason(topo, coll, n, True), pipelined=("all_reduce",),
+           nccl=("all_reduce",))
 def build_nvls_tree(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, True)
 

@@ -32,7 +32,8 @@ _ALL = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "al
 
 
 @algorithm("ring", _ALL, "pipelined ring in rank order; bandwidth-optimal, 2(n-1) steps for all_reduce",
-           pipelined=("broadcast", "reduce"))
+           pipelined=("broadcast", "reduce"),
+           nccl=("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"))   # all_to_all: NCCL uses p2p
 def build_ring(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     chunks = {"broadcast": 1, "reduce": 1, "all_to_all": n * n}.get(coll.name, n)
     p = ChunkProgram(coll, n, chunks, root=root)

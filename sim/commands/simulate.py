@@ -7,7 +7,14 @@ from ..collectives import get_collective
 from ..engine import ENGINES
 from ..errors import CollsimError
 from ..presets import load_topology
-from .common import check_output_path, DEFAULT_TOPOLOGY, DTYPE_BYTES, add_size_args, emit, sizes_from_args
+from .common import (
+    DEFAULT_TOPOLOGY,
+    DTYPE_BYTES,
+    add_size_args,
+    check_output_path,
+    emit,
+    sizes_from_args,
+)
 
 
 def register(sub) -> None:
@@ -55,8 +62,8 @@ def run(args) -> int:
     if args.algorithm == "all":
         algos = candidates(coll, topo.nranks, topo)
         if args.model == "flow":
-            from ..flow import FLOW_ALGORITHMS
-            algos = [a for a in algos if a in FLOW_ALGORITHMS]
+            from ..flow import flow_covers   # only what the flow model can time on this topology
+            algos = [a for a in algos if flow_covers(coll, a, topo) is None]
         elif args.model == "tuner":  # NCCL's closed form only knows NCCL's algorithms, where NCCL runs them
             from ..nccl.constants import NCCL_PROTOCOLS
             from ..nccl.tuner import rank_pairs
@@ -131,7 +138,17 @@ def _faster_choices(results, coll, topo, args) -> dict:
     return found
 
 
+# What the closed-form models leave out, said under their tables (the engine and flow models keep them).
+MODEL_OMITS = {
+    "alpha-beta": "textbook formulas over one ring of uniform hops at the slowest hop's bandwidth and highest "
+                  "latency, one channel: no NCCL channels, link efficiencies, latency term, contention or routes",
+    "tuner": "NCCL's own closed form (latency + size / bus bandwidth of its graph search): no contention, no "
+             "routes, no pipeline fill, no link queueing; only the algorithms NCCL has",
+}
+
+
 def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None) -> str:
+    from ..algorithms import in_nccl
     faster = faster or {}
     lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)), model {args.model}",
              f"# {'size':>10s} {'count':>12s} {'type':>6s} {'algorithm':>14s} {'protocol':>8s} {'steps':>6s} {'time':>10s} {'algbw':>8s} {'busbw':>8s}",
@@ -139,16 +156,28 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     for nbytes, group, best in results:
         for r in group:
             mark = " *" if multi and r is best else " +" if nbytes in faster else ""
+            mark += "" if in_nccl(r.algorithm, coll) else " ^"
             lines.append(f"  {nbytes:>10d} {nbytes // elem:>12d} {args.datatype:>6s} {r.algorithm:>14s} {r.protocol:>8s} "
                          f"{r.steps:>6d} {r.time_us:>10.2f} {r.algbw_GBps:>8.2f} {r.busbw_GBps:>8.2f}{mark}")
             if args.explain:
-                lines.extend(_explain(r))
+                lines.extend(_explain(r, topo))
                 if nbytes in faster:
                     f = faster[nbytes]
                     lines.append(f"#     faster: {f.algorithm}/{f.protocol} {f.time_us:.2f} us ({f.explain['faster_by']:.0%} "
                                  f"faster): set {f.explain['nccl_env']}")
     if multi:
         lines.append("# * fastest algorithm at that size")
+    textbook = sorted({r.algorithm for _, group, _ in results for r in group if not in_nccl(r.algorithm, coll)})
+    if textbook:
+        lines.append(f"# ^ not an NCCL algorithm for {coll.name} ({', '.join(textbook)}): a textbook algorithm NCCL "
+                     "cannot run (no NCCL_ALGO selects it); the JSON rows say \"in_nccl\": false")
+    if getattr(args, "select", "nccl") == "fastest":
+        picks = [(n, b) for n, _, b in results if not in_nccl(b.algorithm, coll)]
+        if picks:
+            lines.append("# --select fastest picked an algorithm NCCL cannot run: "
+                         + ", ".join(f"{b.algorithm} at {n} B" for n, b in picks))
+    if args.model in MODEL_OMITS:
+        lines.append(f"# model {args.model} leaves out: {MODEL_OMITS[args.model]}")
     if faster:
         sizes = ", ".join(f"{n} B {f.algorithm}/{f.protocol} -{f.explain['faster_by']:.0%}" for n, f in faster.items())
         lines.append(f"# + NCCL's choice, but a pair NCCL can run is predicted over 10% faster ({sizes}): "
@@ -157,7 +186,8 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
         used: dict = {}
         for nbytes, group, _ in results:
             for r in group:
-                used.setdefault(r.model, []).append(nbytes)
+                name = f"{r.model} ({args.engine} engine)" if r.model == "engine" and args.engine != "default" else r.model
+                used.setdefault(name, []).append(nbytes)
         lines.append("# model auto: " + "; ".join(f"{m} for {len(s)} of {len(results) * len(results[0][1])} run(s)"
                                                   f" ({s[0]}..{s[-1]} B)" for m, s in used.items()))
     avg = sum(b.busbw_GBps for _, _, b in results) / len(results)
@@ -165,8 +195,11 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     return "\n".join(lines)
 
 
-def _explain(r) -> list[str]:
-    out = [f"#   {r.algorithm}/{r.protocol}: channels {r.nchannels}, pipeline {r.pipeline}"]
+def _explain(r, topo) -> list[str]:
+    from ..nccl.explain import channel_lines, difference_lines
+    out = [f"#   {r.algorithm}/{r.protocol}: engine channels {r.nchannels}, pipeline {r.pipeline}"]
+    out.extend(channel_lines(r, topo))
+    out.extend(difference_lines(r, topo))
     for k, v in r.explain.items():
         out.append(f"#     {k}: {v:.4g}" if isinstance(v, float) else f"#     {k}: {v}")
     b = r.bottleneck()

@@ -32,10 +32,24 @@ def run(args) -> int:
         return _show(topo, args)
     if not args.spec:
         for name, pr in sorted(presets().items()):
-            params = ", ".join(f"{k}={d}" for k, (_, d) in pr.params.items())
+            params = ", ".join(f"{k}={d}" for k, d in _defaults(name, pr).items())
             print(f"{name:16s} {pr.summary}\n{'':16s} ({params})")
         return 0
     return _show(load_topology(args.spec), args)
+
+
+def _defaults(name: str, preset) -> dict:
+    """A preset's parameters with what it actually uses by default: a parameter whose default is "the
+    platform's own" (None in the signature) is read off the default topology (dgx-h100: gpus_per_node=8,
+    nics_per_node=8, nic_gbps=400...), or shown as ``auto`` where the default depends on other
+    parameters (nodes_per_leaf: all nodes under one leaf up to the platform's scalable unit)."""
+    out = {k: d for k, (_, d) in preset.params.items()}
+    if any(v is None for v in out.values()):
+        meta = load_topology(name).meta
+        for k, v in out.items():
+            if v is None:
+                out[k] = meta.get(k) if meta.get(k) is not None else "auto"
+    return out
 
 
 def _show(topo, args) -> int:

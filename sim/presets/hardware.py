@@ -55,6 +55,7 @@ NIC_LATENCY_US = 0.6      # NIC <-> leaf (ConnectX-6/7 product briefs: "sub 0.6 
 SPINE_HOP_US = 0.2        # leaf <-> spine
 PCIE_GBPS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}  # raw x16 per direction: GT/s x 16 lanes / 8
 MAX_GPUS = 1 << 17
+GPU_LIMIT = f"collsim builds at most {MAX_GPUS:,} GPUs"   # the one wording of the limit (presets, README)
 MAX_NICS_PER_NODE = 32    # NCCL: one channel per NIC, at most MAXCHANNELS/2 = 32 per topology search
 
 
@@ -178,12 +179,13 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
                  nodes_per_leaf, nvls_sharp, fabric) -> Topology:
     name = pf.preset
     mesh_GBps, default_fabric = pf.mesh_links * pf.nvlink_link_GBps, pf.default_fabric
-    nodes = _positive_int(name, "nodes", nodes)
     gpn = _positive_int(name, "gpus_per_node", pf.gpus if gpus_per_node is None else gpus_per_node, 1, pf.gpus)
+    # one way to say the limit everywhere (README, errors): GPUs, with the nodes it allows at this node size
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= MAX_GPUS // gpn:
+        raise CollsimError(f"preset {name!r}: nodes={nodes!r} must be a whole number from 1 to {MAX_GPUS // gpn} "
+                           f"({gpn} GPUs per node; {GPU_LIMIT})")
     if nodes * gpn < 2:
         raise CollsimError(f"preset {name!r}: {nodes} node(s) x {gpn} GPU(s) is one GPU: a collective needs at least 2")
-    if nodes * gpn > MAX_GPUS:
-        raise CollsimError(f"preset {name!r}: {nodes * gpn} GPUs is more than collsim builds (at most {MAX_GPUS})")
     # Using part of a node keeps the GPU:NIC ratio (GPU i keeps its own NIC), at least one NIC.
     nics = max(1, pf.nics * gpn // pf.gpus) if nics_per_node is None else nics_per_node
     max_nics = max(MAX_NICS_PER_NODE, gpn)   # beyond 32 only one NIC per GPU (GB200 NVL72: 72 per rack)
