@@ -43,6 +43,11 @@ SKIP = {
     "grade notebooks/assignments/a1_ring_reduce_scatter.ipynb": "runs a notebook in a sandbox (minutes; tests/grade)",
     "course release notebooks/solutions --out notebooks/assignments": "rewrites the repository's notebooks (tests/grade)",
     "grade submissions/ --assignment a1 --csv grades.csv --feedback fb/": "needs students' submissions",
+    "bench --pairs --backend gloo --nprocs 4 -b 64K -e 64K --plot pairs.png":
+        "a real measurement that exits 1 when a pair is slow, as a loaded machine makes them (tests/real/test_real_multinode.py)",
+    "trace traces/ --topology dgx-h100": "a real job's profiler traces of your own (tests/evidence read recorded and published ones)",
+    "trace nccl.log --format html --out r.html": "an NCCL log of your own (tests/evidence read the published logs)",
+    "plan --from-trace traces/ --topology dgx-a100 --vs dgx-h100": "a real job's traces of your own (tests/evidence/test_whatif.py)",
     "demo": "measures this machine (tests/compare/test_demo.py runs its CPU path)",
 }
 
