@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 
+from sim.collectives import get_collective
 from sim.errors import CollsimError
 
 from .options import DTYPES, BenchOptions
@@ -35,20 +36,21 @@ GLOO_RANKS_PER_CORE = 8
 def notes_for(backend: str, collective: str, impl: str) -> list[str]:
     """The ``# note:`` lines of a run (also the JSON ``notes`` list)."""
     notes = []
+    coll = get_collective(collective)
     if backend == "gloo":
         notes.append("gloo runs on the CPU over TCP (loopback for local ranks): these numbers measure the host's "
                      "memory and TCP stack, not a GPU interconnect")
         notes.append("timing is host-side: gloo calls block until their data has arrived, so there is no device sync")
-        if collective == "reduce_scatter" and impl == "torch":
+        if coll.sharded and coll.reduces and impl == "torch":   # reduce_scatter
             notes.append("gloo has no native reduce_scatter: torch all-reduces the whole input and keeps this rank's "
                          "shard (about 2x the bytes of a ring reduce-scatter), so busbw reads about half")
     else:
         notes.append("timing: host clock around the timed loop, then torch.cuda.synchronize() "
                      "(--timer events: CUDA events on the current stream)")
-    if collective in ("all_reduce", "broadcast", "reduce") and impl == "torch":
+    if not (coll.sharded or coll.pairwise) and impl == "torch":   # one buffer: all_reduce, broadcast, reduce
         notes.append(f"torch's {collective} works in place on one tensor: the out-of-place columns time the same "
                      "call on a separate buffer")
-    if collective == "all_to_all" and impl == "torch":
+    if coll.pairwise and impl == "torch":
         notes.append("all_to_all has no in-place form in torch (input and output must not overlap): the in-place "
                      "columns copy the buffer to a scratch buffer first, and that copy is timed")
     if impl.startswith("program:"):

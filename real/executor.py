@@ -147,12 +147,12 @@ def program_calls(program, opts, rank: int):
     """A harness call factory (see :func:`real.harness.run_sweep`) that runs ``program`` for each size."""
     import torch
     executors: dict = {}
-    n, coll = program.nranks, program.collective.name
+    n, coll = program.nranks, program.collective
 
     def factory(lay, send, recv, op, inplace):
         ex = executors.get(op or "sum") or executors.setdefault(op or "sum", Executor(program, rank, op or "sum"))
         base = lay.count
-        if coll == "all_to_all":
+        if coll.pairwise:
             scratch = torch.zeros(n * n * base, dtype=recv.dtype, device=recv.device)
             chunks = split(scratch, program.nchunks)
             src = recv[:lay.send] if inplace else send[:lay.send]
@@ -163,12 +163,12 @@ def program_calls(program, opts, rank: int):
                 ex.run(chunks)
                 recv[:lay.recv].view(n, base).copy_(blocks[:, rank, :])  # my column: blocks sent to me
             return run_a2a
-        work = recv[:lay.count] if coll in ("all_reduce", "broadcast", "reduce") else recv[:max(lay.send, lay.recv)]
+        work = recv[:max(lay.send, lay.recv)] if coll.sharded else recv[:lay.count]
         chunks = split(work, program.nchunks)
         shard = slice(rank * base, (rank + 1) * base)
-        if coll == "all_gather" and not inplace:
+        if coll.sharded and not coll.reduces and not inplace:   # all_gather: my shard into place
             return lambda: (recv[shard].copy_(send[:base]), ex.run(chunks))
-        if coll == "reduce_scatter" and not inplace:
+        if coll.sharded and coll.reduces and not inplace:   # reduce_scatter
             def run_rs():
                 work.copy_(send[:lay.send])
                 ex.run(chunks)

@@ -27,8 +27,7 @@ from .errors import CollsimError
 
 def ring_steps(collective: str, nranks: int) -> int:
     """Communication steps of the ring algorithms (NCCL's ``nsteps`` for Ring)."""
-    name = get_collective(collective).name
-    return 2 * (nranks - 1) if name == "all_reduce" else nranks - 1
+    return get_collective(collective).ring_steps(nranks)
 
 
 def ring_time_us(collective: str, nranks: int, nbytes: float, bandwidth_GBps: float, latency_us: float,
@@ -39,10 +38,10 @@ def ring_time_us(collective: str, nranks: int, nbytes: float, bandwidth_GBps: fl
     if n < 2 or pieces < 1 or B <= 0 or latency_us < 0:
         raise CollsimError("ring_time_us needs nranks >= 2, pieces >= 1, bandwidth > 0 and latency >= 0")
     steps = ring_steps(coll.name, n)
-    if coll.name in ("broadcast", "reduce"):
+    if coll.rooted:
         b = nbytes / pieces
         return steps * (latency_us + b / B) + (pieces - 1) * b / B
-    if coll.name == "all_to_all":
+    if coll.pairwise:
         # block d hops (d = 1..n-1); link r->r+1 carries sum_{h}(n-h) blocks of S/n: (n-1)/2 * S in all
         if pieces != 1:
             raise CollsimError("the all_to_all ring closed form is for pieces=1")
@@ -76,21 +75,21 @@ def alpha_beta_time_us(collective: str, algorithm: str, nranks: int, nbytes: flo
     tree (double binary tree, pipelined: ~2 log2(n) alpha + S/B), recursive_hd (Rabenseifner),
     binomial, direct, collnet/nvls (in-network: 2 alpha + S/B).
     """
-    coll = get_collective(collective).name
+    coll = get_collective(collective)
     p, a, beta = nranks, latency_us, 1.0 / (bandwidth_GBps * 1e3)
     lg = math.ceil(math.log2(p))
     n = nbytes
     frac = (p - 1) / p
     if algorithm in ("ring", "hierarchical_ring"):
-        if coll == "all_to_all":
+        if coll.pairwise:
             return (p - 1) * a + (p - 1) / 2 * n * beta
         return ring_time_us(coll, p, n, bandwidth_GBps, latency_us)
     if algorithm == "tree":
-        if coll == "all_reduce":
+        if coll.passes == 2:
             return 2 * lg * a + n * beta      # two pipelined trees, each half the data, up and down
         return lg * a + n * beta
     if algorithm in ("recursive_hd", "rabenseifner"):
-        if coll == "all_reduce":
+        if coll.passes == 2:
             return 2 * lg * a + 2 * frac * n * beta
         return lg * a + frac * n * beta
     if algorithm in ("binomial",):

@@ -22,6 +22,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from .collectives import Collective, get_collective
 from .errors import CollsimError
 
 PROGRAM_BYTES_PER_OP = 40        # src, dst (int32), chunk, step (int64 / int32), channel, reduce + slack
@@ -162,15 +163,16 @@ def gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:.1f} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:.0f} MB"
 
 
-def ops_per_piece(algorithm: str, collective: str, n: int, topo=None) -> int:
+def ops_per_piece(algorithm: str, collective: str | Collective, n: int, topo=None) -> int:
     """Ops of one channel and one piece of ``algorithm`` over ``n`` ranks (closed forms; exact for the
     ring and direct algorithms, within a small factor for the hierarchical ones)."""
+    coll = get_collective(collective)
     if algorithm == "ring":
-        if collective == "all_to_all":
+        if coll.pairwise:
             return n * n * (n - 1) // 2
-        if collective in ("broadcast", "reduce"):
+        if coll.rooted:
             return n - 1
-        return n * (2 * (n - 1) if collective == "all_reduce" else n - 1)
+        return n * coll.ring_steps(n)
     if algorithm == "direct":
         return n * (n - 1)
     if algorithm == "p2p":   # every pair, plus the PXN hop of each block that changes host and rail
@@ -178,7 +180,7 @@ def ops_per_piece(algorithm: str, collective: str, n: int, topo=None) -> int:
         m = n // k if n % k == 0 else 1
         return n * (n - 1) + n * (m - 1) * (k - 1)
     if algorithm == "tree":
-        return 4 * (n - 1) if collective == "all_reduce" else n - 1
+        return 4 * (n - 1) if coll.passes == 2 else n - 1   # all_reduce: up and down two trees
     if algorithm in ("recursive_hd",):
         return 2 * n * max(1, math.ceil(math.log2(max(n, 2))))
     if algorithm == "binomial":
@@ -191,7 +193,7 @@ def ops_per_piece(algorithm: str, collective: str, n: int, topo=None) -> int:
     return 4 * n * max(1, gpn)   # hierarchical_ring and anything new: generous
 
 
-def engine_estimate(algorithm: str, collective: str, topo, nchannels: int, pieces: int, nccl: bool,
+def engine_estimate(algorithm: str, collective: str | Collective, topo, nchannels: int, pieces: int, nccl: bool,
                     ops_budget: int = 60_000) -> Estimate:
     """Cost of one engine run: ``nccl`` runs cap the simulated pieces at ``ops_budget`` ops (and run a
     second, half-size program to extrapolate); rotation-symmetric rings simulate one op in n."""
@@ -203,7 +205,7 @@ def engine_estimate(algorithm: str, collective: str, topo, nchannels: int, piece
         simulated = program_ops + (one * (sim_pieces // 2) if sim_pieces < pieces else 0)
     else:
         program_ops = simulated = one * max(1, pieces)
-    if algorithm == "ring" and topo.meta.get("symmetry") == "rotation" and collective != "all_to_all":
+    if algorithm == "ring" and topo.meta.get("symmetry") == "rotation" and not get_collective(collective).pairwise:
         simulated = max(1, simulated // n)
     nbytes = BASE_BYTES + program_ops * PROGRAM_BYTES_PER_OP + simulated * SIMULATED_BYTES_PER_OP
     # one route per distinct (src, dst) pair: about 6 per rank for trees, fewer for rings; direct sends

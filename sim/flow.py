@@ -359,8 +359,8 @@ def _ideal(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) 
     """:func:`sim.api.run_engine`'s recipe: one ring in rank order, channels and pieces share it."""
     n = topo.nranks
     nch = nchannels or 1
-    chain = coll.name in ("broadcast", "reduce")
-    steps = analytic.ring_steps(coll.name, n)
+    chain = coll.rooted
+    steps = coll.ring_steps(n)
     if pipeline is None:
         pipeline = default_pipeline("ring", coll.name, nbytes, topo, proto, nch, steps if chain else 0)
     first = _first(coll, n, [root]) if chain else None
@@ -375,8 +375,8 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
     movement at effective bandwidths."""
     from .nccl.plan import channel_order, link_efficiency, plan_nccl
     n = topo.nranks
-    chain = coll.name in ("broadcast", "reduce")
-    steps = analytic.ring_steps(coll.name, n)
+    chain = coll.rooted
+    steps = coll.ring_steps(n)
     plan = plan_nccl(coll, nbytes, topo, "ring", proto, nchannels=nchannels, pipeline=pipeline, steps=steps)
     spread, nch, pieces = plan.spread, plan.nchannels, plan.pieces
     orders = [channel_order(topo, c, nch) for c in range(nch)] if spread else None
@@ -397,7 +397,7 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
 
 def _first(coll, n: int, roots) -> tuple[int, ...]:
     """Ring position where each channel's chain starts: the root (broadcast) or the rank after it (reduce)."""
-    return tuple(r if coll.name == "broadcast" else (r + 1) % n for r in roots)
+    return tuple(r if coll.root_is_source else (r + 1) % n for r in roots)
 
 
 def _closing(first, n: int):

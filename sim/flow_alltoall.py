@@ -37,7 +37,7 @@ from .topology import Topology
 
 def covers(coll, topo: Topology) -> str | None:
     """None if this model can time ``coll`` with ``p2p`` on ``topo``, else a short reason."""
-    if coll.name != "all_to_all":
+    if not coll.pairwise:
         return f"p2p runs all_to_all, not {coll.name}"
     sizes = {len(h) for h in topo.hosts}
     if len(topo.hosts) < 2 or not topo.meta.get("nodes_per_leaf"):

@@ -299,12 +299,13 @@ def _missing(what: str, source: str):
 
 def _ranks_from_bus_factor(collective: str, rows: list[dict]) -> int | None:
     """Invert nccl-tests' bus factor busbw/algbw (2(n-1)/n or (n-1)/n) on the row where rounding hurts least."""
+    coll = get_collective(collective)
     best = max((r for r in rows if r.get("algbw_GBps") and r.get("busbw_GBps")), key=lambda r: r["algbw_GBps"],
                default=None)
-    if best is None or collective in ("broadcast", "reduce"):
+    if best is None or coll.rooted:
         return None
     ratio = best["busbw_GBps"] / best["algbw_GBps"]
-    frac = ratio / 2 if collective == "all_reduce" else ratio   # (n-1)/n
+    frac = ratio / coll.passes   # (n-1)/n
     if not 0.4 < frac < 1:
         return None
     return max(2, round(1 / (1 - frac)))

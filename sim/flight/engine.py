@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from ..collectives import COLLECTIVES
 from ..errors import CollsimError
 from .cost import AlphaBeta, LinkModel, duration_us
 from .faults import Crash
@@ -221,7 +222,8 @@ def check(workload: Workload) -> None:
         for c in workload.calls(r):
             n = len(workload.groups[c.pg].ranks)
             count = c.nbytes // DTYPES[c.dtype][1]
-            if c.op in ("all_gather", "reduce_scatter") and count % n:
+            coll = COLLECTIVES.get(c.op)   # c.op may also be barrier, send, recv...
+            if coll is not None and coll.sharded and count % n:
                 raise CollsimError(f"rank {r}: {c.op} of {count} elements does not split over {n} ranks: "
                                    f"use a size that is a multiple of {n} elements")
 

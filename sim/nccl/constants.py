@@ -12,6 +12,10 @@ the model's own engineering choices (e.g. the engine's op budget) stay with the 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..collectives import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, REDUCE, REDUCE_SCATTER, Collective
+
 # ---- NCCL's wire formats (src/include/device.h) -------------------------------------------------------
 NCCL_STEPS = 8                       # slots per connection buffer
 LL_LINE_BYTES, LL_DATA_BYTES = 16, 8           # ncclLLFifoLine: data1 flag1 data2 flag2 (4 B each)
@@ -46,6 +50,29 @@ HW_LATENCY_US = {  # [link class][algorithm] -> (LL, LL128, Simple): latency of 
     "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0), "collnet_direct": (0.0, 0.0, 31.0),
             "collnet_chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 14.0),
             "pat": (0.0, 0.0, 14.0), "p2p": (2.7, 4.0, 14.0)},
+}
+
+
+
+# ---- NCCL's per-collective rules (src/enqueue.cc, src/graph/tuning.cc) --------------------------------
+@dataclass(frozen=True)
+class NcclRules:
+    """What NCCL does differently per collective. ``algorithms``: the ones it has for it (tuning.cc's
+    algorithm loops and enqueue.cc's checks; all_to_all is not an NCCL collective but grouped send/recv,
+    ``p2p`` here). ``allreduce_terms``: tuning.cc applies treeCorrectionFactor and the ring "plateau"
+    latency factor only when ``coll == ncclFuncAllReduce``."""
+
+    algorithms: tuple[str, ...]
+    allreduce_terms: bool = False
+
+
+NCCL_RULES: dict[Collective, NcclRules] = {
+    ALL_REDUCE: NcclRules(("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree"), allreduce_terms=True),
+    ALL_GATHER: NcclRules(("ring", "pat", "nvls", "collnet_direct")),
+    REDUCE_SCATTER: NcclRules(("ring", "pat", "nvls", "collnet_direct")),
+    BROADCAST: NcclRules(("ring",)),
+    REDUCE: NcclRules(("ring",)),
+    ALL_TO_ALL: NcclRules(("p2p",)),
 }
 
 # ---- NCCL 2.27.7 constants (tuning.cc, search.cc, topo.h) ---------------------------------------------

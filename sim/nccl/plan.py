@@ -143,7 +143,7 @@ def spread_program(name: str, coll, topo: Topology, nchannels: int, pipeline: in
         p = build_program(name, coll, n, topology=topo, nchannels=1, pipeline=pipeline, root=int(inv[root]))
         parts.append((perm, p))
     first = parts[0][1]
-    nshards = n if coll.name in ("all_gather", "reduce_scatter") else n * n if coll.name == "all_to_all" else 1
+    nshards = n if coll.sharded else n * n if coll.pairwise else 1
     per = first.nchunks // nshards
     cols = {k: [] for k in ("src", "dst", "chunk", "step", "channel", "reduce")}
     for c, (perm, p) in enumerate(parts):
@@ -422,7 +422,7 @@ def _split(one: Program, nch: int) -> int:
 
     all_to_all's n x n blocks are every rank's buffer cut n ways: NCCL chunks each peer's block
     (nbytes / n) on its own, so a rank's buffer is n blocks, not n x n (else 32 ranks ran unpipelined)."""
-    per_buffer = one.nchunks // one.nranks if one.collective.name == "all_to_all" else one.nchunks
+    per_buffer = one.nchunks // one.nranks if one.collective.pairwise else one.nchunks
     return max(1, per_buffer // nch)
 
 
@@ -443,7 +443,7 @@ def extrapolate_steady_state(t_sim: float, t_half: float, sim_pieces: int, piece
 
 def is_duplex(coll, topo: Topology) -> bool:
     """Whether every GPU both sends and receives: all but a broadcast/reduce between two GPUs."""
-    return not (coll.name in ("broadcast", "reduce") and topo.nranks == 2)
+    return not (coll.rooted and topo.nranks == 2)
 
 
 def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = False) -> dict:
