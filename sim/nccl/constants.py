@@ -24,6 +24,11 @@ LL128_LINE_BYTES, LL128_DATA_BYTES = 128, 120  # 16 uint64 per line, 15 carry da
 # 640 threads x 8 steps x 8 B; Simple NCCL_BUFFSIZE = 4 MiB.
 BUFFER_BYTES = {"LL": 8 * 512 * NCCL_STEPS * LL_LINE_BYTES, "LL128": 120 * 640 * NCCL_STEPS * 8, "Simple": 4 << 20}
 CHUNK_STEPS = NCCL_STEPS // 2        # ring all_reduce/all_gather/reduce_scatter (Simple)
+# Chunk rules of enqueue.cc (topoGetAlgoInfo / computeColl): CollNet chains cap the chunk at 256 KiB; for
+# pipelined algorithms NCCL halves the chunk while a channel holds fewer than depth x 8 chunks, down to 32 KiB.
+COLLNET_CHAIN_MAX_CHUNK_BYTES = 256 << 10
+MIN_CHUNKS_PER_CHANNEL = 8
+MIN_CHUNK_BYTES = 32 << 10
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}      # bytes per thread before NCCL adds channels (comm.h)
 
 NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
@@ -96,9 +101,15 @@ SPEEDS_INTER = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                 None: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2,
                        0.24, 0.12)}
 MAX_SEARCH_CHANNELS = 32          # MAXCHANNELS / 2: what one search may find before duplication
+MAX_RUNTIME_CHANNELS = 32         # connect.cc ncclTopoPostset: duplicated channels stay within this cap
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
 NVLS_MAX_HEADS = 32              # NCCL_MAX_NVLS_ARITY (device.h): NVLS graph channels = heads per NVLink domain
 NVLS_CHUNK_BYTES = 128 << 10     # NCCL_NVLS_CHUNKSIZE default (transport/nvls.cc)
+# enqueue.cc: NVLS halves its chunk to ``chunk`` bytes when the size is below ``factor`` x concurrent ops x
+# chunk; (factor, chunk) in order. NVLSTree from NVLS_TREE_SMALL_CHUNK_NODES nodes starts at 64 KiB.
+NVLS_CHUNK_STEPS = {"nvls": ((64, 65536), (8, 32768), (2, 16384)),
+                    "nvls_tree": ((16, 131072), (4, 65536), (1, 32768))}
+NVLS_TREE_SMALL_CHUNK_NODES, NVLS_TREE_SMALL_CHUNK_BYTES = 4, 65536
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 32, "blackwell_one_domain": 24}   # NVLS_NCHANNELS_SM90/SM100/SM100_NVL
 NVLS_BUS_TO_ALG = 5.0 / 6.0       # 2.21-2.27: NVLS/NVLSTree algBw = busBw * 5/6
 P2P_LL_THRESHOLD = 16384          # NCCL_P2P_LL_THRESHOLD: p2p sends of at most this many bytes use LL

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from ..errors import CollsimError
 from . import calibration
-from .constants import ARCHS, MAX_SEARCH_CHANNELS, NVLINK_LINK_GBps, SPEEDS_INTER, SPEEDS_INTRA
+from .constants import (ARCHS, MAX_SEARCH_CHANNELS, NVLINK_LINK_GBps, NVLS_CHANNELS, NVLS_MAX_HEADS, SPEEDS_INTER,
+                        SPEEDS_INTRA)
 
 # ---- the machine as NCCL sees it ---------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -215,10 +216,28 @@ def tree_graph(m: Machine, max_channels: int = 2 * MAX_SEARCH_CHANNELS) -> Graph
 def nvls_graph(m: Machine) -> Graph:
     """NVLS: one channel (head) per GPU of the node, each at the speed the GPU's NVLinks give all heads;
     bwInter climbs to (at most) twice bwIntra inside a node, to the NIC speed across nodes."""
-    nch = min(32, m.ppn)
+    nch = min(NVLS_MAX_HEADS, m.ppn)
     intra = fastest_speed(search_speeds(m, m.nnodes > 1), m.gpu_GBps / nch)
     if m.nnodes == 1:
         inter = fastest_speed(search_speeds(m, False), 2 * intra * (1 - 1e-9))
     else:
         inter = fastest_speed(search_speeds(m, True), m.nic_GBps)
     return Graph(nch, intra, inter)
+
+
+def graph_for(m: Machine, algorithm: str) -> Graph:
+    """The search graph NCCL's tuner reads for ``algorithm``: NVLS heads, trees (CollNetDirect at most 8
+    channels), else rings. The one home of which graph (and so how many search channels) an algorithm gets."""
+    if algorithm.startswith("nvls"):
+        return nvls_graph(m)
+    if algorithm in ("tree", "collnet_direct", "collnet_chain"):
+        return tree_graph(m, 8 if algorithm == "collnet_direct" else 2 * MAX_SEARCH_CHANNELS)
+    return ring_graph(m)
+
+
+def nvls_channels(m: Machine) -> int:
+    """Channels NCCL's NVLS kernels run (``NVLS_NCHANNELS``, transport/nvls.cc): 16 on Hopper; on Blackwell
+    24 inside one NVLink domain, 32 across domains."""
+    if m.arch == "blackwell":
+        return NVLS_CHANNELS["blackwell" if m.nnodes > 1 else "blackwell_one_domain"]
+    return NVLS_CHANNELS["hopper"]

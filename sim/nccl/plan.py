@@ -42,9 +42,10 @@ from ..errors import CollsimError
 from ..program import Program
 from ..topology import Link, Topology
 from . import calibration
-from .constants import (MAX_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_CHANNELS, NVLS_CHUNK_BYTES,
-                        NVLS_EFFICIENCY, PCIE_EFFICIENCY, THREAD_THRESHOLD)
-from .machine import Machine, machine
+from .constants import (MAX_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_CHUNK_BYTES, NVLS_CHUNK_STEPS,
+                        NVLS_EFFICIENCY, NVLS_TREE_SMALL_CHUNK_BYTES, NVLS_TREE_SMALL_CHUNK_NODES, PCIE_EFFICIENCY,
+                        THREAD_THRESHOLD)
+from .machine import Machine, machine, nvls_channels
 from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from .tuner import Terms, tuner_terms
 
@@ -278,21 +279,13 @@ def nvls_loop(algorithm: str, nbytes: int, m: Machine) -> tuple[int, int]:
     >>> nvls_loop("nvls", 1 << 30, machine(load_topology("gb200-nvl72")))[0]
     65536
     """
-    if m.arch == "blackwell":
-        channels = NVLS_CHANNELS["blackwell" if m.nnodes > 1 else "blackwell_one_domain"]
-    else:
-        channels = NVLS_CHANNELS["hopper"]
-    ops = channels * nvls_heads(m.ppn)
+    ops = nvls_channels(m) * nvls_heads(m.ppn)
     chunk = NVLS_CHUNK_BYTES
-    if algorithm == "nvls":
-        for factor, floor in ((64, 65536), (8, 32768), (2, 16384)):
-            if nbytes < factor * ops * chunk and chunk > floor:
-                chunk = floor
-    else:
-        chunk = min(chunk, 65536) if m.nnodes >= 4 else chunk
-        for factor, floor in ((16, 131072), (4, 65536), (1, 32768)):
-            if nbytes < factor * ops * chunk and chunk > floor:
-                chunk = floor
+    if algorithm != "nvls" and m.nnodes >= NVLS_TREE_SMALL_CHUNK_NODES:
+        chunk = min(chunk, NVLS_TREE_SMALL_CHUNK_BYTES)
+    for factor, floor in NVLS_CHUNK_STEPS["nvls" if algorithm == "nvls" else "nvls_tree"]:
+        if nbytes < factor * ops * chunk and chunk > floor:
+            chunk = floor
     return chunk, ops * chunk
 
 

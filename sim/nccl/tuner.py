@@ -23,10 +23,10 @@ from . import calibration
 from ..analytic import ring_steps
 from ..collectives import Collective, get_collective
 from ..errors import CollsimError
-from .constants import (LL_MAX_BW, MAX_SEARCH_CHANNELS, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NCCL_RULES, NET_OVERHEAD_US,
+from .constants import (LL_MAX_BW, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NCCL_RULES, NET_OVERHEAD_US,
                         NVLS_BUS_TO_ALG, NVLS_MAX_HEADS,
                         P2P_LL_THRESHOLD, PER_CH_MAX_RING_LL128, PER_CH_MAX_TREE, PER_CH_MAX_TREE_LL128, TREE_CORRECTION)
-from .machine import Machine, machine, nvls_graph, ring_graph, tree_graph
+from .machine import Machine, graph_for, machine
 from .protocols import base_latency_us, get_protocol, hop_latency_us
 
 
@@ -116,9 +116,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
 
 
 def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine) -> tuple[float, int, dict]:
-    graph = (nvls_graph(m) if a.startswith("nvls") else
-             tree_graph(m, 8 if a == "collnet_direct" else 2 * MAX_SEARCH_CHANNELS) if a in ("tree", "collnet_direct", "collnet_chain")
-             else ring_graph(m))
+    graph = graph_for(m, a)
     nch, ppn, ci, col = graph.nchannels, m.ppn, m.cc_index, m.node_column
     bw = graph.bw_intra if (m.nnodes <= 2 or a.startswith("collnet")) else graph.bw_inter
     if a == "nvls":
