@@ -112,6 +112,18 @@ NVLS_CHUNK_STEPS = {"nvls": ((64, 65536), (8, 32768), (2, 16384)),
 NVLS_TREE_SMALL_CHUNK_NODES, NVLS_TREE_SMALL_CHUNK_BYTES = 4, 65536
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 32, "blackwell_one_domain": 24}   # NVLS_NCHANNELS_SM90/SM100/SM100_NVL
 NVLS_BUS_TO_ALG = 5.0 / 6.0       # 2.21-2.27: NVLS/NVLSTree algBw = busBw * 5/6
+
+# ---- tuning.cc's model refinements (ncclTopoTuneModel, NCCL 2.27.7): factors on busBw and latency -------
+RING_LL_BW_FACTOR = 0.5           # ring (and p2p) LL: busBw x 1/2, capped by llMaxBw
+LL128_BW_FACTOR = 0.92            # ring LL128 and tree all_reduce: busBw x 0.92, capped per channel
+TREE_LL_BW_DIVISOR = 3.8          # tree LL: busBw / 3.8, capped by llMaxBw
+TREE_LL128_BW_FACTOR = (7 / 9, 120 / 128)   # tree LL128: one node, several nodes
+PAT_BW_FACTOR = 0.75              # PAT: busBw x 0.75
+COLLNET_DIRECT_SM90_FACTOR = 0.85  # CollNetDirect on sm90+: busBw x 0.85
+NET_SHARE_FACTOR = 0.9            # NVLS all_gather/reduce_scatter and CollNetDirect: bwInter x 0.9
+TREE_BUS_TO_ALG = 0.5             # trees and CollNet: algBw = busBw / 2
+RING_PLATEAU_LATENCY = (1.9, 1.4)  # ring Simple all_reduce across nodes: latency x 1.9 on Volta, x 1.4 later
+RING_PLATEAU_MIN_BYTES = 64       # ... once each rank's share per channel reaches 64 bytes
 P2P_LL_THRESHOLD = 16384          # NCCL_P2P_LL_THRESHOLD: p2p sends of at most this many bytes use LL
 
 # ---- link efficiencies NCCL's model credits (tuning.cc, topo.h) ---------------------------------------

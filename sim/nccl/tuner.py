@@ -23,8 +23,10 @@ from . import calibration
 from ..analytic import ring_steps
 from ..collectives import Collective, get_collective
 from ..errors import CollsimError
-from .constants import (LL_MAX_BW, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NCCL_RULES, NET_OVERHEAD_US,
-                        NVLS_BUS_TO_ALG, NVLS_MAX_HEADS,
+from .constants import (COLLNET_DIRECT_SM90_FACTOR, LL128_BW_FACTOR, LL_MAX_BW, NCCL_ALGORITHMS, NCCL_PROTOCOLS,
+                        NCCL_RULES, NET_OVERHEAD_US, NET_SHARE_FACTOR, NVLS_BUS_TO_ALG, NVLS_MAX_HEADS, PAT_BW_FACTOR,
+                        RING_LL_BW_FACTOR, RING_PLATEAU_LATENCY, RING_PLATEAU_MIN_BYTES, TREE_BUS_TO_ALG,
+                        TREE_LL128_BW_FACTOR, TREE_LL_BW_DIVISOR,
                         P2P_LL_THRESHOLD, PER_CH_MAX_RING_LL128, PER_CH_MAX_TREE, PER_CH_MAX_TREE_LL128, TREE_CORRECTION)
 from .machine import Machine, graph_for, machine
 from .protocols import base_latency_us, get_protocol, hop_latency_us
@@ -99,7 +101,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     nsteps = n if coll.rooted else coll.ring_steps(n)   # tuning.cc: broadcast/reduce count n steps
     alg = bus
     if not (algorithm != "ring" and coll.sharded):
-        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
+        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else TREE_BUS_TO_ALG)
     lat = _latency(coll, algorithm, p, m, nsteps)
     bw = alg
     log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
@@ -107,8 +109,8 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     if algorithm == "tree" and allreduce_terms and 0 <= log_size < len(TREE_CORRECTION[p]):
         bw *= TREE_CORRECTION[p][log_size]
         detail["tree_correction"] = TREE_CORRECTION[p][log_size]
-    if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and allreduce_terms and nbytes / (nch * n) >= 64:
-        lat *= 1.9 if m.cc_index == 0 else 1.4   # "plateau effect of ring"
+    if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and allreduce_terms and nbytes / (nch * n) >= RING_PLATEAU_MIN_BYTES:
+        lat *= RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1]   # "plateau effect of ring"
         detail["ring_plateau"] = True
     lat += m.call_overhead_us
     time = lat + nbytes / (1000 * bw) if bw > 0 else math.inf
@@ -121,31 +123,31 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine) -> tuple[float,
     bw = graph.bw_intra if (m.nnodes <= 2 or a.startswith("collnet")) else graph.bw_inter
     if a == "nvls":
         bw = min(graph.bw_intra, graph.bw_inter) if not coll.sharded else \
-            min(graph.bw_intra * (ppn - 1) / ppn, graph.bw_inter * 0.9)
+            min(graph.bw_intra * (ppn - 1) / ppn, graph.bw_inter * NET_SHARE_FACTOR)
     if a == "nvls_tree":
         bw = min(graph.bw_intra, graph.bw_inter if m.nnodes <= 2 else graph.bw_inter / 2)
     bus = nch * bw
     ll_max = LL_MAX_BW[ci if m.nnodes == 1 else int(m.cpu == "amd")][col]
     if a in ("ring", "p2p") and p == "LL":
-        bus = min(ll_max, bus * 0.5)
+        bus = min(ll_max, bus * RING_LL_BW_FACTOR)
     if a == "ring" and p == "LL128":
-        bus = min(bus * 0.92, nch * PER_CH_MAX_RING_LL128[ci][col])
+        bus = min(bus * LL128_BW_FACTOR, nch * PER_CH_MAX_RING_LL128[ci][col])
     if a == "tree" and NCCL_RULES[coll].allreduce_terms:
-        bus = min(bus * 0.92, nch * PER_CH_MAX_TREE[ci][col])
+        bus = min(bus * LL128_BW_FACTOR, nch * PER_CH_MAX_TREE[ci][col])
     if a == "tree" and p == "LL":
-        bus = min(bus / 3.8, ll_max)
+        bus = min(bus / TREE_LL_BW_DIVISOR, ll_max)
     if a == "tree" and p == "LL128":
-        bus = min(bus * (7 / 9 if m.nnodes == 1 else 120 / 128), nch * PER_CH_MAX_TREE_LL128[ci][col])
+        bus = min(bus * TREE_LL128_BW_FACTOR[0 if m.nnodes == 1 else 1], nch * PER_CH_MAX_TREE_LL128[ci][col])
     if a == "pat":
-        bus *= 0.75
+        bus *= PAT_BW_FACTOR
     if a == "collnet_direct":
         if coll.sharded:
-            bus = ppn * min(graph.bw_intra, graph.bw_inter * 0.9)
+            bus = ppn * min(graph.bw_intra, graph.bw_inter * NET_SHARE_FACTOR)
         else:
             factor = ppn / nch
             bus /= factor - (factor - 1) / 2
             if ci >= 2:
-                bus *= 0.85
+                bus *= COLLNET_DIRECT_SM90_FACTOR
     return bus, nch, {"graph": graph}
 
 
