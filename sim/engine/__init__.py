@@ -32,7 +32,9 @@ def check_engine(engine: str) -> str:
 def run_program(program, topo, nbytes: float, protocol=IDEAL, *, engine: str = "default"):
     """Time ``program`` moving ``nbytes`` on ``topo`` with the named engine."""
     if check_engine(engine) == "reference":
-        from .reference import simulate_program as reference   # only when asked: it is slow
+        from .reference import (
+            simulate_program as reference,  # only when asked: it is slow
+        )
         return reference(program, topo, nbytes, protocol)
     return simulate_program(program, topo, nbytes, protocol)
 
