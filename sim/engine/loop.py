@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from typing import cast
 
 import numpy as np
 
@@ -82,9 +83,9 @@ class EventLoop:
         self.free_a = np.zeros(nslots)
         self.start_a, self.end_a = np.zeros(nops), np.zeros(nops)
         # the scalar path reads and writes the same buffers through memoryviews (fast item access)
-        self.rid, self.remaining = memoryview(self.rid_a), memoryview(self.remaining_a)
-        self.succ, self.ptr = memoryview(self.succ_a), memoryview(self.ptr_a)
-        self.free, self.start, self.end = memoryview(self.free_a), memoryview(self.start_a), memoryview(self.end_a)
+        self.rid, self.remaining = self.rid_a.data, self.remaining_a.data
+        self.succ, self.ptr = self.succ_a.data, self.ptr_a.data
+        self.free, self.start, self.end = (cast("memoryview[float]", a.data) for a in (self.free_a, self.start_a, self.end_a))
         self.queue: list[tuple[float, int, list[int]]] = []
         self.pending: dict[float, list[int]] = {}   # instant -> its batch, while not yet processed
         self.events = 0

@@ -44,7 +44,8 @@ def waits_for(p: Program) -> tuple[list[list[int]], list[list[int]]]:
     """For every op, the ops it waits for: (data) the writes to the chunk it sends, made in earlier
     steps, since (and including) the last overwrite, copies landing before reductions within a step;
     (window) the op ``window`` places back on its connection, if the program has flow control."""
-    deps, slots = [[] for _ in range(p.nops)], [[] for _ in range(p.nops)]
+    deps: list[list[int]] = [[] for _ in range(p.nops)]
+    slots: list[list[int]] = [[] for _ in range(p.nops)]
     writes: dict[tuple[int, int], list[int]] = {}        # (agent, chunk) -> ops whose data it holds
     order = p.order()
     for step_ops in np.split(order, np.flatnonzero(np.diff(p.step[order])) + 1):
