@@ -134,6 +134,26 @@ class Delivery:
         self.busy = False
 
 
+def _network(env: simpy.Environment, p: Program, topo: Topology, wire: float) -> tuple[list[Link], dict]:
+    """A :class:`Link` per topology link, and the route of every (src, dst) agent pair of ``p``: its
+    links, then the reduction unit of a reducing switch it ends at (one :class:`Link` per switch)."""
+    links = [Link(env, wire / (link.bandwidth_GBps * 1e3), link.latency_us, wire) for link in topo.links]
+    units = {}
+    for s in p.switches:
+        node = topo.nodes[topo.node_index[s]]
+        if node.reduce and (node.reduce_bandwidth_GBps != float("inf") or node.reduce_latency_us):
+            units[s] = Link(env, wire / (node.reduce_bandwidth_GBps * 1e3), node.reduce_latency_us, wire)
+    node_of = [topo.gpus[r] for r in range(p.nranks)] + [topo.node_index[s] for s in p.switches]
+    routes: dict[tuple[int, int], list[Link]] = {}
+    for src, dst in zip(p.src.tolist(), p.dst.tolist()):
+        if (src, dst) not in routes:
+            hops = [links[k] for k in topo.route_nodes(node_of[src], node_of[dst])]
+            if dst >= p.nranks and p.switches[dst - p.nranks] in units:
+                hops.append(units[p.switches[dst - p.nranks]])
+            routes[src, dst] = hops
+    return links, routes
+
+
 def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protocol = IDEAL) -> EngineRun:
     """Run ``p`` moving ``nbytes`` on ``topo``, one process per op: same result as the fast engine."""
     if p.nranks > topo.nranks or not set(p.switches) <= set(topo.node_index):
@@ -142,21 +162,7 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
         raise CollsimError(f"the reference engine runs every op as a SimPy process and {p.algorithm} has {p.nops:,} ops "
                            f"(limit {MAX_OPS:,}): use the default engine, or a smaller world or size")
     env = simpy.Environment()
-    wire = protocol.wire_bytes(p.nbytes_per_chunk(nbytes))
-    links = [Link(env, wire / (link.bandwidth_GBps * 1e3), link.latency_us, wire) for link in topo.links]
-    units = {}                                            # a reducing switch's reduction unit
-    for s in p.switches:
-        node = topo.nodes[topo.node_index[s]]
-        if node.reduce and (node.reduce_bandwidth_GBps != float("inf") or node.reduce_latency_us):
-            units[s] = Link(env, wire / (node.reduce_bandwidth_GBps * 1e3), node.reduce_latency_us, wire)
-    node_of = [topo.gpus[r] for r in range(p.nranks)] + [topo.node_index[s] for s in p.switches]
-
-    def route(src: int, dst: int) -> list[Link]:
-        """The links from ``src`` to ``dst``, then a reducing switch's unit."""
-        hops = [links[k] for k in topo.route_nodes(node_of[src], node_of[dst])]
-        if dst >= p.nranks and p.switches[dst - p.nranks] in units:
-            hops.append(units[p.switches[dst - p.nranks]])
-        return hops
+    links, routes = _network(env, p, topo, protocol.wire_bytes(p.nbytes_per_chunk(nbytes)))
 
     def transfer(i: int, hops: list[Link], ready: simpy.Event) -> Generator[simpy.Event, object, None]:
         yield ready                                   # 1. the data is complete, a buffer slot free
@@ -184,7 +190,7 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     has_data = [env.all_of([arrived[j] for j in after]) for after in data]
     has_slot = [env.all_of([arrived[j] for j in after]) for after in window]
     for i in range(p.nops):
-        env.process(transfer(i, route(int(p.src[i]), int(p.dst[i])), has_data[i] & has_slot[i]))
+        env.process(transfer(i, routes[int(p.src[i]), int(p.dst[i])], has_data[i] & has_slot[i]))
     env.run()
     if not all(a.triggered for a in arrived):
         raise CollsimError(f"{p.algorithm}: some op never became ready (a dependency cycle in the program)")
