@@ -81,3 +81,17 @@ def test_reference_engine_uses_no_private_simpy_state():
             private = node.attr.startswith("_") and not node.attr.startswith("__")
             assert on_self or not private, f"line {node.lineno}: private attribute {node.attr!r}"
             assert on_self or not isinstance(node.ctx, ast.Store), f"line {node.lineno}: sets {node.attr!r} on another object"
+
+
+def test_reference_engine_sends_in_the_order_the_page_shows(monkeypatch):
+    landed, land = [], Delivery.land
+
+    def spy(self, sent, op, arrived):
+        landed.append((float(self.env.now), sent, op))
+        land(self, sent, op, arrived)
+
+    monkeypatch.setattr(Delivery, "land", spy)
+    reference(build_program("ring", "all_reduce", 4), load_topology("ring:n=4"), 4e6)
+    # step 0: ops 0-3 sent 0-3, land at 11; they release ops 5, 6, 7, 4 in that order (sent 4-7), landing at 22
+    assert landed[:8] == [(11.0, 0, 0), (11.0, 1, 1), (11.0, 2, 2), (11.0, 3, 3),
+                          (22.0, 4, 5), (22.0, 5, 6), (22.0, 6, 7), (22.0, 7, 4)]
