@@ -40,8 +40,9 @@ def assignment_module(key: str):
 
 
 def grade(path: str, assignment: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-          limits: Limits | None = None) -> GradeReport:
-    """Grade ``path`` (.ipynb or .py) for ``assignment`` (default: detected from the file)."""
+          limits: Limits | None = None, hidden: tuple[str, ...] = ()) -> GradeReport:
+    """Grade ``path`` (.ipynb or .py) for ``assignment`` (default: detected from the file). ``hidden``: folders
+    never mounted in the sandbox besides the project and the submission's own folder (the other submissions)."""
     cells, meta = read_submission(path)
     key = assignment or detect_assignment(path, cells, meta, ASSIGNMENTS)
     mod = assignment_module(key)
@@ -52,7 +53,8 @@ def grade(path: str, assignment: str | None = None, timeout_s: float = DEFAULT_T
     with tempfile.TemporaryDirectory(prefix="collsim-grade-") as tmp:
         session = None
         try:
-            session = Session([[c.label, c.code] for c in cells], tmp, limits)
+            session = Session([[c.label, c.code] for c in cells], tmp, limits,
+                              hidden=(os.path.dirname(os.path.abspath(path)), *hidden))
             checks, error = tuple(mod.check(session)), None
             notes = tuple(session.notes)
         except StudentGone as e:

@@ -146,10 +146,16 @@ def supervise(cfg: dict) -> int:
     if os.getppid() != cfg["checker_pid"]:   # the checker died before we could ask to be told
         return 1
     limits = cfg["limits"]
-    nproc = None if os.getuid() == 0 else _user_processes() + limits["processes"]
+    if cfg.get("contain"):   # bwrap: a new user namespace counts processes afresh, root outside or not
+        from .containment import CONFIG_MOUNT, wrap
+        cmd = wrap(["-m", "sim.grade.student", CONFIG_MOUNT], cfg["student_config"], cfg.get("hidden", []))
+        nproc = limits["processes"]
+    else:
+        cmd = [sys.executable, "-m", "sim.grade.student", cfg["student_config"]]
+        nproc = None if os.getuid() == 0 else _user_processes() + limits["processes"]
     proc = None
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "sim.grade.student", cfg["student_config"]], cwd=cfg["workdir"],
+        proc = subprocess.Popen(cmd, cwd=cfg["workdir"],
                                 env=cfg["env"], stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=sys.stdout,
                                 pass_fds=(cfg["request_fd"], cfg["reply_fd"]), start_new_session=True,
                                 preexec_fn=lambda: _apply_limits(limits, nproc))
@@ -171,7 +177,7 @@ class StudentGone(Exception):
 class Session:
     """The checker's handle on one sandboxed student process (use as a context manager)."""
 
-    def __init__(self, cells: list[tuple[str, str]], tmpdir: str, limits: Limits = Limits()):
+    def __init__(self, cells: list[tuple[str, str]], tmpdir: str, limits: Limits = Limits(), hidden: tuple[str, ...] = ()):
         self.limits, self.remaining_s = limits, limits.wall_s   # spent only while the student's code runs
         self.output_file = os.path.join(tmpdir, "output.txt")
         workdir = os.path.join(tmpdir, "work")
@@ -187,8 +193,13 @@ class Session:
         student_config = os.path.join(tmpdir, "student.json")
         with open(student_config, "w") as f:
             json.dump({"cells": cells, "request_fd": req_r, "reply_fd": rep_w}, f)
+        from .containment import available, not_contained_notice
+        self.contained = available()
+        if not self.contained:
+            not_contained_notice("the student's code")
         cfg = {"limits": asdict(limits), "workdir": workdir, "env": env, "student_config": student_config,
-               "request_fd": req_r, "reply_fd": rep_w, "checker_pid": os.getpid()}
+               "request_fd": req_r, "reply_fd": rep_w, "checker_pid": os.getpid(), "contain": self.contained,
+               "hidden": [os.path.abspath(h) for h in hidden]}
         config_file = os.path.join(tmpdir, "supervisor.json")
         with open(config_file, "w") as f:
             json.dump(cfg, f)
