@@ -35,6 +35,8 @@ import sys
 SANDBOX_UID = 65534
 SIM_MOUNT = "/opt/collsim"          # the project's sim package is mounted at /opt/collsim/sim
 CONFIG_MOUNT = "/run/collsim/config.json"
+SHARE_MOUNT = "/run/collsim/share"              # read-only: what the checker hands the student to read
+USER_FILE_MOUNT = "/run/collsim/user_algorithm.py"   # `collsim verify FILE.py`: the one file mounted
 SCRATCH = "/tmp"
 WORKDIR = "/tmp/work"
 SCRATCH_BYTES = 256 << 20           # the tmpfs holds at most this much (it is memory)
@@ -82,9 +84,11 @@ def python_paths(hidden: list[str]) -> list[str]:
     return out
 
 
-def wrap(python_args: list[str], config_file: str, hidden: list[str]) -> list[str]:
+def wrap(python_args: list[str], config_file: str, hidden: list[str], mount: str = CONFIG_MOUNT,
+         share: str | None = None) -> list[str]:
     """The bwrap command that runs ``python <python_args>`` contained; ``config_file`` is mounted read-only
-    at :data:`CONFIG_MOUNT`. ``hidden``: folders never to mount (the project's root and the submissions')."""
+    at ``mount`` (default :data:`CONFIG_MOUNT`); ``share``, a folder of the checker's, read-only at
+    :data:`SHARE_MOUNT` (files the checker gives the code to read, e.g. assignment a5's dumps). ``hidden``: folders never to mount (the project's root and the submissions')."""
     root = project_root()
     args = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--unshare-pid",
             "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
@@ -96,7 +100,7 @@ def wrap(python_args: list[str], config_file: str, hidden: list[str]) -> list[st
         args += ["--ro-bind", python, python]
     args += ["--ro-bind", os.path.join(root, "sim"), os.path.join(SIM_MOUNT, "sim"),
              "--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH,
-             "--dir", WORKDIR, "--ro-bind", config_file, CONFIG_MOUNT, "--chdir", WORKDIR,
+             "--dir", WORKDIR, "--ro-bind", config_file, mount, *(["--ro-bind", share, SHARE_MOUNT] if share else []), "--chdir", WORKDIR,
              "--setenv", "HOME", WORKDIR, "--setenv", "TMPDIR", WORKDIR,
              "--setenv", "PYTHONPATH", SIM_MOUNT, "--", python, *python_args]
     return args
@@ -126,4 +130,4 @@ def not_contained_notice(what: str) -> None:
 
 
 __all__ = ["available", "wrap", "not_contained_notice", "python_paths", "project_root", "CONFIG_MOUNT", "WORKDIR",
-           "SANDBOX_UID", "SIM_MOUNT"]
+           "SANDBOX_UID", "SIM_MOUNT", "USER_FILE_MOUNT", "SHARE_MOUNT"]

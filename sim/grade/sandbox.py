@@ -148,7 +148,8 @@ def supervise(cfg: dict) -> int:
     limits = cfg["limits"]
     if cfg.get("contain"):   # bwrap: a new user namespace counts processes afresh, root outside or not
         from .containment import CONFIG_MOUNT, wrap
-        cmd = wrap(["-m", "sim.grade.student", CONFIG_MOUNT], cfg["student_config"], cfg.get("hidden", []))
+        cmd = wrap(["-m", "sim.grade.student", CONFIG_MOUNT], cfg["student_config"], cfg.get("hidden", []),
+                   share=cfg.get("share"))
         nproc = limits["processes"]
     else:
         cmd = [sys.executable, "-m", "sim.grade.student", cfg["student_config"]]
@@ -195,10 +196,14 @@ class Session:
             json.dump({"cells": cells, "request_fd": req_r, "reply_fd": rep_w}, f)
         from .containment import available, not_contained_notice
         self.contained = available()
+        # files the checks hand the student's code to read (a5's dumps): read-only inside the sandbox
+        self.share_dir = os.path.join(tmpdir, "share")
+        os.makedirs(self.share_dir)
+        os.chmod(self.share_dir, 0o755)
         if not self.contained:
             not_contained_notice("the student's code")
         cfg = {"limits": asdict(limits), "workdir": workdir, "env": env, "student_config": student_config,
-               "request_fd": req_r, "reply_fd": rep_w, "checker_pid": os.getpid(), "contain": self.contained,
+               "request_fd": req_r, "reply_fd": rep_w, "checker_pid": os.getpid(), "contain": self.contained, "share": self.share_dir,
                "hidden": [os.path.abspath(h) for h in hidden]}
         config_file = os.path.join(tmpdir, "supervisor.json")
         with open(config_file, "w") as f:
@@ -218,6 +223,13 @@ class Session:
             raise
         self.names = self.ready.get("names") if isinstance(self.ready.get("names"), dict) else {}
         self.notes = [str(n)[:2000] for n in self.ready.get("notes", [])][:200] if isinstance(self.ready.get("notes"), list) else []
+
+    def seen_as(self, path: str) -> str:
+        """Where the student's process sees ``path`` (a file or folder under :attr:`share_dir`)."""
+        if not self.contained:
+            return path
+        from .containment import SHARE_MOUNT
+        return os.path.join(SHARE_MOUNT, os.path.relpath(path, self.share_dir))
 
     def _read(self) -> dict:
         started = time.monotonic()

@@ -1,0 +1,71 @@
+"""One submission, graded in its own process: ``python -m sim.grade.worker JOB.json REPORT.json``.
+
+:func:`sim.grade.batch.grade_many` starts one of these per submission (at most ``--jobs`` at once), each in
+its own session, so a submission that kills its checker, or a checker that runs out of memory, ends that
+row only: the batch reads the report file this process writes last and, where there is none, says in the
+row how the process ended (:func:`start`, :func:`finish`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import asdict
+
+from .checks import GradeReport
+from .sandbox import Limits
+
+
+def start(job: dict, folder: str, index: int, env: dict) -> tuple[subprocess.Popen, str]:
+    """Start the worker for ``job`` (path, shown, assignment, limits, hidden); returns it and its report file."""
+    job_file, report_file = os.path.join(folder, f"job{index}.json"), os.path.join(folder, f"report{index}.json")
+    with open(job_file, "w") as f:
+        json.dump(job, f)
+    with open(os.path.join(folder, f"log{index}.txt"), "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "sim.grade.worker", job_file, report_file], env=env,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    return proc, report_file
+
+
+def finish(proc: subprocess.Popen, report_file: str, job: dict, timed_out: bool) -> GradeReport:
+    """The worker's report, or a row that says what happened to it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)   # whatever it left in its session (it is done or out of time)
+    except OSError:
+        pass
+    proc.wait()
+    try:
+        with open(report_file) as f:
+            return GradeReport.from_json(f.read())
+    except (OSError, ValueError, TypeError):
+        pass
+    if timed_out:
+        why = f"grading took longer than {job['budget_s']:.0f} s and was stopped"
+    elif proc.returncode is not None and proc.returncode < 0:
+        why = f"its grading process was killed (signal {-proc.returncode}: its code killed the grader, or it ran out of memory)"
+    else:
+        why = f"its grading process ended with status {proc.returncode} before reporting"
+    return GradeReport(job["assignment"] or "?", "", job["shown"], (), why)
+
+
+def main(job_file: str, report_file: str) -> int:
+    from .batch import grade_one
+    with open(job_file) as f:
+        job = json.load(f)
+    report = grade_one(job["path"], job["shown"], job["assignment"], Limits(**job["limits"]), tuple(job["hidden"]))
+    tmp = report_file + ".part"
+    with open(tmp, "w") as f:
+        f.write(report.to_json())
+    os.replace(tmp, report_file)   # all or nothing: a half-written report is no report
+    return 0
+
+
+def job_for(path: str, shown: str, assignment: str | None, limits: Limits, hidden: list[str]) -> dict:
+    return {"path": os.path.abspath(path), "shown": shown, "assignment": assignment, "limits": asdict(limits),
+            "hidden": hidden, "budget_s": limits.wall_s * 2 + 120}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
