@@ -119,6 +119,13 @@ def load_yaml(text: str, source: str):
         raise CollsimError(f"{source!r} is not valid YAML{where}: {first}") from None
     except RecursionError:
         raise CollsimError(f"{source!r}: nesting too deep: not a collsim file") from None
+    except ValueError as e:   # an integer past Python's 4,300-digit conversion limit, a bad date, ...
+        raise CollsimError(f"{source!r}: {_first_line(e)}: no collsim number needs that: check the file") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:200]
 
 
 def _too_deep(data) -> bool:
@@ -141,6 +148,8 @@ def load_json(text: str, source: str):
         raise CollsimError(f"{source!r} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:  # json recurses per level: 100,000 '[' exhaust the stack
         data = None
+    except ValueError as e:   # an integer past Python's 4,300-digit conversion limit
+        raise CollsimError(f"{source!r}: {_first_line(e)}: no collsim number needs that: check the file") from None
     else:
         if not _too_deep(data):
             return data
