@@ -35,6 +35,12 @@ MAX_GBPS = 1e9
 MAX_US = 1e9
 # World sizes: the largest jobs run ~1e5 GPUs; above 2**20 ranks no topology is meant.
 MAX_RANKS = 1 << 20
+# Any other real-valued preset parameter (oversubscription, a ratio, a count given as a float): 1e12 is
+# far past every one of them and keeps products of a few of them finite.
+MAX_PARAM = 1e12
+# Channels per collective: NCCL uses at most 32 (MAXCHANNELS is 32 in NCCL 2.x, 64 on some builds);
+# 256 leaves room for what-if studies and keeps the engine's state per channel bounded.
+MAX_CHANNELS = 256
 
 
 def _show(x) -> str:
