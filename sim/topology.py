@@ -396,8 +396,11 @@ class Topology:
         red = [self.nodes[i] for i in self.reducing_switches()]
         if red:
             lines.append(f"  reducing switches: {len(red)} ({', '.join(sorted({n.reduce for n in red}))})")
+        no_nvlink = "nvlink_GBps" in self.meta and not self.meta["nvlink_GBps"]
+        if no_nvlink:   # a PCIe node: say so once instead of listing NVLink figures of zero
+            lines.append("  no NVLink: GPUs talk over PCIe")
         for k, v in self.meta.items():
-            if isinstance(v, (int, float, str)):
+            if isinstance(v, (int, float, str)) and not (no_nvlink and k.startswith("nvlink_")):
                 lines.append(f"  {k}: {v}")
         return "\n".join(lines)
 

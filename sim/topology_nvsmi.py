@@ -53,7 +53,7 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
     if len(gpus) < 1 or any(g not in rows for g in gpus):
         raise CollsimError(f"{source}: the matrix has no row for every GPU column: pass the whole `nvidia-smi topo -m` output")
     numa = {rows[g][len(devs) + 1] for g in gpus if len(rows[g]) > len(devs) + 1 and rows[g][len(devs) + 1]}
-    node = XmlNode(cpus=len(numa) or 1)     # the NUMA Affinity column
+    node = XmlNode(cpus=len(numa) or 1, nvlink_listed=True)   # the NUMA Affinity column; the matrix shows every NV#
     for g in gpus:
         cells = dict(zip(devs, rows[g]))
         nv = [int(m.group(1)) for d in gpus if d != g for m in [re.fullmatch(r"NV(\d+)", cells.get(d, ""))] if m]

@@ -63,6 +63,7 @@ class XmlNode:
     nics: list[dict] = field(default_factory=list)      # {"busid", "name", "mbps", "switch"}
     cpus: int = 0
     notes: list[str] = field(default_factory=list)
+    nvlink_listed: bool = False   # the source lists every NVLink (nvidia-smi topo -m): none listed means none
 
 
 def parse_topology_xml(text: str, source: str = "<xml>") -> XmlNode:
@@ -211,8 +212,8 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
         read.append(f"NVLink: {nlinks} links per GPU" + (" to NVSwitch" + (" (one collapsed fffffff:ff:ff.0 target, as VMs "
                                                                              "dump it)" if collapsed else "")
                                                          if nvswitch else " in a direct GPU-to-GPU mesh"))
-    elif sms:
-        read.append("NVLink: none listed")
+    elif sms or node.nvlink_listed:
+        read.append("no NVLink: no NV# in the matrix" if node.nvlink_listed else "NVLink: none listed")
     else:
         nvswitch = arch in NVSWITCH_PRESET     # input files list no <nvlink>: the named platform's NVSwitch
         read.append(f"NVLink: not in the file; gpu={gpu_name}'s platform has {'NVSwitch' if nvswitch else 'no NVSwitch'}")
