@@ -17,7 +17,7 @@ from typing import Callable
 
 from ..errors import CollsimError
 from ..topology import Topology
-from ..validation import MAX_GBPS, MAX_PARAM, MAX_RANKS, bandwidth_GBps, latency_us, number, parse_number, whole
+from ..validation import MAX_GBPS, MAX_PARAM, MAX_RANKS, MAX_US, number, parse_number, whole
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,13 @@ def _convert(preset: Preset, key: str, raw: str):
         return whole(number(value, what, example="8"), what, high=MAX_RANKS)
     if typ is float:  # finite and within the documented limits (sim.validation); builders check the rest
         value = parse_number(raw, what)
+        # the upper limits here; a zero or negative value gets the builder's own message
         if key.endswith("GBps"):
-            return bandwidth_GBps(value, what)
+            return number(value, what, high=MAX_GBPS, example="100")
         if key.endswith("gbps"):   # a NIC speed in Gb/s: the same limit, in bits
-            return number(value, what, low=0, low_open=True, high=8 * MAX_GBPS, example="400")
+            return number(value, what, high=8 * MAX_GBPS, example="400")
         if key.endswith("_us"):
-            return latency_us(value, what)
+            return number(value, what, high=MAX_US, example="1.5")
         return number(value, what, high=MAX_PARAM)
     return raw
     return raw
