@@ -85,6 +85,15 @@ def _value(key: str, text: str):
         return None
 
 
+def _finite(text: str) -> float | None:
+    """``text`` as a finite float, or None (``1.2.3``, ``inf``, ``1e999``)."""
+    try:
+        f = float(text)
+    except ValueError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -181,7 +190,7 @@ def parse_nccl_tests_meta(text: str) -> dict:
         raise CollsimError(f"this output holds runs of {len(found)} collectives ({', '.join(found)}): several nccl-tests "
                            "outputs concatenated? Keep one collective per file")
     coll = found[0] if found else None
-    ranks = re.findall(r"#\s*Rank\s+(\d+)\s", text)
+    ranks = re.findall(r"#\s*Rank\s+(\d{1,7})\s", text)
     runs, current = [], []   # the rank lines of each run: a new run starts at a second "Rank 0"
     for r in ranks:
         if r.lstrip("0") == "" and current:
@@ -196,7 +205,7 @@ def parse_nccl_tests_meta(text: str) -> dict:
                            "outputs concatenated? Keep one run per file (their rows would be scored as one)")
     ver = re.search(r"NCCL version (\d+\.\d+\.\d+)", text)
     avg = re.search(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)", text)
-    gpus = re.search(r"nThread\s+\d+\s+nGpus\s+(\d+)", text)
+    gpus = re.search(r"nThread\s+\d+\s+nGpus\s+(\d{1,4})\b", text)
     return {"collective": coll, "nranks": max(int(r) for r in ranks) + 1 if ranks else None,
-            "nccl_version": ver.group(1) if ver else None, "avg_busbw_GBps": float(avg.group(1)) if avg else None,
+            "nccl_version": ver.group(1) if ver else None, "avg_busbw_GBps": _finite(avg.group(1)) if avg else None,
             "gpus_per_process": max(1, int(gpus.group(1))) if gpus else 1}
