@@ -91,7 +91,8 @@ def grade_many(files: list[tuple[str, str]], assignment: str | None, limits: Lim
     root = project_root()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys([root, *(p for p in sys.path if p)])))
     reports: list[GradeReport | None] = [None] * len(files)
-    todo, running, done = list(range(len(files))), {}, 0
+    todo, done = list(range(len(files))), 0
+    running: dict[int, tuple] = {}
     with tempfile.TemporaryDirectory(prefix="collsim-batch-") as tmp:
         while todo or running:
             while todo and len(running) < max(1, jobs):

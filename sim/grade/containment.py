@@ -114,7 +114,7 @@ def available() -> bool:
     probe = wrap(["-c", "import sim.grade.student"], os.devnull, [])
     try:
         return subprocess.run(probe, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=30).returncode == 0
+                              timeout=30, check=False).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 

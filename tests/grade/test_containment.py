@@ -37,11 +37,11 @@ def ring_reduce_scatter(nranks):
 def _collsim(*args, cwd, env=None, timeout=180):
     full = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
     return subprocess.run([sys.executable, "-m", "sim", *args], cwd=cwd, env=full, capture_output=True, text=True,
-                          timeout=timeout, start_new_session=True)
+                          timeout=timeout, start_new_session=True, check=False)
 
 
 def _kill_marked(marker: str) -> int:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=False).stdout
     pids = [int(line.split()[0]) for line in out.splitlines()[1:] if marker in line and "ps -eo" not in line]
     for p in pids:
         try:

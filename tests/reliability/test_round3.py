@@ -4,10 +4,9 @@ import json
 import math
 
 import pytest
+from conftest import ROOT, refused
 
 from sim.errors import CollsimError
-
-from conftest import ROOT, refused
 
 WORKLOAD = f"{ROOT}/examples/workloads/ddp-1b.yaml"
 
@@ -79,8 +78,7 @@ def test_nccl_tests_rows_are_checked(user, tmp_path):
 def test_many_rows_refused_while_reading(user, tmp_path):
     with open(tmp_path / "rows.txt", "w") as f:
         f.write(HEAD)
-        for i in range(1, 70_001):
-            f.write(f"{8 * i} {2 * i} float sum -1 10.0 1.0 1.0 0 10.0 1.0 1.0 0\n")
+        f.writelines(f"{8 * i} {2 * i} float sum -1 10.0 1.0 1.0 0 10.0 1.0 1.0 0\n" for i in range(1, 70_001))
     refused(user("compare", "-m", "rows.txt", "-t", "dgx-a100", timeout=60), "65,536")
 
 
@@ -154,7 +152,7 @@ def test_stale_dumps_of_another_job_are_named_and_left_out(user, tmp_path):
                                       "faults: [{kind: skip, rank: 2, call: 1}]\n")
     assert user("flight", "simulate", "w8.yaml", "--dump", "d")[0] == 0
     assert user("flight", "simulate", "w4.yaml", "--dump", "d")[0] == 0   # overwrites rank_0..3 only
-    rc, out, err = user("flight", "analyze", "d", "--format", "json")
+    rc, out, _ = user("flight", "analyze", "d", "--format", "json")
     d = json.loads(out)
     assert rc == 0 and d["ranks"] == [0, 1, 2, 3] and d["culprits"] == [2]
     assert sorted(k.rsplit("/", 1)[-1] for k in d["other_job"]) == [f"rank_{r}.json" for r in range(4, 8)]
