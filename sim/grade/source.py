@@ -73,7 +73,10 @@ def read_notebook(path: str) -> dict:
     from ..safe_io import load_json, read_input
     # through the safe reader: regular files only (a FIFO would hang), size-capped, nesting bounded
     text = read_input(path, "notebook", MAX_SOURCE_BYTES)
-    nb = load_json(text, path)
+    try:
+        nb = load_json(text, path)
+    except CollsimError as e:
+        raise CollsimError(f"{e}: not a readable notebook: open it in Jupyter and save it again") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         hint = " (an nbformat 3 notebook: open and save it in a current Jupyter)" if isinstance(nb, dict) and "worksheets" in nb else ""
         raise CollsimError(f"{path} is not a Jupyter notebook: it has no list of cells{hint}")
