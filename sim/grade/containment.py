@@ -68,16 +68,19 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def python_paths(hidden: list[str]) -> list[str]:
-    """Folders Python needs: its prefixes and the grader's ``sys.path`` folders, except any that is, holds
-    or lies inside one of ``hidden`` (the project, the submissions), which are never mounted."""
+def python_paths(hidden: list[str], root: str | None = None) -> list[str]:
+    """Folders Python needs: its prefixes and the grader's ``sys.path`` folders, except any that is or holds
+    the project ``root`` or one of ``hidden`` (the submissions' folders), or lies inside one of ``hidden``,
+    which are never mounted. (A virtual environment inside the project, ``.venv``, holds neither: mounted.)"""
     real_hidden = [os.path.realpath(h) for h in hidden]
+    real_root = [os.path.realpath(root)] if root else []
     out: list[str] = []
     for p in [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]:
         if not p or not os.path.isdir(p):
             continue
         rp = os.path.realpath(p)
-        if rp in ("/", "/usr") or _inside(rp, "/usr") or any(_inside(rp, h) or _inside(h, rp) for h in real_hidden):
+        if rp in ("/", "/usr") or _inside(rp, "/usr") or any(_inside(h, rp) for h in real_hidden + real_root) \
+                or any(_inside(rp, h) for h in real_hidden):
             continue
         if not any(_inside(rp, o) for o in out):
             out = [o for o in out if not _inside(o, rp)] + [rp]
@@ -93,10 +96,11 @@ def wrap(python_args: list[str], config_file: str, hidden: list[str], mount: str
     args = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--unshare-pid",
             "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL", *_system_binds()]
-    for p in python_paths([root, *hidden]):
+    paths = python_paths(list(hidden), root)
+    for p in paths:
         args += ["--ro-bind", p, p]
     python = os.path.realpath(sys.executable)
-    if not any(_inside(python, p) for p in ["/usr", *python_paths([root, *hidden])]):
+    if not any(_inside(python, p) for p in ["/usr", *paths]):
         args += ["--ro-bind", python, python]
     args += ["--ro-bind", os.path.join(root, "sim"), os.path.join(SIM_MOUNT, "sim"),
              "--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH,
