@@ -21,6 +21,7 @@ from ..errors import CollsimError
 from .checks import Check, GradeReport
 from .quote import md, one_line
 from .sandbox import Limits
+from .worker import grade_one, refused  # noqa: F401  (one submission, graded or refused: API)
 
 SUFFIXES = (".ipynb", ".py")
 
@@ -43,36 +44,6 @@ def collect(paths: list[str]) -> list[tuple[str, str]]:
         else:
             raise CollsimError(f"no such file or folder {p!r}: give submissions (.ipynb/.py) or folders holding them")
     return out
-
-
-def refused(path: str) -> str | None:
-    """Why ``path`` is not graded (a link, a special file), or None for a regular file."""
-    import stat
-    try:
-        st = os.lstat(path)
-    except OSError as e:
-        return f"cannot read it ({e.strerror})"
-    if stat.S_ISLNK(st.st_mode):
-        return "it is a symbolic link, not graded (a link can point at any file, the solutions included): submit the file itself"
-    if not stat.S_ISREG(st.st_mode):
-        return "it is not a regular file (a FIFO, device or socket), not graded: submit a .ipynb or .py file"
-    return None
-
-
-def grade_one(path: str, shown: str, assignment: str | None, limits: Limits, hidden: tuple[str, ...] = ()) -> GradeReport:
-    """Grade one file; any failure to grade becomes a report with ``error`` set, never an exception."""
-    from .runner import clean_report, grade
-    why = refused(path)
-    if why:
-        return GradeReport(assignment or "?", "", shown, (), why)
-    try:
-        report = grade(path, assignment, limits=limits, hidden=hidden)
-    except CollsimError as e:
-        return clean_report(GradeReport(assignment or "?", "", shown, (), str(e)))
-    except Exception as e:  # a grader bug must not stop the batch; the row says what happened
-        return clean_report(GradeReport(assignment or "?", "", shown, (), f"the grader failed on this file ({type(e).__name__}: {e}); please report it"))
-    return GradeReport(report.assignment, report.title, shown, report.checks, report.error, report.warnings,
-                       report.output, report.seconds, report.extra)
 
 
 def grade_many(files: list[tuple[str, str]], assignment: str | None, limits: Limits, jobs: int,

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from dataclasses import asdict
 
+from ..errors import CollsimError
 from .checks import GradeReport
 from .sandbox import Limits
 
@@ -51,7 +52,6 @@ def finish(proc: subprocess.Popen, report_file: str, job: dict, timed_out: bool)
 
 
 def main(job_file: str, report_file: str) -> int:
-    from .batch import grade_one
     with open(job_file) as f:
         job = json.load(f)
     report = grade_one(job["path"], job["shown"], job["assignment"], Limits(**job["limits"]), tuple(job["hidden"]))
@@ -60,6 +60,36 @@ def main(job_file: str, report_file: str) -> int:
         f.write(report.to_json())
     os.replace(tmp, report_file)   # all or nothing: a half-written report is no report
     return 0
+
+
+def refused(path: str) -> str | None:
+    """Why ``path`` is not graded (a link, a special file), or None for a regular file."""
+    import stat
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"cannot read it ({e.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link, not graded (a link can point at any file, the solutions included): submit the file itself"
+    if not stat.S_ISREG(st.st_mode):
+        return "it is not a regular file (a FIFO, device or socket), not graded: submit a .ipynb or .py file"
+    return None
+
+
+def grade_one(path: str, shown: str, assignment: str | None, limits: Limits, hidden: tuple[str, ...] = ()) -> GradeReport:
+    """Grade one file; any failure to grade becomes a report with ``error`` set, never an exception."""
+    from .runner import clean_report, grade
+    why = refused(path)
+    if why:
+        return GradeReport(assignment or "?", "", shown, (), why)
+    try:
+        report = grade(path, assignment, limits=limits, hidden=hidden)
+    except CollsimError as e:
+        return clean_report(GradeReport(assignment or "?", "", shown, (), str(e)))
+    except Exception as e:  # a grader bug must not stop the batch; the row says what happened
+        return clean_report(GradeReport(assignment or "?", "", shown, (), f"the grader failed on this file ({type(e).__name__}: {e}); please report it"))
+    return GradeReport(report.assignment, report.title, shown, report.checks, report.error, report.warnings,
+                       report.output, report.seconds, report.extra)
 
 
 def job_for(path: str, shown: str, assignment: str | None, limits: Limits, hidden: list[str]) -> dict:
