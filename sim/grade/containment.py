@@ -68,6 +68,13 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def _environment(path: str) -> bool:
+    """Whether ``path`` is part of a Python installation: under an interpreter prefix, or site-packages."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    parts = path.split(os.sep)
+    return any(_inside(path, p) for p in prefixes) or "site-packages" in parts or "dist-packages" in parts
+
+
 def python_paths(hidden: list[str], root: str | None = None) -> list[str]:
     """Folders Python needs: its prefixes and the grader's ``sys.path`` folders, except any that is or holds
     the project ``root`` or one of ``hidden`` (the submissions' folders), or lies inside one of ``hidden``,
@@ -82,6 +89,8 @@ def python_paths(hidden: list[str], root: str | None = None) -> list[str]:
         if rp in ("/", "/usr") or _inside(rp, "/usr") or any(_inside(h, rp) for h in real_hidden + real_root) \
                 or any(_inside(rp, h) for h in real_hidden):
             continue
+        if any(_inside(rp, r) for r in real_root) and not _environment(rp):
+            continue   # inside the project, only a Python environment (.venv) is mounted, not tests/ or notebooks/
         if not any(_inside(rp, o) for o in out):
             out = [o for o in out if not _inside(o, rp)] + [rp]
     return out

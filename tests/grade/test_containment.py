@@ -159,3 +159,16 @@ def test_fallback_notice_names_what_is_not_contained(tmp_path):
     notice = [l for l in p.stderr.splitlines() if l.startswith("not contained:")]
     assert p.returncode == 0 and len(notice) == 1
     assert all(w in notice[0] for w in ("read your files", "network", "signal"))
+
+
+def test_mounted_python_folders_never_hold_the_project_or_a_submission(tmp_path, monkeypatch):
+    from sim.grade.containment import python_paths
+    proj, subs = tmp_path / "proj", tmp_path / "subs"
+    venv_site = proj / ".venv" / "lib" / "python3" / "site-packages"
+    for d in (venv_site, proj / "tests", proj / "notebooks" / "solutions", subs / "lib", tmp_path / "other"):
+        d.mkdir(parents=True)
+    monkeypatch.setattr("sys.path", [str(proj), str(proj / "tests"), str(venv_site), str(subs / "lib"), str(tmp_path),
+                                     str(tmp_path / "other")])
+    got = python_paths([str(subs)], str(proj))
+    assert str(venv_site) in got and str(tmp_path / "other") in got
+    assert not any(p in got for p in (str(proj), str(proj / "tests"), str(subs / "lib"), str(tmp_path)))
