@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import sys
 
 from ..errors import CollsimError
@@ -54,6 +55,7 @@ def grade_many(files: list[tuple[str, str]], assignment: str | None, limits: Lim
     import time
 
     from .containment import available, not_contained_notice, project_root
+    from .runner import clean_report
     from .worker import finish, job_for, start
     if not available():
         not_contained_notice("the students' code")
@@ -71,7 +73,7 @@ def grade_many(files: list[tuple[str, str]], assignment: str | None, limits: Lim
                 path, shown = files[i]
                 why = refused(path)
                 if why:   # refused before any process is started
-                    reports[i] = GradeReport(assignment or "?", "", shown, (), why)
+                    reports[i] = clean_report(GradeReport(assignment or "?", "", shown, (), why))
                     done += 1
                     if progress:
                         progress(done, len(files), reports[i])
@@ -179,7 +181,9 @@ def feedback_markdown(report: GradeReport) -> str:
 def feedback_name(shown: str) -> str:
     """A flat file name for a submission's feedback (``group1/alice.ipynb`` -> ``group1__alice.md``)."""
     stem = shown.replace(os.sep, "__").replace("/", "__").lstrip(".")
-    return os.path.splitext(stem)[0] + ".md"
+    # a student names their file: only letters, digits and . _ - reach the feedback file's name
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.splitext(stem)[0])[:150] or "submission"
+    return stem + ".md"
 
 
 def feedback_names(shown: list[str]) -> list[str]:

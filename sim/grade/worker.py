@@ -48,7 +48,8 @@ def finish(proc: subprocess.Popen, report_file: str, job: dict, timed_out: bool)
         why = f"its grading process was killed (signal {-proc.returncode}: its code killed the grader, or it ran out of memory)"
     else:
         why = f"its grading process ended with status {proc.returncode} before reporting"
-    return GradeReport(job["assignment"] or "?", "", job["shown"], (), why)
+    from .runner import clean_report
+    return clean_report(GradeReport(job["assignment"] or "?", "", job["shown"], (), why))
 
 
 def main(job_file: str, report_file: str) -> int:
@@ -81,15 +82,15 @@ def grade_one(path: str, shown: str, assignment: str | None, limits: Limits, hid
     from .runner import clean_report, grade
     why = refused(path)
     if why:
-        return GradeReport(assignment or "?", "", shown, (), why)
+        return clean_report(GradeReport(assignment or "?", "", shown, (), why))
     try:
         report = grade(path, assignment, limits=limits, hidden=hidden)
     except CollsimError as e:
         return clean_report(GradeReport(assignment or "?", "", shown, (), str(e)))
     except Exception as e:  # a grader bug must not stop the batch; the row says what happened
         return clean_report(GradeReport(assignment or "?", "", shown, (), f"the grader failed on this file ({type(e).__name__}: {e}); please report it"))
-    return GradeReport(report.assignment, report.title, shown, report.checks, report.error, report.warnings,
-                       report.output, report.seconds, report.extra)
+    return clean_report(GradeReport(report.assignment, report.title, shown, report.checks, report.error, report.warnings,
+                                    report.output, report.seconds, report.extra))
 
 
 def job_for(path: str, shown: str, assignment: str | None, limits: Limits, hidden: list[str]) -> dict:
