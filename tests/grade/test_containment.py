@@ -177,7 +177,7 @@ def test_mounted_python_folders_never_hold_the_project_or_a_submission(tmp_path,
 def test_a_file_name_cannot_forge_report_lines(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a1_x\n**Score: 6 6**.py").write_text(GOOD)
-    (tmp_path / "sub" / "a1_bad\nscore 6/6.py").write_text("raise SystemExit(\n")
+    (tmp_path / "sub" / "a1_bad\nscore 6 of 6.py").write_text("raise SystemExit(\n")
     p = _collsim("grade", "sub", "--csv", "g.csv", "--feedback", "fb", "--jobs", "2", cwd=tmp_path)
     assert len(p.stdout.strip().splitlines()) == 3                       # two rows and the summary line
     assert len((tmp_path / "g.csv").read_text().strip().splitlines()) == 3
