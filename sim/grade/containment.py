@@ -100,7 +100,8 @@ def wrap(python_args: list[str], config_file: str, hidden: list[str], mount: str
          share: str | None = None) -> list[str]:
     """The bwrap command that runs ``python <python_args>`` contained; ``config_file`` is mounted read-only
     at ``mount`` (default :data:`CONFIG_MOUNT`); ``share``, a folder of the checker's, read-only at
-    :data:`SHARE_MOUNT` (files the checker gives the code to read, e.g. assignment a5's dumps). ``hidden``: folders never to mount (the project's root and the submissions')."""
+    :data:`SHARE_MOUNT` (files the checker gives the code to read, e.g. assignment a5's dumps).
+    ``hidden``: folders never mounted besides the project's root (the submissions' folders)."""
     root = project_root()
     args = ["bwrap", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--unshare-pid",
             "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
@@ -113,7 +114,8 @@ def wrap(python_args: list[str], config_file: str, hidden: list[str], mount: str
         args += ["--ro-bind", python, python]
     args += ["--ro-bind", os.path.join(root, "sim"), os.path.join(SIM_MOUNT, "sim"),
              "--proc", "/proc", "--dev", "/dev", "--size", str(SCRATCH_BYTES), "--tmpfs", SCRATCH,
-             "--dir", WORKDIR, "--ro-bind", config_file, mount, *(["--ro-bind", share, SHARE_MOUNT] if share else []), "--chdir", WORKDIR,
+             "--dir", WORKDIR, "--ro-bind", config_file, mount,
+             *(["--ro-bind", share, SHARE_MOUNT] if share else []), "--chdir", WORKDIR,
              "--setenv", "HOME", WORKDIR, "--setenv", "TMPDIR", WORKDIR,
              "--setenv", "PYTHONPATH", SIM_MOUNT, "--", python, *python_args]
     return args

@@ -17,8 +17,12 @@ Three processes per submission::
   go to one capped file; SIGXFSZ is ignored so a flood gets ``OSError: File too large``), open files,
   and processes (``RLIMIT_NPROC``; the kernel does not apply it to root: grade as an unprivileged user).
 
-Not covered (see docs/teaching.md): the student's process can read what the grading user can read,
-use the network, and write many files into its folder or ``/tmp``; use a container for those.
+Where bubblewrap works (:mod:`sim.grade.containment`), the supervisor starts the student's process inside
+it: a new PID, user (uid 65534), network, IPC and UTS namespace, a read-only filesystem of Python and
+``sim`` only, a private tmpfs; so it cannot signal the supervisor or the checker, read the solutions or
+other submissions, use the network, or leave a process behind, and ``RLIMIT_NPROC`` applies (it is
+counted in its own user namespace). Elsewhere it runs as the grading user with the limits above, and
+a one-line notice says what is not contained (docs/teaching.md).
 """
 from __future__ import annotations
 
@@ -41,7 +45,8 @@ class Limits:
     wall_s: float = 120.0           # total time the student's code may take, cells and calls together
     memory_mb: int = 4096           # address space (RLIMIT_AS)
     output_mb: int = 16             # any one file written, its stdout/stderr included (RLIMIT_FSIZE)
-    processes: int = 64             # more processes of the grading user (RLIMIT_NPROC; not for root)
+    processes: int = 64             # processes (RLIMIT_NPROC: in the sandbox's user namespace; without
+                                    # bubblewrap, more than the grading user runs, and not for root)
     open_files: int = 256
 
 
