@@ -19,6 +19,7 @@ sim.errors.CollsimError: n '8' is not a whole number (got a str): give a value s
 from __future__ import annotations
 
 import math
+import numbers
 
 from .errors import CollsimError
 
@@ -78,6 +79,8 @@ def number(value, what: str, *, low: float | None = None, high: float | None = N
 def whole(value, what: str, *, low: int | None = None, high: int | None = None, example: str = "8") -> int:
     """``value`` as an int when it is a whole number (an int, or a float with no fraction) in [low, high]."""
     rng = _describe_range(low, high, False, False) if (low is not None or high is not None) else "any whole number"
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+        value = int(value)   # numpy's integers (not int subclasses): a sweep built with numpy passes them
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
         raise CollsimError(f"{what} {value!r} is not a whole number (got a {type(value).__name__}): give a value such as "
                            f"{example} ({rng})")
