@@ -174,3 +174,13 @@ def test_validation_layer_names_value_limit_and_fix():
         number(math.inf, "x", high=1)
     with pytest.raises(CollsimError, match=r"n 2000000 is out of range: it must be at least 1 and at most 1000"):
         whole(2_000_000, "n", low=1, high=1000)
+
+
+@pytest.mark.parametrize("recovery,words", [
+    ("{ranks: [10000000]}", ["recovery ranks 10000000", "at most 16384"]),
+    ("{ranks: [64], failed: 1.5}", ["failed 1.5", "whole number"]),
+    ("{ranks: [64], params: {detect_s: abc}}", ["detect_s", "must be a number"]),
+])
+def test_flight_recovery_numbers(user, tmp_path, recovery, words):
+    (tmp_path / "r.yaml").write_text(f"recovery: {recovery}\n")
+    refused(user("flight", "simulate", "r.yaml", timeout=60), *words)
