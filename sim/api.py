@@ -69,8 +69,10 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
         raise CollsimError(f"root {root!r} is not a rank of {topo.name}: choose 0..{topo.nranks - 1}")
     for name, value in (("nchannels", nchannels), ("pipeline", pipeline)):
         if value is not None:
-            value = whole(value, name, low=1, high=MAX_CHANNELS if name == "nchannels" else MAX_PIPELINE,
-                          example="4 (or leave it out for the model's choice)")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1:
+                raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
+            whole(value, name, low=1, high=MAX_CHANNELS if name == "nchannels" else MAX_PIPELINE,
+                  example="4 (or leave it out for the model's choice)")
         if value is not None and model in ("tuner", "alpha-beta"):
             raise CollsimError(f"--{name} has no effect on the {model} model (its channels come from NCCL's "
                                f"search or the formula): drop it, or use --model engine")
