@@ -20,9 +20,8 @@ import os
 
 from ..errors import CollsimError
 from ..safe_io import load_yaml, read_input
-from ..validation import whole
 from ..units import format_size
-from ..validation import MAX_US, number
+from ..validation import MAX_US, number, whole
 from . import recovery as rec
 from .analyze import analyze
 from .cost import make_cost

@@ -60,8 +60,9 @@ def test_api_nbytes(value):
 
 
 def test_api_nbytes_whole_float_still_accepted():
-    import sim
     import numpy as np
+
+    import sim
     assert sim.simulate("all_reduce", 1024.0, "ring:n=4").nbytes == 1024
     assert sim.simulate("all_reduce", np.int64(1024), "ring:n=4").nbytes == 1024   # a numpy sweep's sizes
 

@@ -3,10 +3,9 @@ the file from inside (to stderr, where the user's prints go) and asserted here."
 import json
 
 import pytest
+from conftest import refused
 
 from sim.grade.containment import available
-
-from conftest import refused
 
 PROBE = '''import json, os, sys
 from sim.program import Program
@@ -30,7 +29,7 @@ def test_verify_runs_the_file_contained(user, tmp_path):
 
 def test_verify_without_bwrap_says_what_is_not_contained(user, tmp_path):
     (tmp_path / "algo.py").write_text("def build(c, n):\n    return None\n")
-    rc, out, err = user("verify", "algo.py", "--ranks", "4", env={"COLLSIM_NO_BWRAP": "1"})
+    rc, _, err = user("verify", "algo.py", "--ranks", "4", env={"COLLSIM_NO_BWRAP": "1"})
     assert rc == 1 and sum(l.startswith("not contained:") for l in err.splitlines()) == 1
 
 
