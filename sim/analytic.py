@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import math
 
-from .collectives import get_collective
+from .collectives import Collective, get_collective
 from .errors import CollsimError
 
 
-def ring_steps(collective: str, nranks: int) -> int:
+def ring_steps(collective: str | Collective, nranks: int) -> int:
     """Communication steps of the ring algorithms (NCCL's ``nsteps`` for Ring)."""
     return get_collective(collective).ring_steps(nranks)
 
 
-def ring_time_us(collective: str, nranks: int, nbytes: float, bandwidth_GBps: float, latency_us: float,
+def ring_time_us(collective: str | Collective, nranks: int, nbytes: float, bandwidth_GBps: float, latency_us: float,
                  pieces: int = 1) -> float:
     """Time of collsim's ring algorithm on a uniform ring (alpha-beta, exact for the engine)."""
     coll = get_collective(collective)
@@ -56,7 +56,7 @@ def _a2a_ring(n: int, nbytes: float, B: float, alpha: float) -> float:
     return (n - 1) * alpha + (n - 1) / 2 * nbytes / B
 
 
-def busbw_GBps(collective: str, nranks: int, nbytes: float, time_us: float) -> float:
+def busbw_GBps(collective: str | Collective, nranks: int, nbytes: float, time_us: float) -> float:
     """nccl-tests' bus bandwidth: algbw x the collective's bus factor."""
     return algbw_GBps(nbytes, time_us) * get_collective(collective).bus_factor(nranks)
 
@@ -67,7 +67,7 @@ def algbw_GBps(nbytes: float, time_us: float) -> float:
 
 
 # ---- textbook alpha-beta formulas (Thakur, Rabenseifner, Gropp 2005; see docs/nccl-model.md) --------
-def alpha_beta_time_us(collective: str, algorithm: str, nranks: int, nbytes: float, bandwidth_GBps: float,
+def alpha_beta_time_us(collective: str | Collective, algorithm: str, nranks: int, nbytes: float, bandwidth_GBps: float,
                        latency_us: float) -> float:
     """Classic cost of ``algorithm`` for ``collective`` (no contention, no pipelining, no reduction cost).
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +56,7 @@ from .nccl.protocols import IDEAL, Protocol, get_protocol
 from .recipe import default_pipeline, protocols_for
 from .replica import REPLICA_ALGORITHMS, replica_simulate
 from .result import Result
-from .topology import Topology
+from .topology import Link, Topology
 
 RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 FLOW_COLLECTIVES = RING_COLLECTIVES + ("all_to_all",)
@@ -127,7 +128,7 @@ def ring_flows(topo: Topology, orders=None, *, efficiency=None, latency: bool = 
 @dataclass(frozen=True)
 class _Cost:
     topo: Topology
-    efficiency: object
+    efficiency: Callable[[Link], float] | None
     latency: bool
 
     def hop(self, route, share) -> tuple[float, float]:
@@ -168,7 +169,8 @@ def _tier_flows(topo: Topology, orders, cost: _Cost) -> Rings:
     host_of = [n_.host for n_ in nodes]
     index = topo.node_index
     ends = [(host_of[index[l.src]], host_of[index[l.dst]]) for l in links]
-    hosts_in, hosts_out = {}, {}   # fabric switch -> hosts with a link into / out of it
+    hosts_in: dict[str, set] = {}
+    hosts_out: dict[str, set] = {}   # fabric switch -> hosts with a link into / out of it
     for (hs, hd), l in zip(ends, links):
         if hs is not None and hd is None:
             hosts_in.setdefault(l.dst, set()).add(hs)
@@ -291,7 +293,7 @@ def flow_simulate(collective, nbytes: int, topology, algorithm: str = "auto", pr
         raise CollsimError(f"root {root} is not a rank: choose 0..{topo.nranks - 1}")
     if (nchannels is not None and nchannels < 1) or (pipeline is not None and pipeline < 1):
         raise CollsimError(f"nchannels={nchannels} and pipeline={pipeline} must both be at least 1")
-    best = None
+    best: Result | None = None
     protocols = protocols_for(protocol)
     if protocol == "auto":
         # as sim.nccl.select does for the engine: NCCL's own model picks the protocol, then this model times it
@@ -305,20 +307,22 @@ def flow_simulate(collective, nbytes: int, topology, algorithm: str = "auto", pr
                              root=root, method=method)
             if best is None or r.time_us < best.time_us:
                 best = r
+    if best is None:
+        raise CollsimError(f"the flow model has no algorithm for {coll.name} on {topo.name}: use --model engine")
     return best
 
 
 def flow_covers(coll, algorithm: str, topo: Topology) -> str | None:
     """None if the flow model can time ``algorithm`` for ``coll`` on ``topo``, else a short reason."""
     if algorithm in REPLICA_ALGORITHMS:
-        from .replica import covers
-        return covers(algorithm, topo)
+        from .replica import covers as replica_covers
+        return replica_covers(algorithm, topo)
     if algorithm == "p2p":
-        from .flow_alltoall import covers
-        return covers(coll, topo)
+        from .flow_alltoall import covers as alltoall_covers
+        return alltoall_covers(coll, topo)
     if algorithm in STEP_ALGORITHMS:
-        from .flow_steps import covers
-        return covers(coll, algorithm, topo)
+        from .flow_steps import covers as steps_covers
+        return steps_covers(coll, algorithm, topo)
     if algorithm != "ring":
         return (f"it covers the ring, tree, NVLS, CollNet, p2p (all_to_all) and textbook algorithms "
                 f"({', '.join(STEP_ALGORITHMS)}), not {algorithm}")
@@ -381,7 +385,7 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
     spread, nch, pieces = plan.spread, plan.nchannels, plan.pieces
     orders = [channel_order(topo, c, nch) for c in range(nch)] if spread else None
     # a spread channel runs its own ring, with the root at its position there; else channels are pieces
-    roots = [int(np.flatnonzero(o == root)[0]) for o in orders] if spread else [root]
+    roots = [int(np.flatnonzero(o == root)[0]) for o in orders] if orders is not None else [root]
     first = _first(coll, n, roots) if chain else None
     rings = _rings(cache, topo, ("nccl", spread, nch, method, first), orders, method=method, latency=False,
                    efficiency=lambda l: link_efficiency(topo, l), unused=_closing(first, n))

@@ -81,7 +81,7 @@ def alltoall_predict(coll, nbytes: int, topo: Topology, proto, *, nchannels=None
         for li in up[:1] + down[-1:]:
             loads[li] = share
     times = {li: load / bytes_per_us(li) for li, load in loads.items()}
-    busiest = max(times, key=times.get)
+    busiest = max(times, key=lambda li: times[li])
     pieces = plan.nchannels * plan.pieces
     startup = max(0, m - 2) * wire / pieces / bytes_per_us(busiest)
     data = times[busiest] + startup

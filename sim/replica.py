@@ -175,7 +175,7 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
     duplex = is_duplex(coll, topo)   # the full cluster's: its links run at the efficiencies NCCL gets there
     data, sim_ops = _engine_time(key[0], key[1], small, *key[2:], ops_budget, duplex)
     level_cost = 0.0
-    if levels_full > levels_rep and per_level_steps:
+    if levels_full > levels_rep and per_level_steps and half is not None:
         # one level: one piece's time on the replica minus on the half replica, per level between them
         t_rep, _ = _engine_time(algorithm, coll, small, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget, duplex)
         t_half, _ = _engine_time(algorithm, coll, half, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget, duplex)

@@ -48,7 +48,8 @@ class Result:
         """The busiest link and its busy time (us), if the model tracks links."""
         if not self.link_busy_us:
             return None
-        name = max(self.link_busy_us, key=self.link_busy_us.get)
+        busy = self.link_busy_us
+        name = max(busy, key=lambda k: busy[k])
         return name, self.link_busy_us[name]
 
     def to_json(self) -> str:

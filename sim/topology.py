@@ -395,7 +395,7 @@ class Topology:
             lines.append(f"  {count:5d} x {kind:6s} link  {bw:8.2f} GB/s  {lat:6.3f} us")
         red = [self.nodes[i] for i in self.reducing_switches()]
         if red:
-            lines.append(f"  reducing switches: {len(red)} ({', '.join(sorted({n.reduce for n in red}))})")
+            lines.append(f"  reducing switches: {len(red)} ({', '.join(sorted({str(n.reduce) for n in red}))})")
         no_nvlink = "nvlink_GBps" in self.meta and not self.meta["nvlink_GBps"]
         if no_nvlink:   # a PCIe node: say so once instead of listing NVLink figures of zero
             lines.append("  no NVLink: GPUs talk over PCIe")
@@ -407,7 +407,7 @@ class Topology:
     def to_dict(self) -> dict:
         """Plain data, the shape :func:`topology_from_dict` reads (and the YAML/JSON file format)."""
         def node(n: Node) -> dict:
-            d = {"name": n.name, "kind": n.kind}
+            d: dict[str, object] = {"name": n.name, "kind": n.kind}
             if n.host is not None:
                 d["host"] = n.host
             if n.reduce:

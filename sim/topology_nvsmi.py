@@ -40,7 +40,7 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
                            "save the output of `nvidia-smi topo -m` to a file")
     cols = [c for c in re.split(r"\t+|\s{2,}", lines[head].strip()) if c]
     devs = [c for c in cols if re.fullmatch(r"(GPU|NIC)\d+|mlx5_\d+", c)]
-    rows = {}
+    rows: dict[str, list[str]] = {}
     for ln in lines[head + 1:]:
         cells = [c.strip() for c in ln.split("\t")] if "\t" in ln else ln.split()
         if not cells or not re.fullmatch(r"(GPU|NIC)\d+|mlx5_\d+", cells[0]):
@@ -55,17 +55,17 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
     numa = {rows[g][len(devs) + 1] for g in gpus if len(rows[g]) > len(devs) + 1 and rows[g][len(devs) + 1]}
     node = XmlNode(cpus=len(numa) or 1, nvlink_listed=True)   # the NUMA Affinity column; the matrix shows every NV#
     for g in gpus:
-        cells = dict(zip(devs, rows[g]))
-        nv = [int(m.group(1)) for d in gpus if d != g for m in [re.fullmatch(r"NV(\d{1,3})", cells.get(d, ""))] if m]
+        by_dev = dict(zip(devs, rows[g]))
+        nv = [int(m.group(1)) for d in gpus if d != g for m in [re.fullmatch(r"NV(\d{1,3})", by_dev.get(d, ""))] if m]
         links = Counter(nv).most_common(1)[0][0] if nv else 0
-        switch = next((f"pix:{g}" for d in nics if cells.get(d) in ("PIX", "PXB")), None)
+        switch = next((f"pix:{g}" for d in nics if by_dev.get(d) in ("PIX", "PXB")), None)
         node.gpus.append({"busid": g, "sm": None, "links": links, "nvswitch": bool(nv) and len(gpus) > 2 and len(set(nv)) == 1
                           and len(nv) == len(gpus) - 1, "mesh": bool(nv) and not (len(gpus) > 2 and len(set(nv)) == 1 and
                                                                                  len(nv) == len(gpus) - 1),
                           "switch": switch, "gts": None, "collapsed": False})
     for n in nics:
-        cells = dict(zip(devs, rows.get(n, [])))
-        near = next((g for g in gpus if cells.get(g) in ("PIX", "PXB")), None)
+        by_dev = dict(zip(devs, rows.get(n, [])))
+        near = next((g for g in gpus if by_dev.get(g) in ("PIX", "PXB")), None)
         node.nics.append({"busid": n, "name": n, "mbps": None, "switch": f"pix:{near}" if near else None})
     if len(gpus) == 2 and node.gpus[0]["links"]:   # two GPUs bonded by NVLink: NVSwitch or bridge cannot be told apart
         node.gpus = [dict(g, nvswitch=True, mesh=False) for g in node.gpus]

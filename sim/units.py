@@ -56,7 +56,8 @@ def size_sweep(minbytes: int, maxbytes: int, factor: float = 0.0, step: int = 0)
     if not factor or factor > 1:  # (a factor below 1 is refused below)
         check_sweep_length(minbytes, maxbytes, factor, step)
     if factor and factor > 1:
-        sizes, s = [], minbytes
+        sizes: list[int] = []
+        s: float = minbytes
         while s <= maxbytes:
             sizes.append(int(s))
             s = s * factor if s > 0 else 1

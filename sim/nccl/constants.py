@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..collectives import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BROADCAST, REDUCE, REDUCE_SCATTER, Collective
+from ..collectives import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    ALL_TO_ALL,
+    BROADCAST,
+    REDUCE,
+    REDUCE_SCATTER,
+    Collective,
+)
 
 # ---- NCCL's wire formats (src/include/device.h) -------------------------------------------------------
 NCCL_STEPS = 8                       # slots per connection buffer

@@ -165,7 +165,7 @@ class Graph:
 
 def search_speeds(m: Machine, inter: bool) -> tuple[float, ...]:
     table = SPEEDS_INTER if inter else SPEEDS_INTRA
-    return table.get(m.arch if m.arch in ("hopper", "blackwell") else None)
+    return table[m.arch if m.arch in ("hopper", "blackwell") else None]
 
 
 def fastest_speed(speeds, limit: float) -> float:

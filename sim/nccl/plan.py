@@ -124,7 +124,7 @@ def channel_order(topo: Topology, channel: int, nchannels: int) -> np.ndarray:
     >>> channel_order(load_topology("dgx-a100:nodes=2,nics_per_node=4"), 1, 4)[:8].tolist()
     [3, 4, 5, 6, 7, 0, 1, 2]
     """
-    order = []
+    order: list[int] = []
     for host in topo.hosts:
         k = len(host)
         o = (channel * k // nchannels + 1) % k if k > 1 else 0
@@ -146,7 +146,7 @@ def spread_program(name: str, coll, topo: Topology, nchannels: int, pipeline: in
     first = parts[0][1]
     nshards = n if coll.sharded else n * n if coll.pairwise else 1
     per = first.nchunks // nshards
-    cols = {k: [] for k in ("src", "dst", "chunk", "step", "channel", "reduce")}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("src", "dst", "chunk", "step", "channel", "reduce")}
     for c, (perm, p) in enumerate(parts):
         relabel = lambda a: np.where(a < n, perm[np.minimum(a, n - 1)], a)
         shard, sub = p.chunk // per, p.chunk % per
@@ -242,12 +242,13 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
         one = _program(algorithm, coll, topo, nch, 1, root, spread)
         steps, split = one.steps, _split(one, nch)
     pipelined = coll.name in get_algorithm(algorithm).pipelined
+    chunk: int | None
     if pipelined and algorithm.startswith("nvls"):
         chunk, loop_bytes = nvls_loop(algorithm, nbytes, m)
         pieces = pipeline or max(1, math.ceil(nbytes / loop_bytes))
     else:
         chunk = nccl_chunk_bytes(algorithm, p.name, nbytes / nch, depth=steps) if pipelined else None
-        pieces = pipeline or (max(1, math.ceil(nbytes / nch / split / chunk)) if pipelined else 1)
+        pieces = pipeline or (max(1, math.ceil(nbytes / nch / split / chunk)) if chunk else 1)
     share = payload_share(coll, topo, algorithm, p.name, m)
     tuned = tuner_terms(coll, nbytes, topo, algorithm, p.name, m) if algorithm in NCCL_ALGORITHMS else None
     small, used_ch, used_threads = small_message_share(nbytes, topo, algorithm, p.name,
@@ -401,7 +402,7 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
     if plan.tree_correction != 1:
         explain["tree_correction"] = plan.tree_correction
     if plan.small_share < 1:
-        explain["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels} channels, "
+        explain["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels if tuned else 1} channels, "
                                                  f"{plan.used_threads} threads")
     if tuned is not None and math.isfinite(tuned.time_us):
         explain["tuner_time_us"] = tuned.time_us
@@ -440,7 +441,7 @@ def is_duplex(coll, topo: Topology) -> bool:
 
 
 def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = False) -> dict:
-    out = {}
+    out: dict[str, float] = {}
     for l in topo.links:
         out.setdefault(l.kind, link_efficiency(topo, l, nvls, duplex, p2p))
     return out

@@ -162,7 +162,7 @@ def _latency(coll: Collective, a: str, p: str, m: Machine, nsteps: int) -> float
     inter = 0.0
     if m.nnodes > 1:
         row = "tree" if m.ppn == 1 else a
-        inter = hop_latency_us(m.inter_class, row, p)
+        inter = hop_latency_us(m.inter_class or "net", row, p)
         inter = max(inter, m.inter_wire_us) if textbook else inter
         inter += m.net_latency_us   # NCCL's graph.latencyInter (the net plugin's latency)
         if p == "Simple":
@@ -173,7 +173,7 @@ def _latency(coll: Collective, a: str, p: str, m: Machine, nsteps: int) -> float
         if coll.rooted:
             hw = inter if nodes > 1 else intra
             if p == "Simple":
-                hw = max(hop_latency_us(m.inter_class if nodes > 1 else (m.intra_class or "nvlink"), "tree", p), hw)
+                hw = max(hop_latency_us((m.inter_class or "net") if nodes > 1 else (m.intra_class or "nvlink"), "tree", p), hw)
             return lat + nsteps * hw
         if nodes > 1:
             intra = max(intra, NET_OVERHEAD_US.get(m.cpu, 1.0) * (3 if p == "Simple" else 1))
