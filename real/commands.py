@@ -228,8 +228,8 @@ def topology_out(path: str, rec: dict, dump: tuple[str | None, str] | None = Non
         raise CollsimError(f"--topology-out: this machine has {len(node.gpus)} GPU, so writing a topology was skipped (a "
                            f"collective needs at least 2 GPUs); what was read: {'; '.join(read[:-1])}")
     topo = load_topology(spec)
-    meta = dict(topo.meta, xml_preset=spec, nccl_topo_dump=how if nccl_node else f"not used: {how}")
-    doc = Topology.build(f"{rec.get('hostname') or 'this-machine'}({topo.name})", topo.nodes, topo.links, meta).to_dict()
+    hardware = topo.hardware.with_(xml_preset=spec, nccl_topo_dump=how if nccl_node else f"not used: {how}")
+    doc = Topology.build(f"{rec.get('hostname') or 'this-machine'}({topo.name})", topo.nodes, topo.links, hardware).to_dict()
     doc["meta"].update(sources=sources, read=read)   # lists: to_dict keeps scalars only
     from sim.safe_io import write_output
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

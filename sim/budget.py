@@ -176,7 +176,7 @@ def ops_per_piece(algorithm: str, collective: str | Collective, n: int, topo=Non
     if algorithm == "direct":
         return n * (n - 1)
     if algorithm == "p2p":   # every pair, plus the PXN hop of each block that changes host and rail
-        k = max(1, int((topo.meta.get("gpus_per_node") if topo is not None else 0) or 1))
+        k = max(1, int((topo.hardware.gpus_per_node if topo is not None else 0) or 1))
         m = n // k if n % k == 0 else 1
         return n * (n - 1) + n * (m - 1) * (k - 1)
     if algorithm == "tree":
@@ -185,7 +185,7 @@ def ops_per_piece(algorithm: str, collective: str | Collective, n: int, topo=Non
         return 2 * n * max(1, math.ceil(math.log2(max(n, 2))))
     if algorithm == "binomial":
         return n - 1
-    gpn = max(1, int((topo.meta.get("gpus_per_node") if topo is not None else 0) or 8))
+    gpn = max(1, int((topo.hardware.gpus_per_node if topo is not None else 0) or 8))
     if algorithm.startswith("nvls"):
         return n * (2 * gpn + 8)
     if algorithm.startswith("collnet"):
@@ -205,13 +205,13 @@ def engine_estimate(algorithm: str, collective: str | Collective, topo, nchannel
         simulated = program_ops + (one * (sim_pieces // 2) if sim_pieces < pieces else 0)
     else:
         program_ops = simulated = one * max(1, pieces)
-    if algorithm == "ring" and topo.meta.get("symmetry") == "rotation" and not get_collective(collective).pairwise:
+    if algorithm == "ring" and topo.hardware.symmetry == "rotation" and not get_collective(collective).pairwise:
         simulated = max(1, simulated // n)
     nbytes = BASE_BYTES + program_ops * PROGRAM_BYTES_PER_OP + simulated * SIMULATED_BYTES_PER_OP
     # one route per distinct (src, dst) pair: about 6 per rank for trees, fewer for rings; direct sends
     # between every pair (1,024 GPUs: a million routes, most of a 4.5-minute run)
     pairs = min(simulated, n * (n - 1) if algorithm == "direct" else 6 * n * (max(1, nchannels) if algorithm != "ring" else 1))
-    route_s = ROUTE_S_FAT_TREE if topo.meta.get("nodes_per_leaf") and topo.nhosts > 1 else ROUTE_S_OTHER
+    route_s = ROUTE_S_FAT_TREE if topo.hardware.nodes_per_leaf and topo.nhosts > 1 else ROUTE_S_OTHER
     seconds = simulated / ENGINE_OPS_PER_S + program_ops / BUILD_OPS_PER_S + pairs * route_s
     return Estimate(program_ops, simulated, nbytes, seconds)
 

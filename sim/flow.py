@@ -96,7 +96,7 @@ def ring_flows(topo: Topology, orders=None, *, efficiency=None, latency: bool = 
     orders = [np.arange(n)] if orders is None else [np.asarray(o, dtype=np.int64) for o in orders]
     identity = all(np.array_equal(o, np.arange(n)) for o in orders)
     if method == "auto":
-        if identity and topo.meta.get("symmetry") == "rotation" and _orbits(topo) is not None:
+        if identity and topo.hardware.symmetry == "rotation" and _orbits(topo) is not None:
             method = "rotation"
         elif n <= EXACT_RANKS or len(topo.hosts) < 4:
             method = "routes"
@@ -196,7 +196,7 @@ def _hosts_and_fabric(topo: Topology, nhosts: int) -> tuple[Topology, list[int]]
     keep = {n.name for n in topo.nodes if n.host is None or n.host < nhosts}
     nodes = [n for n in topo.nodes if n.name in keep]
     idx = [i for i, l in enumerate(topo.links) if l.src in keep and l.dst in keep]
-    sub = Topology.build(topo.name + ":hosts0-3", nodes, [topo.links[i] for i in idx], topo.meta)
+    sub = Topology.build(topo.name + ":hosts0-3", nodes, [topo.links[i] for i in idx], topo.hardware)
     return sub, idx
 
 

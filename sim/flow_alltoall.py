@@ -40,7 +40,7 @@ def covers(coll, topo: Topology) -> str | None:
     if not coll.pairwise:
         return f"p2p runs all_to_all, not {coll.name}"
     sizes = {len(h) for h in topo.hosts}
-    if len(topo.hosts) < 2 or not topo.meta.get("nodes_per_leaf"):
+    if len(topo.hosts) < 2 or not topo.hardware.nodes_per_leaf:
         return "its all_to_all covers clusters of several nodes on a rail-optimised fat tree (the multi-node presets)"
     if len(sizes) > 1:
         return "its all_to_all needs hosts with equal GPU counts"
@@ -69,8 +69,8 @@ def alltoall_predict(coll, nbytes: int, topo: Topology, proto, *, nchannels=None
     rail = Counter(li for i in range(k) for li in topo.route(i, k + i))
     for li, c in rail.items():
         loads[li] = c * k * (m - 1) * wire
-    per_leaf = int(topo.meta["nodes_per_leaf"])
-    per_port = k // max(1, min(k, topo.meta.get("nic_ports") or k))   # GPUs (rails) sharing one NIC port
+    per_leaf = int(topo.hardware.nodes_per_leaf or 1)
+    per_port = k // max(1, min(k, topo.hardware.nic_ports or k))   # GPUs (rails) sharing one NIC port
     for first in range(0, m, per_leaf) if m > per_leaf else ():
         # a leaf's spine link up (down): its hosts' blocks for (from) the hosts under other leaves
         here = min(per_leaf, m - first)

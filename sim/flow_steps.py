@@ -79,7 +79,7 @@ def covers(coll, algorithm: str, topo: Topology) -> str | None:
     first-come first-served queueing there is up to 3x the link-load bound: they keep the engine."""
     if algorithm not in STEP_ALGORITHMS:
         return f"the step model covers {', '.join(STEP_ALGORITHMS)}, not {algorithm}"
-    if not topo.meta.get("gpu_arch"):
+    if not topo.hardware.gpu_arch:
         return (f"the step model covers hardware presets, not {topo.name!r} (multi-hop routes queue in the engine "
                 f"beyond the link loads)")
     n = topo.nranks
@@ -153,7 +153,7 @@ so there the model is the engine (as :mod:`sim.replica` is).
     share of the data term that depends on the node, not on the node count, so the replica measures it
     (hierarchical_ring: 23-29% slow unanchored, within 4% anchored, 8 to 64 nodes)."""
     from .replica import REPLICA_NODES, replica, replica_spec
-    m = int(topo.meta.get("nodes") or 1)
+    m = int(topo.hardware.nodes or 1)
     if m <= REPLICA_NODES:
         rep = topo       # the replica is the cluster (as in sim.replica): the model is the engine here
     elif replica_spec(topo, REPLICA_NODES) is None or root >= REPLICA_NODES * len(topo.hosts[0]):

@@ -56,7 +56,7 @@ def tree_levels(m: int) -> int:
 def replica_spec(topo: Topology, nodes: int) -> str | None:
     """The preset spec of ``topo`` with ``nodes`` nodes (two scalable units if ``topo`` has several),
     or None when ``topo`` is not a multi-node preset (a file, a textbook topology)."""
-    total = topo.meta.get("nodes")
+    total = topo.hardware.nodes
     if not total or total < 2 or ":" not in topo.name:
         return None
     try:
@@ -66,7 +66,7 @@ def replica_spec(topo: Topology, nodes: int) -> str | None:
     if "nodes" not in params:
         return None
     params["nodes"] = str(nodes)
-    per_leaf = int(topo.meta.get("nodes_per_leaf") or total)
+    per_leaf = int(topo.hardware.nodes_per_leaf or total)
     if total > per_leaf and nodes > 1:   # keep the spine crossing: two units of nodes/2
         params["nodes_per_leaf"] = str(max(1, nodes // 2))
     return name + ":" + ",".join(f"{k}={v}" for k, v in params.items())
@@ -79,7 +79,7 @@ def replica(topo: Topology, nodes: int) -> Topology:
         raise CollsimError(f"the large-scale model needs a multi-node preset (e.g. dgx-h100:nodes=512) to build a "
                            f"replica of; {topo.name!r} is not one: use --model engine")
     rep = load_topology(spec)
-    if rep.nranks * topo.meta["nodes"] != topo.nranks * nodes:
+    if rep.nranks * (topo.hardware.nodes or 1) != topo.nranks * nodes:
         raise CollsimError(f"{topo.name!r}: nodes of different sizes; use --model engine")
     return rep
 
@@ -146,7 +146,7 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
         raise CollsimError(f"{algorithm} on {topo.name}: {reason}; use --model engine")
     replica_nodes = replica_nodes or REPLICA_NODES
     ops_budget = ops_budget or REPLICA_OPS_BUDGET
-    m = int(topo.meta["nodes"])
+    m = int(topo.hardware.nodes or 1)
     r = min(m, max(2, replica_nodes))
     small, half = replica(topo, r), replica(topo, max(1, r // 2)) if r >= 4 else None
     levels_full, levels_rep = tree_levels(m), tree_levels(r)
@@ -192,7 +192,7 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
 
 def replica_ops(algorithm: str, coll, topo: Topology, nchannels: int = 1) -> int:
     """Ops of one piece of ``algorithm`` on ``topo``, estimated from the replica (ops grow with the GPUs)."""
-    m = int(topo.meta.get("nodes") or 1)
+    m = int(topo.hardware.nodes or 1)
     r = min(m, REPLICA_NODES)
     small = replica(topo, r) if r < m else topo
     one = build_program(algorithm, coll, small.nranks, topology=small, nchannels=1, pipeline=1)

@@ -30,6 +30,7 @@ from operator import attrgetter
 import numpy as np
 
 from .errors import CollsimError
+from .hardware import Hardware
 
 NODE_KINDS = ("gpu", "nic", "switch", "cpu")
 LINK_KINDS = ("nvlink", "pcie", "net", "local")
@@ -96,14 +97,23 @@ class Topology:
     name: str
     nodes: tuple[Node, ...]
     links: tuple[Link, ...]
-    meta: dict = field(default_factory=dict)  # hardware facts for the NCCL model (per-GPU NVLink bw, NIC bw...)
+    hardware: Hardware = field(default_factory=Hardware)  # typed facts for the NCCL model (sim.hardware)
+
+    @property
+    def meta(self) -> dict:
+        """The hardware facts as the ``meta`` mapping of topology files and ``topo --format json`` (a fresh
+        copy: read facts from :attr:`hardware`)."""
+        return self.hardware.to_meta()
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def build(cls, name: str, nodes, links, meta: dict | None = None) -> "Topology":
+    def build(cls, name: str, nodes, links, meta: Hardware | dict | None = None) -> Topology:
+        """Validate and build; ``meta``: a :class:`~sim.hardware.Hardware` or a ``meta`` mapping (validated
+        into one)."""
         links = tuple(links)
+        hardware = Hardware.from_meta(meta, f"topology {name!r}: meta", strict=False)
         with paused_gc(freeze=len(links) >= LONG_LIVED_LINKS):
-            topo = cls(name, tuple(nodes), links, dict(meta or {}))
+            topo = cls(name, tuple(nodes), links, hardware)
             topo._validate()
         return topo
 
@@ -305,7 +315,7 @@ class Topology:
 
     def _dijkstra_forwarding(self, src: int, dst: int) -> tuple[int, ...] | None:
         gpu_penalty = 1e6
-        hosts_of = self._node_hosts if self.meta.get("nodes_per_leaf") else None
+        hosts_of = self._node_hosts if self.hardware.nodes_per_leaf else None
         allowed = (hosts_of[src], hosts_of[dst], None) if hosts_of else ()
         fwd, between = self._out_forwarding, self._links_between
         best = {src: (0.0, 0)}
@@ -340,7 +350,7 @@ class Topology:
         gpu_penalty = 1e6  # forwarding through a GPU only when nothing else connects them
         # On the presets' fat trees a route between two hosts never enters a third one (its way back out
         # costs more than any switch path), so the search skips other hosts' nodes: same route, 30x faster.
-        hosts_of = self._node_hosts if self.meta.get("nodes_per_leaf") else None
+        hosts_of = self._node_hosts if self.hardware.nodes_per_leaf else None
         allowed = (hosts_of[src], hosts_of[dst], None) if hosts_of else ()
         best = {src: (0.0, 0)}
         prev: dict[int, tuple[int, int]] = {}
@@ -396,7 +406,7 @@ class Topology:
         red = [self.nodes[i] for i in self.reducing_switches()]
         if red:
             lines.append(f"  reducing switches: {len(red)} ({', '.join(sorted({str(n.reduce) for n in red}))})")
-        no_nvlink = "nvlink_GBps" in self.meta and not self.meta["nvlink_GBps"]
+        no_nvlink = self.hardware.nvlink_GBps is not None and not self.hardware.nvlink_GBps
         if no_nvlink:   # a PCIe node: say so once instead of listing NVLink figures of zero
             lines.append("  no NVLink: GPUs talk over PCIe")
         for k, v in self.meta.items():

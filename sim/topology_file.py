@@ -19,6 +19,7 @@ import math
 import os
 
 from .errors import CollsimError
+from .hardware import Hardware
 from .safe_io import load_json, load_yaml, read_input
 from .topology import Link, Node, Topology
 from .validation import MAX_RANKS, bandwidth_GBps, latency_us, whole
@@ -129,4 +130,4 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
             meta = {**meta, "fabric": get_fabric(meta["fabric"]).name}
         except CollsimError as e:
             raise CollsimError(f"topology file {source!r}: meta: {e}") from None
-    return Topology.build(name, nodes, links, meta)
+    return Topology.build(name, nodes, links, Hardware.from_meta(meta, f"topology file {source!r}: meta"))

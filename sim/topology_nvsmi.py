@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from dataclasses import replace
 
 from .errors import CollsimError
 from .topology_xml import XmlNode, preset_for
@@ -95,5 +96,5 @@ def load_topology_nvsmi(spec: str):
     from .presets import load_topology
     from .topology import Topology
     topo = load_topology(spec_out)
-    meta = dict(topo.meta, source_nvidia_smi=os.path.abspath(path), xml_preset=spec_out, xml_read=read)
-    return Topology.build(f"{os.path.basename(path)}({topo.name})", topo.nodes, topo.links, meta)
+    hardware = replace(topo.hardware, source_nvidia_smi=os.path.abspath(path), xml_preset=spec_out, xml_read=tuple(read))
+    return Topology.build(f"{os.path.basename(path)}({topo.name})", topo.nodes, topo.links, hardware)

@@ -69,7 +69,7 @@ class Case:
         self.fabric = m.fabric if m.nnodes > 1 else None
         self.gpus = m.gpus_per_process
         self.remote_peers = (m.nranks - m.ppn) if (m.nnodes > 1 and self.coll.pairwise) else 0
-        self.p2p_off = self.topo.meta.get("p2p") is False
+        self.p2p_off = self.topo.hardware.p2p is False
         self.duplex = is_duplex(self.coll, self.topo)
         self.large_nvls = bool(self.topo.reducing_switches("nvls")) and m.ppn > 8 and self.coll.passes == 2   # NVLS all_reduce
         rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]

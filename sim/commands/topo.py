@@ -53,8 +53,8 @@ def _defaults(name: str, preset) -> dict:
 
 
 def _show(topo, args) -> int:
-    if args.format == "text" and topo.meta.get("xml_read"):   # an NCCL topology XML: what was read from it
-        print("\n".join(f"# read: {line}" for line in topo.meta["xml_read"]))
+    if args.format == "text" and topo.hardware.xml_read:   # an NCCL topology XML: what was read from it
+        print("\n".join(f"# read: {line}" for line in topo.hardware.xml_read))
     print(json.dumps(topo.to_dict(), indent=1) if args.format == "json" else topo.summary())
     if args.plot:
         from ..viz.topology_plot import plot_topology

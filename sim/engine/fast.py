@@ -218,7 +218,7 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
         agent_node.append(topo.node_index[name])
 
     orbits, quotient = None, None
-    if symmetry != "off" and p.rotation is not None and p.nranks == topo.nranks and topo.meta.get("symmetry") == "rotation":
+    if symmetry != "off" and p.rotation is not None and p.nranks == topo.nranks and topo.hardware.symmetry == "rotation":
         orbits = link_orbits(topo)
         quotient = Quotient(p) if orbits is not None else None
     if (quotient is None and symmetry != "off" and p.nranks == topo.nranks and p.algorithm in HOST_SHIFT_ALGORITHMS

@@ -1,6 +1,6 @@
 """Rotation symmetry shared by the engine, the flow model and traces.
 
-A program (``Program.rotation``) and a topology (``meta['symmetry'] == 'rotation'``) that are both
+A program (``Program.rotation``) and a topology (``hardware.symmetry == 'rotation'``) that are both
 invariant under "every rank moves to rank+1" let the engine simulate one op per orbit, each link
 standing for its whole orbit (:func:`link_orbits`); :class:`Quotient` maps any op to its orbit's
 representative, which is how a symmetric run's times are expanded back to every op.

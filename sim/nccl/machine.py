@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import CollsimError
 from . import calibration
@@ -100,11 +100,11 @@ def machine(topo) -> Machine:
 
 
 def _read_machine(topo) -> Machine:
-    meta = topo.meta
+    hw = topo.hardware
     hosts = topo.hosts
     n, nnodes = topo.nranks, len(hosts)
     ppn = max(len(h) for h in hosts)
-    arch = meta.get("gpu_arch")
+    arch = hw.gpu_arch
     intra_class, intra_wire, pair, gpu = None, 0.0, 0.0, 0.0
     if ppn > 1:
         a, b = hosts[0][0], hosts[0][1]
@@ -112,8 +112,8 @@ def _read_machine(topo) -> Machine:
         pair = topo.path_bandwidth_GBps(a, b)
         gpu_node = topo.nodes[topo.gpus[a]].name
         gpu = sum(l.bandwidth_GBps for l in topo.links if l.src == gpu_node and l.kind == intra_class)
-        if intra_class == "nvlink" and meta.get("nvlink_links") and arch in NVLINK_LINK_GBps:
-            per_link = meta["nvlink_GBps"] / meta["nvlink_links"]
+        if intra_class == "nvlink" and hw.nvlink_links and hw.nvlink_GBps and arch in NVLINK_LINK_GBps:
+            per_link = hw.nvlink_GBps / hw.nvlink_links
             scale = NVLINK_LINK_GBps[arch] / per_link  # NCCL counts an NVLink at its own speed, not the raw rate
             gpu, pair = gpu * scale, pair * scale
         elif intra_class == "pcie" and arch:
@@ -122,21 +122,22 @@ def _read_machine(topo) -> Machine:
     if nnodes > 1:
         a, b = hosts[0][0], hosts[1][0]
         inter_class, inter_wire = _route_class(topo, a, b)
-        if meta.get("nic_GBps"):
-            nic, nics = float(meta["nic_GBps"]), int(meta.get("nics_per_node") or 1)
+        if hw.nic_GBps:
+            nic, nics = float(hw.nic_GBps), int(hw.nics_per_node or 1)
         else:  # a flat network: the GPU's own link is its NIC
             nic, nics = topo.path_bandwidth_GBps(a, b), 1
     return Machine(arch, n, nnodes, ppn, intra_class, inter_class, gpu, pair, nic, nics,
-                   bool(meta.get("nvswitch")), bool(topo.reducing_switches("nvls")), bool(topo.reducing_switches("sharp")),
-                   bool(meta.get("nvls_sharp", not meta.get("gpu_arch"))), str(meta.get("cpu", "intel")),
-                   float(meta.get("nic_latency_us", 0.0)) if nnodes > 1 else 0.0,
-                   intra_wire, inter_wire, meta.get("fabric", "ib" if arch else None) if nnodes > 1 else None,
-                   int(meta.get("gpus_per_process", 1)))
+                   bool(hw.nvswitch), bool(topo.reducing_switches("nvls")), bool(topo.reducing_switches("sharp")),
+                   # a textbook topology without the fact: multi-node NVLS allowed; a preset says it
+                   bool(hw.nvls_sharp if hw.nvls_sharp is not None else not arch), hw.cpu or "intel",
+                   float(hw.nic_latency_us or 0.0) if nnodes > 1 else 0.0,
+                   intra_wire, inter_wire, (hw.fabric or ("ib" if arch else None)) if nnodes > 1 else None,
+                   int(hw.gpus_per_process or 1))
 
 
 def with_gpus_per_process(topo, gpus_per_process: int | None):
     """``topo`` run the way nccl-tests ``-g N`` runs: one thread launching ``gpus_per_process`` GPUs per
-    call (the launch mode travels in ``meta['gpus_per_process']``, so every model sees it).
+    call (the launch mode travels in ``hardware.gpus_per_process``, so every model sees it).
 
     >>> from sim.presets import load_topology
     >>> machine(with_gpus_per_process(load_topology("dgx-a100"), 8)).gpus_per_process
@@ -144,13 +145,13 @@ def with_gpus_per_process(topo, gpus_per_process: int | None):
     """
     from ..topology import Topology
     n = gpus_per_process
-    if n is None or n == topo.meta.get("gpus_per_process", 1):
+    if n is None or n == (topo.hardware.gpus_per_process or 1):
         return topo
     ppn = max(len(h) for h in topo.hosts)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= ppn:
         raise CollsimError(f"--gpus-per-process {n!r}: one process drives GPUs of its own node, so it is a whole "
                            f"number from 1 to {ppn} (the GPUs per node of {topo.name}), like nccl-tests' -g N")
-    return Topology.build(topo.name, topo.nodes, topo.links, {**topo.meta, "gpus_per_process": n})
+    return Topology.build(topo.name, topo.nodes, topo.links, replace(topo.hardware, gpus_per_process=n))
 
 
 # ---- topology search (search.cc, simplified) ---------------------------------------------------------

@@ -64,20 +64,20 @@ def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool
     while its own writes stream up (E1: 11.1 GB/s one way alone, 4.0 GB/s per GPU both ways), so the two
     cases have their own fitted efficiency. ``p2p``: the all_to_all's grouped sends, whose network links
     run at the fabric's efficiency times its fitted ``p2p_share`` (:func:`sim.nccl.calibration.fabric_p2p_share`)."""
-    meta = topo.meta
-    arch = meta.get("gpu_arch")
+    hw = topo.hardware
+    arch = hw.gpu_arch
     if arch is None:
         return 1.0   # a textbook topology: its links are what they say
     if link.kind == "nvlink":
         eff = NVLINK_EFFICIENCY.get(arch, 0.8)
-        return eff * (NVLS_EFFICIENCY.get(arch, 1.0) * nvls_domain_factor(meta.get("gpus_per_node", 1)) if nvls else 1.0)
+        return eff * (NVLS_EFFICIENCY.get(arch, 1.0) * nvls_domain_factor(hw.gpus_per_node or 1) if nvls else 1.0)
     if link.kind == "pcie":
-        if meta.get("p2p") is False:
+        if hw.p2p is False:
             return PCIE_EFFICIENCY * calibration.value("host_bounce_duplex_efficiency" if duplex else "host_bounce_efficiency")
         return PCIE_EFFICIENCY
     if link.kind == "net":
-        eff = calibration.fabric_efficiency(meta.get("fabric"))
-        return eff * calibration.fabric_p2p_share(meta.get("fabric")) if p2p else eff
+        eff = calibration.fabric_efficiency(hw.fabric)
+        return eff * calibration.fabric_p2p_share(hw.fabric) if p2p else eff
     return 1.0
 
 
@@ -111,7 +111,7 @@ def _effective_topology(topo: Topology, nvls: bool, duplex: bool, p2p: bool, cal
     # ``cal`` is the calibration link_efficiency reads (it is in force here); it keys the cache
     links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls, duplex, p2p), l.latency_us * 1e-6, l.kind)
              for l in topo.links]
-    return Topology.build(topo.name, topo.nodes, links, topo.meta)
+    return Topology.build(topo.name, topo.nodes, links, topo.hardware)
 
 
 # ---- channels spread over NICs --------------------------------------------------------------------

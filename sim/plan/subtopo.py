@@ -11,7 +11,7 @@ Groups of one family run their collectives at the same time (all 8 data-parallel
 all_reduce together). Pass them as ``concurrent``: a link that the routes of ``k`` of those groups use
 gives each of them ``1/k`` of its bandwidth (two GPUs behind one NIC each get half of it).
 
-``meta`` is copied with ``nodes``, ``gpus_per_node`` and ``nics_per_node`` rewritten to the group's shape
+``hardware`` is copied with ``nodes``, ``gpus_per_node`` and ``nics_per_node`` rewritten to the group's shape
 (servers it spans, members and NICs used per server) and ``symmetry`` dropped (a subset of a symmetric
 topology need not be symmetric).
 
@@ -75,21 +75,21 @@ def sub_topology(topo: Topology, ranks, concurrent=None) -> Topology:
     for i in members:
         key = topo.nodes[i].host if topo.nodes[i].host is not None else ("rank", i)
         hosts[key] = hosts.get(key, 0) + 1
-    meta = {k: v for k, v in topo.meta.items() if k != "symmetry"}
-    if "nodes" in meta:
-        meta["nodes"] = len(hosts)
-    if "gpus_per_node" in meta:
-        meta["gpus_per_node"] = max(hosts.values())
-    if "nics_per_node" in meta:  # only the NICs the group's routes use (one per GPU on a rail)
+    hw = replace(topo.hardware, symmetry=None)
+    if hw.nodes is not None:
+        hw = replace(hw, nodes=len(hosts))
+    if hw.gpus_per_node is not None:
+        hw = replace(hw, gpus_per_node=max(hosts.values()))
+    if hw.nics_per_node is not None:  # only the NICs the group's routes use (one per GPU on a rail)
         nics: dict = {}
         for n in nodes:
             if n.kind == "nic":
                 nics[n.host] = nics.get(n.host, 0) + 1
-        meta["nics_per_node"] = max(nics.values()) if nics else 0
+        hw = replace(hw, nics_per_node=max(nics.values()) if nics else 0)
     shared = max(load.values(), default=1)
     label = ",".join(map(str, ranks)) if len(ranks) <= 8 else f"{ranks[0]},{ranks[1]},..,{ranks[-1]}"
     return Topology.build(f"{topo.name}[{label}]" + (f" sharing links with up to {shared - 1} group(s)" if shared > 1 else ""),
-                          nodes, links, meta)
+                          nodes, links, hw)
 
 
 def adjacency(topo: Topology) -> list:

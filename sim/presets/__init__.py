@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..errors import CollsimError
@@ -121,8 +121,8 @@ def load_topology_xml(path: str, params: dict[str, str]) -> Topology:
     from ..topology_xml import node_preset_from_xml
     preset_spec, read = node_preset_from_xml(path, params)
     topo = load_topology(preset_spec)
-    meta = dict(topo.meta, source_xml=os.path.abspath(path), xml_preset=preset_spec, xml_read=read)
-    return Topology.build(f"{os.path.basename(path)}({topo.name})", topo.nodes, topo.links, meta)
+    hardware = replace(topo.hardware, source_xml=os.path.abspath(path), xml_preset=preset_spec, xml_read=tuple(read))
+    return Topology.build(f"{os.path.basename(path)}({topo.name})", topo.nodes, topo.links, hardware)
 
 
 def load_topology(spec: "str | Topology") -> Topology:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from ..nccl.calibration import get_fabric
 from ..errors import CollsimError
+from ..hardware import Hardware
 from ..topology import Link, Node, Topology, paused_gc
 from . import register
 
@@ -280,18 +281,16 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
                 duplex([(leaf, "spine")], up, SPINE_HOP_US, "net")
         node_list.append(Node("spine", "switch", reduce=reduce, label="spine (aggregated)"))
 
-    meta = {
-        "gpu_arch": pf.gpu_arch, "gpu": pf.gpu, "nvlink_GBps": nvl, "nvlink_links": pf.nvlink_links,
-        "intra": "nvlink", "nvswitch": pf.nvswitch, "pcie_gen": pf.pcie_gen, "p2p": True,
-        "nodes": nodes, "gpus_per_node": gpn, "nics_per_node": nics, "nic_GBps": nic_GBps, "nic_gbps": float(gbps),
-        "sharp": bool(sharp), "nvls": use_nvls, "nvls_sharp": bool(nvls_sharp and sharp and use_nvls), "cpu": pf.cpu, "nic_latency_us": NIC_LATENCY_US,
-        "pcie_GBps": pcie_GBps, "nvlink_latency_us": 2 * NVLINK_HOP_US, "oversubscription": float(oversubscription),
-        "nodes_per_leaf": per_leaf, "fabric": fab, "nic_ports": ports if nodes > 1 else 0,
-    }
-    if not pf.nvswitch:
-        meta["nvlink_pair_GBps"] = mesh_GBps
-    if nodes == 1:
-        meta["symmetry"] = "rotation"  # only GPU<->NVSwitch links (or a full mesh): GPU i -> i+1 maps links onto links
+    hardware = Hardware(
+        gpu_arch=pf.gpu_arch, gpu=pf.gpu, nvlink_GBps=nvl, nvlink_links=pf.nvlink_links,
+        intra="nvlink", nvswitch=pf.nvswitch, pcie_gen=pf.pcie_gen, p2p=True,
+        nodes=nodes, gpus_per_node=gpn, nics_per_node=nics, nic_GBps=nic_GBps, nic_gbps=float(gbps),
+        sharp=bool(sharp), nvls=use_nvls, nvls_sharp=bool(nvls_sharp and sharp and use_nvls), cpu=pf.cpu,
+        nic_latency_us=NIC_LATENCY_US, pcie_GBps=pcie_GBps, nvlink_latency_us=2 * NVLINK_HOP_US,
+        oversubscription=float(oversubscription), nodes_per_leaf=per_leaf, fabric=fab, nic_ports=ports if nodes > 1 else 0,
+        nvlink_pair_GBps=None if pf.nvswitch else mesh_GBps,
+        # only GPU<->NVSwitch links (or a full mesh): GPU i -> i+1 maps links onto links
+        symmetry="rotation" if nodes == 1 else None)
     params = [f"nodes={nodes}"] if nodes > 1 else []
     if gpn != pf.gpus:
         params.append(f"gpus_per_node={gpn}")
@@ -302,7 +301,7 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     params += [f"nvls={int(use_nvls)}"] if use_nvls != pf.nvls_capable else []
     params += ["nvls_sharp=1"] if nvls_sharp else []
     params += [f"oversubscription={oversubscription:g}"] if oversubscription != 1 else []
-    return Topology.build(name + (":" + ",".join(params) if params else ""), node_list, links, meta)
+    return Topology.build(name + (":" + ",".join(params) if params else ""), node_list, links, hardware)
 
 
 def _leaf(su: int, rail: int, nsu: int) -> str:
@@ -370,8 +369,8 @@ def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cp
         for g in gpu_nodes:
             links += [Link(g.name, "pcie.up", bw, PCIE_HOP_US, "pcie"), Link("pcie.down", g.name, bw, PCIE_HOP_US, "pcie")]
         links += [Link("pcie.up", "cpu", bw, PCIE_HOP_US, "pcie"), Link("cpu", "pcie.down", bw, PCIE_HOP_US, "pcie")]
-    meta = {"gpu_arch": arch, "gpu": f"PCIe GPU ({arch})", "nvlink_GBps": 0.0, "nvlink_links": 0, "intra": "pcie",
-            "nvswitch": False, "pcie_gen": gen, "p2p": bool(p2p), "nodes": 1, "gpus_per_node": gpus, "nics_per_node": 0,
-            "nic_GBps": 0.0, "nic_gbps": 0.0, "sharp": False, "nvls": False, "cpu": cpu, "nic_latency_us": NIC_LATENCY_US,
-            "pcie_GBps": bw}
-    return Topology.build(f"pcie:gpus={gpus},gen={gen},p2p={int(bool(p2p))}", gpu_nodes + extra, links, meta)
+    hardware = Hardware(gpu_arch=arch, gpu=f"PCIe GPU ({arch})", nvlink_GBps=0.0, nvlink_links=0, intra="pcie",
+                        nvswitch=False, pcie_gen=gen, p2p=bool(p2p), nodes=1, gpus_per_node=gpus, nics_per_node=0,
+                        nic_GBps=0.0, nic_gbps=0.0, sharp=False, nvls=False, cpu=cpu, nic_latency_us=NIC_LATENCY_US,
+                        pcie_GBps=bw)
+    return Topology.build(f"pcie:gpus={gpus},gen={gen},p2p={int(bool(p2p))}", gpu_nodes + extra, links, hardware)
