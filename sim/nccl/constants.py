@@ -41,6 +41,10 @@ THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}      # bytes per thread b
 
 NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
 MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}   # NCCL_LL/LL128/SIMPLE_MAX_NTHREADS (device.h)
+# enqueue.cc topoGetAlgoInfo: on a small message NCCL drops channels, then halves the threads while they
+# are a multiple of 128, not below 64 (rings and trees only)
+THREAD_HALVING_MULTIPLE, MIN_THREADS = 128, 64
+SMALL_MESSAGE_ALGORITHMS = ("ring", "tree")
 
 # ---- NCCL's latency tables (src/graph/tuning.cc, NCCL 2.27.7), microseconds ---------------------------
 # Index order of NCCL's enums: algorithms Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree (PAT has
@@ -110,6 +114,9 @@ SPEEDS_INTER = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                        0.24, 0.12)}
 MAX_SEARCH_CHANNELS = 32          # MAXCHANNELS / 2: what one search may find before duplication
 MAX_RUNTIME_CHANNELS = 32         # connect.cc ncclTopoPostset: duplicated channels stay within this cap
+# connect.cc (sm90+, several nodes): a search channel faster than 45 GB/s becomes 4 compute channels
+# (doubled once more) while there are fewer than 16
+DUPLICATE_AGAIN_MIN_GBps, DUPLICATE_AGAIN_BELOW = 45.0, 16
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
 NVLS_MAX_HEADS = 32              # NCCL_MAX_NVLS_ARITY (device.h): NVLS graph channels = heads per NVLink domain
 NVLS_CHUNK_BYTES = 128 << 10     # NCCL_NVLS_CHUNKSIZE default (transport/nvls.cc)

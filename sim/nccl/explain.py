@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from .constants import MAX_RUNTIME_CHANNELS, NCCL_ALGORITHMS
+from .constants import DUPLICATE_AGAIN_BELOW, DUPLICATE_AGAIN_MIN_GBps, MAX_RUNTIME_CHANNELS, NCCL_ALGORITHMS
 from .machine import graph_for, machine, nvls_channels, ring_graph
 
 MAXCHANNELS = MAX_RUNTIME_CHANNELS   # NCCL's cap on duplicated channels (sim.nccl.constants)
@@ -45,7 +45,8 @@ def nccl_runtime_channels(topo, algorithm: str) -> tuple[int, int] | None:
         return nvls_channels(m), graph_for(m, algorithm).nchannels
     found = graph_for(m, algorithm).nchannels
     runs = min(MAXCHANNELS, 2 * found)                       # ncclTopoPostset: "Duplication should be complete now"
-    if m.arch in ("hopper", "blackwell") and m.nnodes > 1 and ring_graph(m).bw_intra > 45.0 and runs < 16:
+    fast = ring_graph(m).bw_intra > DUPLICATE_AGAIN_MIN_GBps
+    if m.arch in ("hopper", "blackwell") and m.nnodes > 1 and fast and runs < DUPLICATE_AGAIN_BELOW:
         runs = min(MAXCHANNELS, 2 * runs)                    # "4 compute channels per search channel" on sm90+
     return runs, found
 

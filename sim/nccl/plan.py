@@ -42,9 +42,9 @@ from ..errors import CollsimError
 from ..program import Program
 from ..topology import Link, Topology
 from . import calibration
-from .constants import (MAX_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_CHUNK_BYTES, NVLS_CHUNK_STEPS,
+from .constants import (MAX_THREADS, MIN_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_CHUNK_BYTES, NVLS_CHUNK_STEPS,
                         NVLS_EFFICIENCY, NVLS_TREE_SMALL_CHUNK_BYTES, NVLS_TREE_SMALL_CHUNK_NODES, PCIE_EFFICIENCY,
-                        THREAD_THRESHOLD)
+                        SMALL_MESSAGE_ALGORITHMS, THREAD_HALVING_MULTIPLE, THREAD_THRESHOLD)
 from .machine import Machine, machine, nvls_channels
 from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from .tuner import Terms, tuner_terms
@@ -337,13 +337,13 @@ def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str,
     (0.0625, 1, 64)
     """
     p = get_protocol(proto).name
-    if algorithm not in ("ring", "tree") or p not in MAX_THREADS:
+    if algorithm not in SMALL_MESSAGE_ALGORITHMS or p not in MAX_THREADS:
         return 1.0, nchannels, MAX_THREADS.get(p, 512)
     thr = THREAD_THRESHOLD[p] * (topo.nranks if (algorithm == "ring" and p == "LL") else 1)
     nc, nt = nchannels, MAX_THREADS[p]
     while nbytes < nc * nt * thr and nc >= 2:
         nc -= 1
-    while nbytes < nc * nt * thr and nt % 128 == 0 and nt > 64:
+    while nbytes < nc * nt * thr and nt % THREAD_HALVING_MULTIPLE == 0 and nt > MIN_THREADS:
         nt //= 2
     return nc / nchannels, nc, nt
 
