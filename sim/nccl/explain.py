@@ -28,7 +28,12 @@ from __future__ import annotations
 
 import math
 
-from .constants import DUPLICATE_AGAIN_BELOW, DUPLICATE_AGAIN_MIN_GBps, MAX_RUNTIME_CHANNELS, NCCL_ALGORITHMS
+from .constants import (
+    DUPLICATE_AGAIN_BELOW,
+    MAX_RUNTIME_CHANNELS,
+    NCCL_ALGORITHMS,
+    DUPLICATE_AGAIN_MIN_GBps,
+)
 from .machine import graph_for, machine, nvls_channels, ring_graph
 
 MAXCHANNELS = MAX_RUNTIME_CHANNELS   # NCCL's cap on duplicated channels (sim.nccl.constants)
