@@ -164,8 +164,8 @@ def _build(coll, n, topology, nchannels, pipeline, tree: bool):
                     inter = max(inter, reduce_broadcast(p, parent, chunk_of(j, t), step0=2))
             else:
                 inter = switch_tree(p, [dom[j] for dom in domains], chunk_of(j), 2)
-    for sw, dom in zip(switches, domains):
-        sw = p.switch(sw)
+    for node, dom in zip(switches, domains):
+        sw = p.switch(node)
         for j, owner in enumerate(dom[:heads]):
             for t in range(halves):
                 c = chunk_of(j, t)
