@@ -26,7 +26,7 @@ Where ``alpha`` comes from, first that applies:
 1. ``latency_us`` (``--latency-us``): given;
 2. ``measured_latency=True`` (``--measured-latency``): the message latency ``collsim bench`` measured
    before its sweep (``env.p2p_latency_us``, the median over the files that carry one; see
-   :func:`real.harness.p2p_latency`): measured;
+   :func:`real.measure.harness.p2p_latency`): measured;
 3. fitted, when the observations have different numbers of steps (two collectives, or two world
    sizes): the steps inside the measured collectives themselves;
 4. otherwise 0: with one collective at one world size ``alpha`` cannot be told apart from ``t0``, and
@@ -63,8 +63,8 @@ import sim
 from sim.algorithms import why_not
 from sim.errors import CollsimError
 from sim.topology import Link, Node, Topology
-from sim.topology_file import topology_from_dict
-from sim.validation import latency_us as check_latency_us
+from sim.topology.files import topology_from_dict
+from sim.io.validation import latency_us as check_latency_us
 
 from .hostmodel import (HOST_MODELS, LOOPBACK_BYTES_PER_WIRE_BYTE, cache_factor, cpu_cache_of, default_host_model,
                         host_bytes)

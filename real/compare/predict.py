@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import sim
-from sim import analytic
+from sim.algorithms import analytic
 from sim.algorithms import why_not
 from sim.collectives import get_collective
 from sim.errors import CollsimError

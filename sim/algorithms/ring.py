@@ -24,7 +24,7 @@ does that, :mod:`sim.chunk_program`), which is how NCCL's chunks keep every link
 """
 from __future__ import annotations
 
-from ..analytic import ring_steps
+from .analytic import ring_steps
 from ..chunk_program import ChunkProgram
 from . import algorithm
 

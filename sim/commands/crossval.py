@@ -35,7 +35,7 @@ import numpy as np
 from .. import api
 from ..nccl import calibration
 from ..collectives import get_collective
-from ..nccl.plan import is_duplex
+from ..nccl.execution import is_duplex
 from ..presets import load_topology
 from ..nccl.machine import machine, with_gpus_per_process
 

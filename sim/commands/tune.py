@@ -59,7 +59,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..safe_io import check_not_input, check_output
+    from ..io.safe_io import check_not_input, check_output
     check_output(args.out, "--out")
     colls = _collectives(args.collective)
     lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
@@ -79,7 +79,7 @@ def run(args) -> int:
               f"# from: {source}",
               f"# job: nNodes {nnodes}, nRanks {nranks}; sizes 0..{hi} B; each range takes the choice at its upper end",
               "# colltype,minbytes,maxbytes,algorithm,protocol,channels,nNodes,nRanks  (channels -1: NCCL's own count)"]
-    from ..safe_io import write_output
+    from ..io.safe_io import write_output
     write_output(args.out, "\n".join(header + lines) + "\n", "--out")
     per = {c: sum(1 for ln in lines if ln.startswith(COLLTYPES[c] + ",")) for c in choices}
     print(f"wrote {args.out}: {len(lines)} ranges ({', '.join(f'{COLLTYPES[c]} {n}' for c, n in per.items())}) "

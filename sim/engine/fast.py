@@ -48,7 +48,7 @@ import numpy as np
 from .loop import run_ops
 from ..errors import CollsimError
 from ..program import Program
-from ..progress import phase
+from .progress import phase
 from ..nccl.protocols import IDEAL, Protocol
 from .symmetry import Quotient, find_shift, host_shift, link_orbits
 from ..topology import Topology

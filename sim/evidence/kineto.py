@@ -29,7 +29,7 @@ import zlib
 
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
-from ..safe_io import load_json, read_input
+from ..io.safe_io import load_json, read_input
 from .job import P2P, Call, Job, dtype_bytes, op_of
 
 MAX_FILE_BYTES = 512 << 20    # the largest published trace is 1.8 MB gzipped; real multi-step traces reach ~1 GB

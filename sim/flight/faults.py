@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import CollsimError
 from ..units import parse_size
-from .workload import COLLECTIVES, DTYPES, Call, Compute, Workload
+from .rank_workload import COLLECTIVES, DTYPES, Call, Compute, Workload
 
 RANK_FAULTS = ("skip", "wrong_collective", "size", "dtype", "straggler")
 KINDS = RANK_FAULTS + ("crash", "degraded_link", "link_down")

@@ -25,8 +25,8 @@ import json
 import os
 
 from ..errors import CollsimError
-from ..safe_io import write_output
-from .workload import DTYPES
+from ..io.safe_io import write_output
+from .rank_workload import DTYPES
 
 VERSION = "2.10"  # the flight-recorder format version torch 2.13 writes
 

@@ -72,7 +72,7 @@ def neighbours(ns):
 
 
 def _times(ns, nbytes):
-    from sim.analytic import ring_time_us
+    from sim.algorithms.analytic import ring_time_us
     from sim.engine import simulate_program
     from .torus import torus2d
     rows, cols = PERF_SHAPE

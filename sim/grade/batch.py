@@ -164,9 +164,9 @@ def feedback_name(shown: str) -> str:
 
 
 def write_atomic(path: str, text: str, inputs: list[str], flag: str = "output") -> None:
-    """Write ``text`` to ``path`` through :mod:`sim.safe_io` (a temporary file and a rename; never through a
+    """Write ``text`` to ``path`` through :mod:`sim.io.safe_io` (a temporary file and a rename; never through a
     link, never over a file the command reads); a path among the submissions being graded is refused too."""
-    from ..safe_io import check_not_input, write_output
+    from ..io.safe_io import check_not_input, write_output
     real = os.path.realpath(path)
     for i in inputs:
         if os.path.exists(i) and (os.path.realpath(i) == real or (os.path.isdir(i) and real.startswith(os.path.realpath(i) + os.sep)

@@ -51,7 +51,7 @@ class Protocol:
 
 IDEAL = Protocol("ideal")
 # The NCCL protocols as seen by the engine when no hardware is known: payload efficiency from the wire
-# format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl.plan`` specialises them
+# format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl.execution`` specialises them
 # per algorithm and topology (latency by link class, NCCL's chunk rules).
 LL = Protocol("LL", payload_efficiency=LL_DATA_BYTES / LL_LINE_BYTES, hop_latency_us=0.6,
               chunk_bytes=BUFFER_BYTES["LL"] // NCCL_STEPS // 2)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from ..algorithms import candidates
 from ..errors import CollsimError
-from ..recipe import protocols_for
-from ..result import Result
+from .recipe import protocols_for
+from ..engine.result import Result
 from .constants import NCCL_ALGORITHMS
 from .protocols import IDEAL
 

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import calibration
-from ..analytic import ring_steps
+from ..algorithms.analytic import ring_steps
 from ..collectives import get_collective
 from ..errors import CollsimError
 from .constants import (LL_MAX_BW, MAX_SEARCH_CHANNELS, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NET_OVERHEAD_US, NVLS_BUS_TO_ALG,
@@ -213,9 +213,9 @@ def rank_pairs(collective, nbytes: int, topo, algorithms, protocols=NCCL_PROTOCO
 
 
 def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
-    """The tuner's prediction for one pair as a :class:`~sim.result.Result` (model ``"tuner"``)."""
-    from .. import analytic
-    from ..result import Result
+    """The tuner's prediction for one pair as a :class:`~sim.engine.result.Result` (model ``"tuner"``)."""
+    from ..algorithms import analytic
+    from ..engine.result import Result
     coll = get_collective(coll)
     p = get_protocol(proto).name
     t = tuner_terms(coll, nbytes, topo, algorithm, p)

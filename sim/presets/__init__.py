@@ -17,7 +17,7 @@ from typing import Callable
 
 from ..errors import CollsimError
 from ..topology import Topology
-from ..validation import MAX_RANKS, number, parse_number, whole
+from ..io.validation import MAX_RANKS, number, parse_number, whole
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,8 @@ def split_xml_spec(spec: str):
 
 def load_topology_xml(path: str, params: dict[str, str]) -> Topology:
     """The cluster an NCCL topology XML file describes: its node as the matching hardware preset
-    (:mod:`sim.topology_xml` says what is read), with the spec's other keys passed to that preset."""
-    from ..topology_xml import node_preset_from_xml
+    (:mod:`sim.topology.nccl_xml` says what is read), with the spec's other keys passed to that preset."""
+    from ..topology.nccl_xml import node_preset_from_xml
     preset_spec, read = node_preset_from_xml(path, params)
     topo = load_topology(preset_spec)
     meta = dict(topo.meta, source_xml=os.path.abspath(path), xml_preset=preset_spec, xml_read=read)
@@ -118,7 +118,7 @@ def load_topology_xml(path: str, params: dict[str, str]) -> Topology:
 
 def load_topology(spec: "str | Topology") -> Topology:
     """A topology from a preset spec, a ``.yaml``/``.yml``/``.json`` path, an NCCL topology ``.xml``
-    (``FILE.xml[:nodes=N,...]``, :mod:`sim.topology_xml`), or a Topology (returned as is)."""
+    (``FILE.xml[:nodes=N,...]``, :mod:`sim.topology.nccl_xml`), or a Topology (returned as is)."""
     if isinstance(spec, Topology):
         return spec
     if not isinstance(spec, str) or not spec.strip():
@@ -127,7 +127,7 @@ def load_topology(spec: "str | Topology") -> Topology:
     if xml is not None:   # NCCL's topology XML, FILE.xml[:nodes=N,...]
         return load_topology_xml(*xml)
     if spec.lower().endswith((".yaml", ".yml", ".json")) or os.sep in spec:
-        from ..topology_file import load_topology_file
+        from ..topology.files import load_topology_file
         return load_topology_file(spec)
     name, raw = parse_spec(spec)
     table = presets()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import sim
-import sim.nccl.plan as nr
+import sim.nccl.execution as nr
 from sim.nccl import calibration
 from sim.algorithms import build_program
 from sim.collectives import get_collective

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from sim import sweep
+from sim.prediction import sweep
 from sim.errors import CollsimError
 
 
