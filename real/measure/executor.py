@@ -44,7 +44,7 @@ def load_program(impl: str, collective: str, nranks: int, root: int = 0):
     from sim.program import Program
     spec = impl.split(":", 1)[1]
     if spec.endswith(".py"):
-        from sim.commands.verify_command import load_user_builder
+        from sim.io.user_algorithm import load_user_builder
         build, supported = load_user_builder(spec)
         if collective not in supported:
             raise CollsimError(f"{spec} serves {', '.join(supported)}, not {collective}: pick one of those with --collective")

@@ -17,7 +17,7 @@ algorithm). :func:`run_program` is the one way the predictors call an engine.
 from __future__ import annotations
 
 from ..errors import CollsimError
-from ..nccl.protocols import IDEAL
+from .transfer import IDEAL
 from .fast import EngineRun, simulate_program
 
 ENGINES = ("default", "reference")

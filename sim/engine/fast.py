@@ -49,7 +49,7 @@ from .loop import run_ops
 from ..errors import CollsimError
 from ..program import Program
 from .progress import phase
-from ..nccl.protocols import IDEAL, Protocol
+from .transfer import IDEAL, Protocol
 from .symmetry import Quotient, find_shift, host_shift, link_orbits
 from ..topology import Topology
 

@@ -32,7 +32,7 @@ import simpy
 from .fast import EngineRun
 from ..errors import CollsimError
 from ..program import Program
-from ..nccl.protocols import IDEAL, Protocol
+from .transfer import IDEAL, Protocol
 from ..topology import Topology
 
 

@@ -12,6 +12,9 @@ the model's own engineering choices (e.g. the engine's op budget) stay with the 
 """
 from __future__ import annotations
 
+# NCCL_MAX_NVLS_ARITY shapes the NVLS program itself, so it is defined with that algorithm (a lower layer)
+from ..algorithms.nvls import NVLS_MAX_HEADS  # noqa: F401 (re-exported with NCCL's other numbers)
+
 # ---- NCCL's wire formats (src/include/device.h) -------------------------------------------------------
 NCCL_STEPS = 8                       # slots per connection buffer
 LL_LINE_BYTES, LL_DATA_BYTES = 16, 8           # ncclLLFifoLine: data1 flag1 data2 flag2 (4 B each)
@@ -70,7 +73,6 @@ SPEEDS_INTER = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                        0.24, 0.12)}
 MAX_SEARCH_CHANNELS = 32          # MAXCHANNELS / 2: what one search may find before duplication
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
-NVLS_MAX_HEADS = 32              # NCCL_MAX_NVLS_ARITY (device.h): NVLS graph channels = heads per NVLink domain
 NVLS_CHUNK_BYTES = 128 << 10     # NCCL_NVLS_CHUNKSIZE default (transport/nvls.cc)
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 32, "blackwell_one_domain": 24}   # NVLS_NCHANNELS_SM90/SM100/SM100_NVL
 NVLS_BUS_TO_ALG = 5.0 / 6.0       # 2.21-2.27: NVLS/NVLSTree algBw = busBw * 5/6

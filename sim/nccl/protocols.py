@@ -20,36 +20,12 @@ latency L takes L + B/W. NCCL's protocols change three things (numbers from NCCL
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..engine.transfer import IDEAL, Protocol
 from ..errors import CollsimError
 from .constants import (BASE_LATENCY_US, BUFFER_BYTES, CHUNK_STEPS, HW_LATENCY_US, LL128_DATA_BYTES, LL128_LINE_BYTES,
                         LL_DATA_BYTES, LL_LINE_BYTES, NCCL_PROTOCOLS, NCCL_STEPS)
 
 
-@dataclass(frozen=True)
-class Protocol:
-    """How transfers behave on the wire.
-
-    payload_efficiency: data bytes per wire byte (LL 0.5, LL128 120/128, Simple 1.0).
-    hop_latency_us: extra latency per transfer, on top of the links' own (the engine adds it to every op).
-    chunk_bytes: pipeline granularity: algorithms that pipeline cut each channel's data into pieces of
-        about this many bytes (None: the algorithm's own default).
-    launch_us: fixed cost per collective (kernel launch and base latency), added once.
-    """
-
-    name: str
-    payload_efficiency: float = 1.0
-    hop_latency_us: float = 0.0
-    chunk_bytes: int | None = None
-    launch_us: float = 0.0
-
-    def wire_bytes(self, nbytes: float) -> float:
-        """Bytes on the wire for ``nbytes`` of payload."""
-        return nbytes / self.payload_efficiency
-
-
-IDEAL = Protocol("ideal")
 # The NCCL protocols as seen by the engine when no hardware is known: payload efficiency from the wire
 # format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl.execution`` specialises them
 # per algorithm and topology (latency by link class, NCCL's chunk rules).

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..nccl.calibration import get_fabric
+from ..topology.fabrics import get_fabric
 from ..errors import CollsimError
 from ..topology import Link, Node, Topology, paused_gc
 from . import register

@@ -21,6 +21,7 @@ import os
 from ..errors import CollsimError
 from ..io.safe_io import load_json, load_yaml, read_input
 from . import Link, Node, Topology
+from .fabrics import get_fabric
 from ..io.validation import MAX_RANKS, bandwidth_GBps, latency_us, whole
 
 MAX_FILE_BYTES = 32 << 20
@@ -123,8 +124,7 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
     if not isinstance(meta, dict):
         raise CollsimError(f"topology file {source!r}: 'meta' must be a mapping")
     meta = _check_meta(meta, source)
-    if "fabric" in meta:   # the scale-out network's efficiency and latency (sim.nccl.calibration.FABRICS)
-        from ..nccl.calibration import get_fabric
+    if "fabric" in meta:   # the scale-out network (sim.topology.fabrics.FABRICS)
         try:
             meta = {**meta, "fabric": get_fabric(meta["fabric"]).name}
         except CollsimError as e:
