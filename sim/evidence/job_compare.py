@@ -45,7 +45,7 @@ def _most_common(values):
     return Counter(values).most_common(1)[0][0] if values else None
 
 
-def _group_ranks(calls: list, topo: Topology | None, notes: list | None = None) -> tuple | None:
+def group_ranks(calls: list, topo: Topology | None, notes: list | None = None) -> tuple | None:
     """The ranks the prediction uses: the process group's own where it fits the topology, else 0..n-1
     (with a note when the group's own ranks are known but lie outside the topology)."""
     g = calls[0].group_size
@@ -104,7 +104,7 @@ def _predict(row: dict, calls: list, costs, topology, notes: list) -> None:
     size, group = row["nccl_tests_nbytes"], row["group_size"]
     if costs is None or coll is None or size is None or not group:
         return
-    ranks = _group_ranks(calls, topology, notes)
+    ranks = group_ranks(calls, topology, notes)
     if ranks is None:
         if group > topology.nranks:
             note = (f"{row['collective']} over {group} ranks is not predicted: the topology {topology.name} has "
@@ -146,7 +146,7 @@ def agreement(job: Job, rows: list) -> dict:
                       "per-call tuning log lines are ground truth" if sources.get("kernel name") else None}
 
 
-def _union(intervals: list) -> list:
+def union_intervals(intervals: list) -> list:
     out: list = []
     for s, e in sorted(intervals):
         if out and s <= out[-1][1]:
@@ -156,7 +156,7 @@ def _union(intervals: list) -> list:
     return out
 
 
-def _overlap(s: float, e: float, merged: list, starts: list) -> float:
+def overlap_us(s: float, e: float, merged: list, starts: list) -> float:
     import bisect
     i = max(0, bisect.bisect_right(starts, s) - 1)
     total = 0.0
@@ -175,7 +175,7 @@ def step_shares(job: Job) -> dict:
         if hi <= lo:
             continue
         spans.append(hi - lo)
-        merged = _union(job.compute.get(rank, []))
+        merged = union_intervals(job.compute.get(rank, []))
         starts = [m[0] for m in merged]
         for c in job.calls:
             if c.rank != rank or c.duration_us is None or c.start_us is None or not lo <= c.start_us <= hi:
@@ -185,7 +185,7 @@ def step_shares(job: Job) -> dict:
             t["ranks"].add(rank)
             if merged:
                 exposed_known = True
-                t["exposed"] += c.duration_us - _overlap(c.start_us, c.start_us + c.duration_us, merged, starts)
+                t["exposed"] += c.duration_us - overlap_us(c.start_us, c.start_us + c.duration_us, merged, starts)
     if not spans:
         return {"span_us": None, "by_collective": [], "exposed_known": False}
     nr = len(spans)

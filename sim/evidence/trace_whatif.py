@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..planning.costs import CollectiveCosts
 from ..topology import Topology
-from .job_compare import _group_ranks, _overlap, _union
+from .job_compare import group_ranks, overlap_us, union_intervals
 from .job import Job
 
 
@@ -40,14 +40,14 @@ def trace_step(job: Job, topologies: list[tuple[str, Topology]], algorithm: str 
     """The traced step as recorded and on each of ``topologies`` (label, Topology): see the module docstring."""
     rank = _reference_rank(job)
     lo, hi = job.spans[rank]
-    merged = _union(job.compute.get(rank, []))
+    merged = union_intervals(job.compute.get(rank, []))
     starts = [m[0] for m in merged]
     calls = [c for c in job.calls if c.rank == rank and c.duration_us is not None and c.start_us is not None
              and lo <= c.start_us <= hi]
     by_key: dict = {}
     for c in job.calls:
         by_key.setdefault((c.op, c.nbytes, c.group_size), []).append(c)
-    overlapped = [_overlap(c.start_us, c.start_us + c.duration_us, merged, starts) if merged else 0.0 for c in calls]
+    overlapped = [overlap_us(c.start_us, c.start_us + c.duration_us, merged, starts) if merged else 0.0 for c in calls]
     exposed = [c.duration_us - o for c, o in zip(calls, overlapped)]
     span = hi - lo
     recorded = {"label": "recorded", "topology": None, "step_us": span, "comm_us": sum(c.duration_us for c in calls),
@@ -59,7 +59,7 @@ def trace_step(job: Job, topologies: list[tuple[str, Topology]], algorithm: str 
         comm = new_exposed = unmodelled = 0.0
         for i, (c, o) in enumerate(zip(calls, overlapped)):
             coll = c.collective
-            ranks = _group_ranks(by_key[(c.op, c.nbytes, c.group_size)], topo)
+            ranks = group_ranks(by_key[(c.op, c.nbytes, c.group_size)], topo)
             p = None
             if coll is not None and c.nccl_tests_nbytes and ranks is not None:
                 p = costs.get(coll.name, int(c.nccl_tests_nbytes), ranks).time_us
