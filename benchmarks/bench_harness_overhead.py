@@ -70,8 +70,8 @@ def _rank(rank: int, args, port: int, queue) -> None:
         opts = BenchOptions(sizes=(size,), minbytes=size, maxbytes=size, iters=args.iters, warmup=args.warmup,
                             check=0, backend=args.backend, nprocs=args.nprocs)
         runs = {"bare": [], "harness": [], "bare2": []}
-        measure = {"bare": lambda: _bare(x, args.iters, args.warmup, device),
-                   "harness": lambda: run_sweep(opts, rank, args.nprocs, device)[0]["time_us"]}
+        measure = {"bare": lambda x=x: _bare(x, args.iters, args.warmup, device),
+                   "harness": lambda opts=opts: run_sweep(opts, rank, args.nprocs, device)[0]["time_us"]}
         measure["bare2"] = measure["bare"]  # a second bare series: the A/A ratio shows the machine's noise
         measure["bare"](), measure["harness"]()  # untimed first pass
         order = list(runs)

@@ -82,9 +82,9 @@ def run_compare(args) -> int:
     from sim.presets import load_topology
     from sim.units import parse_size
 
+    from .compare.markdown_report import text_table, write_report
     from .compare.measured import read_measurement
     from .compare.mismatch import mismatch
-    from .compare.markdown_report import text_table, write_report
     from .compare.score import compare
     m = read_measurement(args.measured, args.collective, args.nranks)
     topo = load_topology(args.topology)

@@ -199,8 +199,8 @@ def topology_out(path: str, rec: dict, dump: tuple[str | None, str] | None = Non
     from sim.commands.common import check_output_path
     from sim.presets import load_topology
     from sim.topology import Topology
-    from sim.topology.nvidia_smi import parse_nvidia_smi_topo
     from sim.topology.nccl_xml import parse_topology_xml, preset_for
+    from sim.topology.nvidia_smi import parse_nvidia_smi_topo
 
     from .measure.topo_dump import merge_nodes, nccl_topology_dump, nic_legend
     check_output_path(path, "--topology-out", (".yaml", ".yml", ".json"))

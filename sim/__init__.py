@@ -10,13 +10,13 @@ The pieces: :mod:`sim.topology` and :mod:`sim.presets` (where), :mod:`sim.collec
 :mod:`sim.engine.fast` (how long, in simpy), :mod:`sim.algorithms.analytic` (the closed forms), :mod:`sim.api` (one call).
 ``sim`` never imports torch.
 """
-from .api import simulate
 from .algorithms import algorithms, build_program
+from .api import simulate
 from .collectives import COLLECTIVES, get_collective
+from .engine.result import Result
 from .errors import CollsimError
 from .presets import load_topology
 from .program import Program
-from .engine.result import Result
 from .topology import Link, Node, Topology
 from .verify import VerificationError, verify
 

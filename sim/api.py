@@ -12,18 +12,18 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .algorithms import analytic
-from .algorithms import algorithms, build_program, candidates, get_algorithm, why_not
-from .prediction.budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
+from .algorithms import algorithms, analytic, build_program, candidates, get_algorithm, why_not
 from .collectives import get_collective
 from .engine import check_engine, run_program
+from .engine.progress import DELAY_S as PROGRESS_DELAY_S
+from .engine.progress import phases
+from .engine.result import Result, link_tables
 from .errors import CollsimError
-from .presets import load_topology
-from .engine.progress import DELAY_S as PROGRESS_DELAY_S, phases
 from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
 from .nccl.recipe import MAX_PIPELINE, default_pipeline, protocols_for
-from .engine.result import Result, link_tables
 from .nccl.select import choose
+from .prediction.budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
+from .presets import load_topology
 from .topology import Topology
 
 MODELS = ("auto", "engine", "tuner", "alpha-beta", "flow")

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
+from sim.io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 from sim.io.safe_io import read_input
 from sim.io.validation import MAX_BYTES, MAX_RANKS
-from sim.io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
 
 MAX_FILE_BYTES = 64 << 20
 TIME_CHOICES = ("best", "out-of-place", "in-place")

@@ -62,8 +62,8 @@ def bench(collective: str, sweep: tuple, out_path: str, *, backend: str, nprocs:
 
     from tqdm import tqdm
 
-    from . import bench_report as report
     from ..compare.measured import read_measurement
+    from . import bench_report as report
     nsizes = _sweep_len(sweep)
     cmd = [sys.executable, "-m", "sim", "bench", "--backend", backend, "--nprocs", str(nprocs),
            "--collective", collective, *sweep, "--timeout", str(BENCH_TIMEOUT_S), "--format", "json"]

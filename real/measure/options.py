@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
-from sim.units import parse_size, size_sweep
 from sim.io.validation import number
+from sim.units import parse_size, size_sweep
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ does that, :mod:`sim.chunk_program`), which is how NCCL's chunks keep every link
 """
 from __future__ import annotations
 
-from .analytic import ring_steps
 from ..chunk_program import ChunkProgram
 from . import algorithm
+from .analytic import ring_steps
 
 _ALL = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 

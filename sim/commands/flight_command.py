@@ -26,7 +26,7 @@ def _print_json(obj) -> None:
 def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
     """The analyzer's answer as a few lines and a per-rank table."""
     lines = [f"ranks read: {d['ranks']}" + (f"; refused: {len(d['refused'])} file(s)" if d["refused"] else "")]
-    for path, why in d["refused"].items():
+    for why in d["refused"].values():
         lines.append(f"  refused {why}")
     for name, g in d["process_groups"].items():
         lines.append(f"process group {name!r} ({g['desc'] or 'no description'}): ranks {g['ranks']}")

@@ -38,8 +38,16 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..errors import CollsimError
-    from ..grade.batch import (ProgressBar, collect, csv_text, feedback_markdown, feedback_name, grade_many,
-                               gradescope, write_atomic)
+    from ..grade.batch import (
+        ProgressBar,
+        collect,
+        csv_text,
+        feedback_markdown,
+        feedback_name,
+        grade_many,
+        gradescope,
+        write_atomic,
+    )
     from ..grade.runner import assignment_module, grade
     from ..grade.sandbox import Limits
     if not args.timeout > 0 or args.timeout > 86400:

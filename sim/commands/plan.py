@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 
 from ..errors import CollsimError
-from .common import check_output_path
 from ..planning import plan_step
+from ..planning.cluster_whatif import variants
 from ..planning.costs import CollectiveCosts
 from ..planning.plan_report import compare_table, step_table
-from ..planning.cluster_whatif import variants
 from ..planning.training_workload import load_workload
 from ..presets import load_topology
+from .common import check_output_path
 
 
 def register(sub) -> None:

@@ -62,7 +62,7 @@ def run(args) -> int:
     if args.algorithm == "all":
         algos = candidates(coll, topo.nranks, topo)
         if args.model == "flow":
-            from ..prediction.flow import flow_covers   # only what the flow model can time on this topology
+            from ..prediction.flow import flow_covers  # only what the flow model can time on this topology
             algos = [a for a in algos if flow_covers(coll, a, topo) is None]
         elif args.model == "tuner":  # NCCL's closed form only knows NCCL's algorithms, where NCCL runs them
             from ..nccl.constants import NCCL_PROTOCOLS

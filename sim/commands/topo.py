@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from ..presets import load_topology, presets
 from ..errors import CollsimError
+from ..presets import load_topology, presets
 from .common import check_output_path
 
 

@@ -12,8 +12,8 @@ import json
 import os
 
 from ..errors import CollsimError
-from ..presets import load_topology
 from ..io.safe_io import write_output
+from ..presets import load_topology
 from .common import check_output_path
 
 

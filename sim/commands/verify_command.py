@@ -14,9 +14,9 @@ import os
 from ..algorithms import algorithms, build_program, why_not
 from ..collectives import COLLECTIVES, get_collective
 from ..errors import CollsimError
+from ..io.user_algorithm import load_user_builder, program_mismatch, run_user_file  # noqa: F401 (load_user_builder: API)
 from ..io.validation import number
 from ..verify import VerificationError, verify
-from ..io.user_algorithm import load_user_builder, program_mismatch, run_user_file  # noqa: F401 (load_user_builder: API)
 
 
 def register(sub) -> None:
@@ -81,7 +81,7 @@ def run(args) -> int:
                         name, c, n, topology=topo, nchannels=args.nchannels, pipeline=args.pipeline, root=n // 2)))
     if not jobs:
         raise CollsimError(f"nothing to verify for {args.algorithm} / {args.collective}: check the names")
-    from ..prediction.budget import check_verify   # memory budget (issue 14): refuse huge worlds before building any
+    from ..prediction.budget import check_verify  # memory budget (issue 14): refuse huge worlds before building any
     for label, c, n, _ in jobs:
         check_verify(c, n, label, args.nchannels, args.pipeline)
     failures, summary = 0, {}

@@ -45,13 +45,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from .loop import run_ops
+
 from ..errors import CollsimError
 from ..program import Program
-from .progress import phase
-from .transfer import IDEAL, Protocol
-from .symmetry import Quotient, find_shift, host_shift, link_orbits
 from ..topology import Topology
+from .loop import run_ops
+from .progress import phase
+from .symmetry import Quotient, find_shift, host_shift, link_orbits
+from .transfer import IDEAL, Protocol
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,11 +29,11 @@ import itertools
 import numpy as np
 import simpy
 
-from .fast import EngineRun
 from ..errors import CollsimError
 from ..program import Program
-from .transfer import IDEAL, Protocol
 from ..topology import Topology
+from .fast import EngineRun
+from .transfer import IDEAL, Protocol
 
 
 def waits_for(p: Program) -> tuple[list[list[int]], list[list[int]]]:

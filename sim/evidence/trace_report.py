@@ -198,7 +198,7 @@ def html_report(doc: dict) -> str:
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{t}</title><style>{_CSS}</style></head><body>",
              f"<h1>{t}</h1>", f"<p class='note'>{html.escape(_intro(doc))}</p>", table(*collective_table(doc)), "<ul>"]
     parts += [f"<li>{html.escape(line)}</li>" for line in summary_lines(doc)] + ["</ul>"]
-    for name, caption, make in FIGURES:
+    for _name, caption, make in FIGURES:
         png = make(doc)
         if png:
             parts.append(f"<img alt='{html.escape(caption)}' src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'>")

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from ..planning.costs import CollectiveCosts
 from ..topology import Topology
-from .job_compare import group_ranks, overlap_us, union_intervals
 from .job import Job
+from .job_compare import group_ranks, overlap_us, union_intervals
 
 
 def _reference_rank(job: Job) -> int:

@@ -30,8 +30,8 @@ import simpy
 from ..errors import CollsimError
 from .cost import AlphaBeta, LinkModel, duration_us
 from .faults import Crash
-from .records import dump, new_entry, ns
 from .rank_workload import DTYPES, Call, Compute, Wait, Workload
+from .records import dump, new_entry, ns
 
 DEFAULT_TIMEOUT_MS = 600_000  # ProcessGroupNCCL's default: 10 minutes
 

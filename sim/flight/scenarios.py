@@ -20,16 +20,16 @@ import os
 
 from ..errors import CollsimError
 from ..io.safe_io import load_yaml, read_input
-from ..units import format_size
 from ..io.validation import MAX_US, number
+from ..units import format_size
 from . import recovery as rec
 from .analyze import analyze
 from .cost import make_cost
-from .replay import DEFAULT_TIMEOUT_MS, run
 from .faults import LinkFault, apply_rank_faults, parse_faults
 from .loader import normalise
-from .records import write_dumps
 from .rank_workload import from_dict
+from .records import write_dumps
+from .replay import DEFAULT_TIMEOUT_MS, run
 
 _DDP = {"builtin": "ddp_step", "world_size": 4, "buckets": 3, "bucket_nbytes": "4M", "steps": 2}
 _TPDP = {"builtin": "tp_dp_step", "world_size": 8, "tp": 2, "layers": 3, "steps": 2}

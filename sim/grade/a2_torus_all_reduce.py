@@ -74,6 +74,7 @@ def neighbours(ns):
 def _times(ns, nbytes):
     from sim.algorithms.analytic import ring_time_us
     from sim.engine import simulate_program
+
     from .torus import torus2d
     rows, cols = PERF_SHAPE
     p = _program(ns, rows, cols)

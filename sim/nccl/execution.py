@@ -42,8 +42,16 @@ from ..errors import CollsimError
 from ..program import Program
 from ..topology import Link, Topology
 from . import calibration
-from .constants import (MAX_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_CHANNELS, NVLS_CHUNK_BYTES,
-                        NVLS_EFFICIENCY, PCIE_EFFICIENCY, THREAD_THRESHOLD)
+from .constants import (
+    MAX_THREADS,
+    NCCL_ALGORITHMS,
+    NVLINK_EFFICIENCY,
+    NVLS_CHANNELS,
+    NVLS_CHUNK_BYTES,
+    NVLS_EFFICIENCY,
+    PCIE_EFFICIENCY,
+    THREAD_THRESHOLD,
+)
 from .machine import Machine, machine
 from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from .tuner import Terms, tuner_terms
@@ -147,7 +155,7 @@ def spread_program(name: str, coll, topo: Topology, nchannels: int, pipeline: in
     per = first.nchunks // nshards
     cols = {k: [] for k in ("src", "dst", "chunk", "step", "channel", "reduce")}
     for c, (perm, p) in enumerate(parts):
-        relabel = lambda a: np.where(a < n, perm[np.minimum(a, n - 1)], a)
+        relabel = lambda a, perm=perm: np.where(a < n, perm[np.minimum(a, n - 1)], a)
         shard, sub = p.chunk // per, p.chunk % per
         if nshards == n:
             shard = perm[shard]

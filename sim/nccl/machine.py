@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from ..errors import CollsimError
 from . import calibration
-from .constants import ARCHS, MAX_SEARCH_CHANNELS, NVLINK_LINK_GBps, SPEEDS_INTER, SPEEDS_INTRA
+from .constants import ARCHS, MAX_SEARCH_CHANNELS, SPEEDS_INTER, SPEEDS_INTRA, NVLINK_LINK_GBps
+
 
 # ---- the machine as NCCL sees it ---------------------------------------------------------------------
 @dataclass(frozen=True)

@@ -22,9 +22,18 @@ from __future__ import annotations
 
 from ..engine.transfer import IDEAL, Protocol
 from ..errors import CollsimError
-from .constants import (BASE_LATENCY_US, BUFFER_BYTES, CHUNK_STEPS, HW_LATENCY_US, LL128_DATA_BYTES, LL128_LINE_BYTES,
-                        LL_DATA_BYTES, LL_LINE_BYTES, NCCL_PROTOCOLS, NCCL_STEPS)
-
+from .constants import (
+    BASE_LATENCY_US,
+    BUFFER_BYTES,
+    CHUNK_STEPS,
+    HW_LATENCY_US,
+    LL128_DATA_BYTES,
+    LL128_LINE_BYTES,
+    LL_DATA_BYTES,
+    LL_LINE_BYTES,
+    NCCL_PROTOCOLS,
+    NCCL_STEPS,
+)
 
 # The NCCL protocols as seen by the engine when no hardware is known: payload efficiency from the wire
 # format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl.execution`` specialises them

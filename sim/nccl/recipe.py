@@ -12,9 +12,9 @@ import math
 
 from ..algorithms import get_algorithm
 from ..collectives import get_collective
+from ..topology import Topology
 from .constants import NCCL_PROTOCOLS
 from .protocols import get_protocol
-from ..topology import Topology
 
 MAX_PIPELINE = 128
 

@@ -19,13 +19,24 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import calibration
 from ..algorithms.analytic import ring_steps
 from ..collectives import get_collective
 from ..errors import CollsimError
-from .constants import (LL_MAX_BW, MAX_SEARCH_CHANNELS, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NET_OVERHEAD_US, NVLS_BUS_TO_ALG,
-                        NVLS_MAX_HEADS,
-                        P2P_LL_THRESHOLD, PER_CH_MAX_RING_LL128, PER_CH_MAX_TREE, PER_CH_MAX_TREE_LL128, TREE_CORRECTION)
+from . import calibration
+from .constants import (
+    LL_MAX_BW,
+    MAX_SEARCH_CHANNELS,
+    NCCL_ALGORITHMS,
+    NCCL_PROTOCOLS,
+    NET_OVERHEAD_US,
+    NVLS_BUS_TO_ALG,
+    NVLS_MAX_HEADS,
+    P2P_LL_THRESHOLD,
+    PER_CH_MAX_RING_LL128,
+    PER_CH_MAX_TREE,
+    PER_CH_MAX_TREE_LL128,
+    TREE_CORRECTION,
+)
 from .machine import Machine, machine, nvls_graph, ring_graph, tree_graph
 from .protocols import base_latency_us, get_protocol, hop_latency_us
 

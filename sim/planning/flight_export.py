@@ -21,7 +21,6 @@ issued just before the compute it overlaps and does not block; the optimizer ste
 """
 from __future__ import annotations
 
-
 #: plan dtypes -> the names sim.flight uses
 FLIGHT_DTYPES = {"float": "float32", "half": "float16", "fp8": "float8_e4m3fn", "float8": "float8_e4m3fn"}
 SKIPPED_FAMILIES = ("pp",)

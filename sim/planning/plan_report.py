@@ -84,7 +84,7 @@ def compare_table(labelled, steps: int | None = None) -> str:
             f"{'exposed %':>9s} {'GB/rank':>8s}")
     if steps:
         head += f" {'GPU-h':>10s} {'comm share':>10s}"
-    lines = [f"# collsim plan: comparison" + (f" ({steps} steps + initial broadcast)" if steps else ""), head]
+    lines = ["# collsim plan: comparison" + (f" ({steps} steps + initial broadcast)" if steps else ""), head]
     for label, p in labelled:
         s = p.summary()
         row = (f"  {label:{width}s} {_ms(s['step_us']):>10s} {_ms(s['compute_us']):>10s} {_ms(s['comm_us']):>10s} "

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..prediction.budget import check_plan
 from ..collectives import get_collective
 from ..errors import CollsimError
+from ..prediction.budget import check_plan
 from ..presets import load_topology
 from .costs import TIERS, CollectiveCosts
 from .layout import FAMILIES, Layout

@@ -48,14 +48,14 @@ import numpy as np
 
 from ..algorithms import analytic
 from ..collectives import get_collective
+from ..engine.result import Result
 from ..engine.symmetry import link_orbits
 from ..errors import CollsimError
-from .flow_steps import STEP_ALGORITHMS
 from ..nccl.protocols import IDEAL, Protocol, get_protocol
 from ..nccl.recipe import default_pipeline, protocols_for
-from .replica import REPLICA_ALGORITHMS, replica_simulate
-from ..engine.result import Result
 from ..topology import Topology
+from .flow_steps import STEP_ALGORITHMS
+from .replica import REPLICA_ALGORITHMS, replica_simulate
 
 RING_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 FLOW_COLLECTIVES = RING_COLLECTIVES + ("all_to_all",)

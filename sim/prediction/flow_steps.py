@@ -40,10 +40,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..algorithms import analytic
-from ..algorithms import build_program
-from ..nccl.protocols import IDEAL
+from ..algorithms import analytic, build_program
 from ..engine.result import Result
+from ..nccl.protocols import IDEAL
 from ..topology import Topology
 
 STEP_ALGORITHMS = ("recursive_hd", "hierarchical_ring", "direct", "binomial")

@@ -29,16 +29,14 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-
-from ..algorithms import analytic
-from ..algorithms import build_program, get_algorithm
+from ..algorithms import analytic, build_program, get_algorithm
 from ..algorithms.tree import double_tree, heights
+from ..engine.result import Result
 from ..errors import CollsimError
-from ..presets import load_topology, parse_spec
 from ..nccl import calibration
 from ..nccl.protocols import IDEAL
 from ..nccl.recipe import default_pipeline
-from ..engine.result import Result
+from ..presets import load_topology, parse_spec
 from ..topology import Topology
 
 REPLICA_NODES = 4

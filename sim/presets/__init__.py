@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import CollsimError
-from ..topology import Topology
 from ..io.validation import MAX_RANKS, number, parse_number, whole
+from ..topology import Topology
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,9 @@ def presets() -> dict[str, Preset]:
 
 
 def _load_builtin() -> None:
-    from . import simple  # noqa: F401  (registers ring, fully-connected, switch)
     import importlib.util
+
+    from . import simple  # noqa: F401  (registers ring, fully-connected, switch)
     if importlib.util.find_spec(f"{__name__}.hardware") is not None:
         from . import hardware  # noqa: F401  (dgx-*, gb200-nvl72, hgx-a100-4, pcie)
 

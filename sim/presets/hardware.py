@@ -43,9 +43,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..topology.fabrics import get_fabric
 from ..errors import CollsimError
 from ..topology import Link, Node, Topology, paused_gc
+from ..topology.fabrics import get_fabric
 from . import register
 
 NVLINK_HOP_US = 0.35      # GPU <-> NVSwitch, per hop

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import CollsimError
 
+
 @dataclass(frozen=True)
 class Fabric:
     """A scale-out network as NCCL drives it. ``efficiency`` and ``latency_us`` here are the priors

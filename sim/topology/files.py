@@ -20,9 +20,9 @@ import os
 
 from ..errors import CollsimError
 from ..io.safe_io import load_json, load_yaml, read_input
+from ..io.validation import MAX_RANKS, bandwidth_GBps, latency_us, whole
 from . import Link, Node, Topology
 from .fabrics import get_fabric
-from ..io.validation import MAX_RANKS, bandwidth_GBps, latency_us, whole
 
 MAX_FILE_BYTES = 32 << 20
 MAX_ITEMS = 2_000_000

@@ -77,8 +77,8 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
 def load_topology_nvsmi(spec: str):
     """A Topology from ``FILE[:gpu=NAME,nodes=N,...]`` holding ``nvidia-smi topo -m`` output."""
     path, _, rest = spec.partition(":") if not os.path.isfile(spec) else (spec, "", "")
-    from ..presets import parse_spec
     from ..io.safe_io import read_input
+    from ..presets import parse_spec
     params = parse_spec("x:" + rest)[1] if rest else {}
     text = read_input(path, "`nvidia-smi topo -m` output", MAX_TEXT_BYTES, binary=True).decode("utf-8", errors="replace")
     node, name = parse_nvidia_smi_topo(text, path)

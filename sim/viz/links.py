@@ -27,8 +27,8 @@ from matplotlib.colors import BoundaryNorm, ListedColormap, Normalize
 from matplotlib.figure import Figure
 
 from ..errors import CollsimError
-from ..presets import load_topology
 from ..nccl.protocols import get_protocol
+from ..presets import load_topology
 from .style import size_label
 
 

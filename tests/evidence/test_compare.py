@@ -2,8 +2,8 @@
 import pytest
 
 from sim import simulate
-from sim.evidence.job_compare import compare_job, step_shares, stragglers
 from sim.evidence.job import Call, Job
+from sim.evidence.job_compare import compare_job, step_shares, stragglers
 from sim.presets import load_topology
 
 

@@ -61,6 +61,7 @@ def test_sim_never_imports_torch():
 
 def test_collsim_cost_model_when_the_core_simulator_exists(tmp_path, capsys):
     import pytest
+
     import sim
     if not hasattr(sim, "simulate"):
         pytest.skip("sim.simulate is not built yet")

@@ -7,8 +7,8 @@ import sim
 from sim.algorithms import analytic
 from sim.collectives import get_collective
 from sim.nccl.execution import nccl_channels, plan_nccl
-from sim.presets import load_topology
 from sim.nccl.machine import machine
+from sim.presets import load_topology
 
 AR = get_collective("all_reduce")
 C6 = "hgx-a100-4:nodes=8,nics_per_node=2,nic_gbps=200"

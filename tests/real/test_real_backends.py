@@ -1,6 +1,5 @@
 """What real.measure.backends says about gloo is what torch 2.x's gloo does (if torch changes, this fails first)."""
 import pytest
-
 from realutil import spawn_gloo
 
 torch = pytest.importorskip("torch", reason="needs torch (pip install torch==2.13.0)")

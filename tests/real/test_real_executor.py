@@ -2,8 +2,8 @@
 import textwrap
 
 import pytest
-
 from realutil import run_bench, spawn_gloo
+
 from sim.algorithms import build_program
 from sim.errors import CollsimError
 from sim.program import Program

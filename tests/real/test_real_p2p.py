@@ -5,7 +5,6 @@ import math
 import time
 
 import pytest
-
 from realutil import run_bench, spawn_gloo
 
 torch = pytest.importorskip("torch", reason="needs torch (pip install torch==2.13.0)")

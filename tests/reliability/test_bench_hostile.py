@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, refused
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,

@@ -2,8 +2,8 @@
 import os
 
 import pytest
-
 from conftest import refused
+
 from sim.errors import CollsimError
 from sim.io import safe_io
 

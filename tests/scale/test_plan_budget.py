@@ -4,10 +4,10 @@ import glob
 
 import pytest
 
-from sim.prediction.budget import MAX_PLAN_TASKS, plan_tasks
 from sim.planning import plan_step
 from sim.planning.layout import Layout
 from sim.planning.training_workload import load_workload
+from sim.prediction.budget import MAX_PLAN_TASKS, plan_tasks
 from sim.presets import load_topology
 
 

@@ -3,8 +3,8 @@ import pytest
 
 import sim
 from sim.algorithms import build_program
-from sim.presets import load_topology
 from sim.prediction.replica import replica_spec, tree_levels
+from sim.presets import load_topology
 
 
 @pytest.mark.parametrize("spec, algo, proto, size", [
