@@ -131,7 +131,7 @@ def launch_local(opts: BenchOptions) -> int:
         raise CollsimError(f"--nprocs {opts.nprocs} is over {MAX_LOCAL_RANKS} local ranks: each is a Python process "
                            "with torch loaded (~300 MB); run across hosts with torchrun for larger jobs")
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # so ranks import this checkout
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # so ranks import this checkout
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     private = tempfile.mkdtemp(prefix="collsim-bench-")  # mode 0700: only this user reads the options
     options_file = os.path.join(private, "options.json")

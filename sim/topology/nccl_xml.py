@@ -24,7 +24,7 @@ parsed by ``defusedxml`` (no DTDs, entities or external references: refused with
 must be under 8 MiB.
 
 >>> import os
->>> here = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "nccl_topo")
+>>> here = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "nccl_topo")
 >>> from sim.presets import load_topology
 >>> t = load_topology(os.path.join(here, "azure-ndv5-topo.xml") + ":gpu=h100")
 >>> t.meta["gpu_arch"], t.meta["nics_per_node"], t.meta["nic_gbps"], t.nranks

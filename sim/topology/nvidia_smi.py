@@ -12,7 +12,7 @@ per GPU (a direct mesh cannot give 18 links to each of 7 peers); no NVLink at al
 node is then built as for an NCCL topology XML (:func:`sim.topology.nccl_xml.preset_for`).
 
 >>> import os
->>> f = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "nccl_topo", "h20-nvidia-smi-topo.txt")
+>>> f = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "nccl_topo", "h20-nvidia-smi-topo.txt")
 >>> t = load_topology_nvsmi(f + ":gpu=h20")
 >>> t.meta["gpu_arch"], t.nranks, t.meta["nics_per_node"]
 ('hopper', 8, 8)
