@@ -19,6 +19,7 @@ from .engine.progress import DELAY_S as PROGRESS_DELAY_S
 from .engine.progress import phases
 from .engine.result import Result, link_tables
 from .errors import CollsimError
+from .io.validation import MAX_BYTES, MAX_CHANNELS, whole
 from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
 from .nccl.recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .nccl.select import choose
@@ -60,15 +61,18 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     """
     topo = load_topology(topology)
     coll = get_collective(collective)
-    if not isinstance(nbytes, (int, float)) or nbytes < 0:
-        raise CollsimError(f"size {nbytes!r} must be a non-negative number of bytes")
+    # one validation layer (sim.io.validation): inf, nan, 10**400, 1.5 and True are refused, naming the limit
+    nbytes = whole(nbytes, "nbytes", low=0, high=MAX_BYTES, example="1048576 (bytes)")
     if model not in PREDICTORS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < topo.nranks:  # every model, not only the engine
         raise CollsimError(f"root {root!r} is not a rank of {topo.name}: choose 0..{topo.nranks - 1}")
     for name, value in (("nchannels", nchannels), ("pipeline", pipeline)):
-        if value is not None and value < 1:
-            raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
+        if value is not None:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1:
+                raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
+            whole(value, name, low=1, high=MAX_CHANNELS if name == "nchannels" else MAX_PIPELINE,
+                  example="4 (or leave it out for the model's choice)")
         if value is not None and model in ("tuner", "alpha-beta"):
             raise CollsimError(f"--{name} has no effect on the {model} model (its channels come from NCCL's "
                                f"search or the formula): drop it, or use --model engine")

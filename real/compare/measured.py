@@ -178,6 +178,12 @@ def _size(n: int) -> str:
     return format_size(n)
 
 
+# Sizes one comparison predicts (each a simulation, ~0.05 s on a laptop): nccl-tests' finest usual sweep,
+# -b 1M -e 1G -i 1M, has 1,024.
+MAX_SIZES = 2048
+SECONDS_PER_SIZE = 0.05
+
+
 def read_measurement(path: str, collective: str | None = None, nranks: int | None = None) -> Measurement:
     """Read ``path``: collsim's bench JSON, or nccl-tests text (detected from the content).
 
@@ -246,6 +252,11 @@ def read_measurement_text(text: str, source: str = "<text>", collective: str | N
     if coll is None:
         _missing("collective", source)
     coll = get_collective(coll).name
+    sizes = len({r["nbytes"] for r in raw})
+    if sizes > MAX_SIZES:   # counted before any is simulated: each size is one prediction
+        raise CollsimError(f"{source!r} measures {sizes:,} distinct sizes; comparing them would take about "
+                           f"{sizes * SECONDS_PER_SIZE / 60:.0f} min, over the limit of {MAX_SIZES:,} sizes: keep a sweep such as "
+                           "-b 8 -e 8G -f 2 (31 sizes), or split the file")
     rows = tuple(MeasuredRow(r["nbytes"], _num(r["time_us"]), _num(r["inplace_time_us"]), r["count"], r["dtype"],
                              r["redop"], _num(r["wrong"])) for r in raw)
     n = nranks or meta["nranks"] or _ranks_from_bus_factor(coll, raw)

@@ -28,6 +28,8 @@ def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
     lines = [f"ranks read: {d['ranks']}" + (f"; refused: {len(d['refused'])} file(s)" if d["refused"] else "")]
     for why in d["refused"].values():
         lines.append(f"  refused {why}")
+    for path, why in (d.get("other_job") or {}).items():
+        lines.append(f"  left out {path}: {why}")
     for name, g in d["process_groups"].items():
         lines.append(f"process group {name!r} ({g['desc'] or 'no description'}): ranks {g['ranks']}")
     lines.append(f"diagnosis: {d['error_type']}")

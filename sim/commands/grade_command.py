@@ -43,9 +43,10 @@ def run(args) -> int:
         collect,
         csv_text,
         feedback_markdown,
-        feedback_name,
+        feedback_names,
         grade_many,
         gradescope,
+        refused,
         write_atomic,
     )
     from ..grade.runner import assignment_module, grade
@@ -67,6 +68,9 @@ def run(args) -> int:
         raise CollsimError(f"--format gradescope grades one submission (Gradescope runs the grader once per student); "
                            f"{len(files)} files were given")
     if not batch:
+        why = refused(files[0][0])
+        if why:
+            raise CollsimError(f"{files[0][0]}: {why}")
         report = grade(files[0][0], args.assignment, limits=limits)
         reports = [report]
     else:
@@ -75,8 +79,8 @@ def run(args) -> int:
         write_atomic(args.csv, csv_text(reports), args.file, "--csv")
     if args.feedback:
         os.makedirs(args.feedback, exist_ok=True)
-        for r in reports:
-            write_atomic(os.path.join(args.feedback, feedback_name(r.path)), feedback_markdown(r), args.file, "--feedback")
+        for r, name in zip(reports, feedback_names([r.path for r in reports])):
+            write_atomic(os.path.join(args.feedback, name), feedback_markdown(r), args.file, "--feedback")
     if args.format == "gradescope":
         text = json.dumps(gradescope(reports[0]), indent=1)
     elif args.format == "json":

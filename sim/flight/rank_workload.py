@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import CollsimError
+from ..io.validation import MAX_US, number, whole
 from ..units import parse_size
 
 #: torch dtype name -> (name in flight-recorder dumps, element size in bytes)
@@ -82,6 +83,14 @@ class Workload:
         return self.groups[name]
 
 
+# Limits of the flight simulator (it simulates every call of every rank): far above the jobs it is for
+# (a hang shows with a handful of ranks and steps), and what keeps a typo from running for hours.
+MAX_WORLD = 65_536
+MAX_STEPS = 10_000
+MAX_CALLS = 2_000_000
+WHOLE_PARAMS = {"world_size": MAX_WORLD, "steps": MAX_STEPS, "buckets": 4096, "layers": 4096, "tp": MAX_WORLD}
+
+
 def _group_table(world_size: int, spec: dict | None) -> tuple[dict, dict]:
     """Build {pg name: ProcessGroup} and {(family, rank): pg name} from the ``process_groups`` spec.
 
@@ -113,10 +122,7 @@ def _item(raw, rank: int, member: dict):
     if not isinstance(raw, dict):
         raise CollsimError(f"program item {raw!r} is not understood: use compute_us: N, a collective, or wait")
     if "compute_us" in raw:
-        t = float(raw["compute_us"])
-        if t < 0:
-            raise CollsimError(f"compute_us {t} is negative: give a time >= 0")
-        return Compute(t)
+        return Compute(number(raw["compute_us"], "compute_us", low=0, high=MAX_US, example="1000"))
     d = dict(raw)
     op = d.pop("collective", None)
     if op is None:  # short form {all_reduce: 25M, pg: tp}
@@ -154,15 +160,21 @@ def from_dict(spec: dict) -> Workload:
     """
     if "builtin" in spec:
         return builtin(spec["builtin"], **{k: v for k, v in spec.items() if k != "builtin"})
-    try:
-        n = int(spec["world_size"])
-    except (KeyError, TypeError, ValueError):
-        raise CollsimError("workload needs world_size: N (an integer >= 1)") from None
-    if n < 1:
-        raise CollsimError(f"world_size {n} must be at least 1")
+    if "world_size" not in spec:
+        raise CollsimError("workload needs world_size: N (an integer >= 1)")
+    n = whole(spec["world_size"], "workload world_size", low=1, high=MAX_WORLD)
+    steps = whole(spec.get("steps", 1), "workload steps", low=1, high=MAX_STEPS)
+    overrides_raw = spec.get("rank_programs") or {}
+    if not isinstance(overrides_raw, dict):
+        raise CollsimError("rank_programs must be a mapping {rank: [items]}")
+    overrides = {whole(k, "rank_programs rank", low=0, high=n - 1): v for k, v in overrides_raw.items()}
+    # the work, counted before any of it is done: every rank's items, times the steps
+    items = sum(len(v) if isinstance(v, list) else 0 for v in [spec.get("program")] * (n - len(overrides))) \
+        + sum(len(v) if isinstance(v, list) else 0 for v in overrides.values())
+    if items * steps > MAX_CALLS:
+        raise CollsimError(f"the workload has {items * steps:,} program items ({n:,} ranks x {steps:,} steps), over the "
+                           f"flight simulator's limit of {MAX_CALLS:,}: use fewer ranks or steps (a hang shows in a few)")
     groups, member = _group_table(n, spec.get("process_groups"))
-    steps = int(spec.get("steps", 1))
-    overrides = {int(k): v for k, v in (spec.get("rank_programs") or {}).items()}
     programs = []
     for r in range(n):
         raw = overrides.get(r, spec.get("program"))
@@ -226,6 +238,11 @@ def builtin(name: str, **params) -> Workload:
     """A built-in workload by name with keyword parameters, e.g. ``builtin("ddp_step", world_size=4)``."""
     if name not in BUILTINS:
         raise CollsimError(f"unknown built-in workload {name!r}: use one of {', '.join(BUILTINS)}")
+    for key, value in params.items():   # every number through sim.io.validation before it sizes any loop
+        if key in WHOLE_PARAMS:
+            params[key] = whole(value, f"workload {name}: {key}", low=1, high=WHOLE_PARAMS[key])
+        elif key.endswith("_us"):
+            params[key] = number(value, f"workload {name}: {key}", low=0, high=MAX_US, example="1000")
     try:
         return BUILTINS[name](**params)
     except TypeError as e:

@@ -27,6 +27,7 @@ header, lines of 13 fields are read as the current layout and lines of 12 as the
 """
 from __future__ import annotations
 
+import math
 import re
 
 from ..errors import CollsimError
@@ -84,6 +85,15 @@ def _value(key: str, text: str):
         return None
 
 
+def _finite(text: str) -> float | None:
+    """``text`` as a finite float, or None (``1.2.3``, ``inf``, ``1e999``)."""
+    try:
+        f = float(text)
+    except ValueError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -92,14 +102,39 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def parse_nccl_tests(text: str) -> list[dict]:
-    """Every data row of nccl-tests output ``text``, in order; keys as in the module docstring.
+# More data rows than this is not one nccl-tests run (-b 8 -e 8G -f 2 prints 31; the finest sweeps a few
+# thousand): refused while reading, so a pasted log of millions of lines costs one pass and no memory.
+MAX_ROWS = 65_536
+
+
+def _check_row(row: dict, lineno: int) -> None:
+    """The range checks JSON rows get (sim.io.validation): sizes 0..1 PiB, finite non-negative times and
+    bandwidths, and no ``#wrong`` elements (a run that computed wrong results measures nothing)."""
+    from .validation import MAX_BYTES, MAX_US
+    where = f"nccl-tests line {lineno}"
+    if row["nbytes"] is None or not 0 <= row["nbytes"] <= MAX_BYTES:
+        size = row["nbytes"] if row["nbytes"] is None or len(str(row["nbytes"])) < 20 else f"a {len(str(row['nbytes']))}-digit number"
+        raise CollsimError(f"{where}: size {size} is out of range: it must be 0 to {MAX_BYTES:,} bytes (1 PiB): is the file damaged?")
+    for k in ("time_us", "inplace_time_us", "algbw_GBps", "busbw_GBps", "inplace_algbw_GBps", "inplace_busbw_GBps"):
+        v = row[k]
+        if v is not None and not (math.isfinite(v) and 0 <= v <= (MAX_US if k.endswith("_us") else 1e9)):
+            raise CollsimError(f"{where}: {k} {v:g} is out of range: times must be 0..{MAX_US:g} us, bandwidths 0..1e9 GB/s")
+    for k in ("wrong", "inplace_wrong"):
+        v = row[k]
+        if isinstance(v, int) and v > 0:
+            raise CollsimError(f"{where}: #wrong is {v} at size {row['nbytes']}: nccl-tests found wrong results, so its "
+                               "times measure a broken run: fix the run (or drop those rows) before comparing")
+
+
+def parse_nccl_tests(text: str, max_rows: int = MAX_ROWS) -> list[dict]:
+    """Every data row of nccl-tests output ``text``, in order; keys as in the module docstring. Each row
+    is range-checked (:func:`_check_row`); more than ``max_rows`` rows are refused.
 
     Raises :class:`CollsimError` if no row can be read.
     """
     rows: list[dict] = []
     keys: list[str] | None = None
-    for raw in text.splitlines():
+    for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue
@@ -126,7 +161,11 @@ def parse_nccl_tests(text: str) -> list[dict]:
             row[k] = _value(k, f)
         if row["time_us"] is None:
             continue
+        _check_row(row, lineno)
         rows.append(row)
+        if len(rows) > max_rows:
+            raise CollsimError(f"the nccl-tests output has more than {max_rows:,} result rows (line {lineno}): one run has a "
+                               "few dozen; split the file per run, or keep one line per size")
     if not rows:
         raise CollsimError("no nccl-tests result rows found: pass the text printed by all_reduce_perf (or another "
                            "*_perf binary), including its '#  size  count  type ...' header line")
@@ -151,10 +190,22 @@ def parse_nccl_tests_meta(text: str) -> dict:
         raise CollsimError(f"this output holds runs of {len(found)} collectives ({', '.join(found)}): several nccl-tests "
                            "outputs concatenated? Keep one collective per file")
     coll = found[0] if found else None
-    ranks = re.findall(r"#\s*Rank\s+(\d+)\s", text)
+    ranks = re.findall(r"#\s*Rank\s+(\d{1,7})\s", text)
+    runs, current = [], []   # the rank lines of each run: a new run starts at a second "Rank 0"
+    for r in ranks:
+        if r.lstrip("0") == "" and current:
+            runs.append(current)
+            current = []
+        current.append(int(r))
+    if current:
+        runs.append(current)
+    sizes = sorted({max(g) + 1 for g in runs})
+    if len(sizes) > 1:
+        raise CollsimError(f"this output holds {len(runs)} runs, of {' and '.join(map(str, sizes))} ranks: several nccl-tests "
+                           "outputs concatenated? Keep one run per file (their rows would be scored as one)")
     ver = re.search(r"NCCL version (\d+\.\d+\.\d+)", text)
     avg = re.search(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)", text)
-    gpus = re.search(r"nThread\s+\d+\s+nGpus\s+(\d+)", text)
+    gpus = re.search(r"nThread\s+\d+\s+nGpus\s+(\d{1,4})\b", text)
     return {"collective": coll, "nranks": max(int(r) for r in ranks) + 1 if ranks else None,
-            "nccl_version": ver.group(1) if ver else None, "avg_busbw_GBps": float(avg.group(1)) if avg else None,
+            "nccl_version": ver.group(1) if ver else None, "avg_busbw_GBps": _finite(avg.group(1)) if avg else None,
             "gpus_per_process": max(1, int(gpus.group(1))) if gpus else 1}

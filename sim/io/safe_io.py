@@ -119,6 +119,13 @@ def load_yaml(text: str, source: str):
         raise CollsimError(f"{source!r} is not valid YAML{where}: {first}") from None
     except RecursionError:
         raise CollsimError(f"{source!r}: nesting too deep: not a collsim file") from None
+    except ValueError as e:   # an integer past Python's 4,300-digit conversion limit, a bad date, ...
+        raise CollsimError(f"{source!r}: {_first_line(e)}: no collsim number needs that: check the file") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:200]
 
 
 def _too_deep(data) -> bool:
@@ -141,6 +148,8 @@ def load_json(text: str, source: str):
         raise CollsimError(f"{source!r} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:  # json recurses per level: 100,000 '[' exhaust the stack
         data = None
+    except ValueError as e:   # an integer past Python's 4,300-digit conversion limit
+        raise CollsimError(f"{source!r}: {_first_line(e)}: no collsim number needs that: check the file") from None
     else:
         if not _too_deep(data):
             return data
@@ -154,6 +163,11 @@ def check_output(path: str, flag: str) -> None:
         raise CollsimError(f"{flag}: give a file name")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
+        up = folder
+        while up and not os.path.exists(up) and os.path.dirname(up) != up:
+            up = os.path.dirname(up)
+        if os.path.exists(up) and not os.path.isdir(up):
+            raise CollsimError(f"{flag} {path}: {up} is a file, not a folder: write elsewhere")
         raise CollsimError(f"{flag} {path}: the folder {folder} does not exist: create it or write elsewhere")
     if os.path.islink(path):
         raise CollsimError(f"{flag} {path} is a symbolic link: collsim never writes through a link; remove it or "
@@ -195,15 +209,24 @@ def output_path(path: str, flag: str = "output"):
     folder = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
     suffix = os.path.splitext(base)[1]
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".tmp{suffix}", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=f".tmp{suffix}", dir=folder)
+    except OSError as e:   # /proc, /sys, a read-only or full disk, no permission
+        raise CollsimError(f"cannot write {flag} {path}: {e.strerror or e} in {folder}: choose a folder you can write to") from None
     os.close(fd)
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as e:   # the writer failed: a full disk (ENOSPC), a quota, an I/O error
+            raise CollsimError(f"cannot write {flag} {path}: {e.strerror or e}: free space or write elsewhere") from None
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; an output gets the usual permissions
         check_output(path, flag)  # again: a link or an input may have appeared meanwhile
-        os.replace(tmp, path)  # atomic; replaces a file, never follows a link (check_output refused those)
+        try:
+            os.replace(tmp, path)  # atomic; replaces a file, never follows a link (check_output refused those)
+        except OSError as e:
+            raise CollsimError(f"cannot write {flag} {path}: {e.strerror or e}: write elsewhere") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

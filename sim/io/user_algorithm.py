@@ -1,7 +1,9 @@
 """Verify a user's algorithm file in a child process, with a time limit.
 
-``collsim verify my_algo.py`` runs *your own code, as you*: it is not a sandbox (the file can read and
-write what you can). What this module adds is containment of mistakes: the file is imported and its
+``collsim verify my_algo.py`` runs the file under bubblewrap where it is available
+(:mod:`sim.io.containment`: own PID, user and network namespaces, read-only Python and ``sim``, only
+this one file mounted, so it cannot import modules beside it); elsewhere it runs as you, with a one-line
+notice. What this module adds besides is containment of mistakes: the file is imported and its
 ``build(collective, nranks)`` called in a separate Python process (``python -m
 sim.io.user_algorithm FILE ...``), so an ``exit()``, a crash or an endless loop ends as a reported
 failure of that program instead of a silent "ok" or a hang. The parent stops the child's whole process
@@ -53,8 +55,9 @@ def program_mismatch(program, collective: str, nranks: int) -> str | None:
     return None
 
 
-def _child(path: str, jobs: list[tuple[str, int]]) -> int:
-    """In the child: import ``path``, build and verify each job, report JSON lines on the real stdout."""
+def _child(path: str, jobs: list[tuple[str, int]], shown: str | None = None) -> int:
+    """In the child: import ``path``, build and verify each job, report JSON lines on the real stdout
+    (``shown``: the file's name as the user gave it, for messages, where ``path`` is where it is mounted)."""
     report = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the user's prints go to stderr, so they cannot forge a report line by accident
     sys.stdout = sys.stderr
@@ -66,7 +69,7 @@ def _child(path: str, jobs: list[tuple[str, int]]) -> int:
     try:
         build, supported = load_user_builder(path)
     except CollsimError as e:
-        say(fatal=str(e))
+        say(fatal=str(e).replace(path, shown or path))
         return 0
     say(supported=list(supported))
     for collective, n in jobs:
@@ -95,7 +98,15 @@ def run_user_file(path: str, jobs: list[tuple[str, int]], timeout_s: float) -> t
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     # the child imports what this process would (its sys.path), so the file behaves as it would in-process
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([root, *(p for p in sys.path if p)]))
-    cmd = [sys.executable, "-m", "sim.io.user_algorithm", path, json.dumps(jobs)]
+    from .containment import USER_FILE_MOUNT, available, not_contained_notice, wrap
+    if not os.path.isfile(path):
+        raise CollsimError(f"no such file {path!r}: give a built-in algorithm name or a .py file")
+    if available():
+        cmd = wrap(["-m", "sim.io.user_algorithm", USER_FILE_MOUNT, json.dumps(jobs), path], os.path.abspath(path),
+                   [os.path.dirname(os.path.abspath(path))], mount=USER_FILE_MOUNT)
+    else:
+        not_contained_notice(f"{path}")
+        cmd = [sys.executable, "-m", "sim.io.user_algorithm", path, json.dumps(jobs)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, stdin=subprocess.DEVNULL, env=env,
                             start_new_session=True, text=True)
     timed_out, out = False, ""
@@ -143,4 +154,4 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1], [tuple(j) for j in json.loads(sys.argv[2])]))
+    sys.exit(_child(sys.argv[1], [tuple(j) for j in json.loads(sys.argv[2])], sys.argv[3] if len(sys.argv) > 3 else None))

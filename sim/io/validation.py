@@ -19,6 +19,7 @@ sim.errors.CollsimError: n '8' is not a whole number (got a str): give a value s
 from __future__ import annotations
 
 import math
+import numbers
 
 from ..errors import CollsimError
 
@@ -35,6 +36,12 @@ MAX_GBPS = 1e9
 MAX_US = 1e9
 # World sizes: the largest jobs run ~1e5 GPUs; above 2**20 ranks no topology is meant.
 MAX_RANKS = 1 << 20
+# Any other real-valued preset parameter (oversubscription, a ratio, a count given as a float): 1e12 is
+# far past every one of them and keeps products of a few of them finite.
+MAX_PARAM = 1e12
+# Channels per collective: NCCL uses at most 32 (MAXCHANNELS is 32 in NCCL 2.x, 64 on some builds);
+# 256 leaves room for what-if studies and keeps the engine's state per channel bounded.
+MAX_CHANNELS = 256
 
 
 def _show(x) -> str:
@@ -72,6 +79,8 @@ def number(value, what: str, *, low: float | None = None, high: float | None = N
 def whole(value, what: str, *, low: int | None = None, high: int | None = None, example: str = "8") -> int:
     """``value`` as an int when it is a whole number (an int, or a float with no fraction) in [low, high]."""
     rng = _describe_range(low, high, False, False) if (low is not None or high is not None) else "any whole number"
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+        value = int(value)   # numpy's integers (not int subclasses): a sweep built with numpy passes them
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
         raise CollsimError(f"{what} {value!r} is not a whole number (got a {type(value).__name__}): give a value such as "
                            f"{example} ({rng})")

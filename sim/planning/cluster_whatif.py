@@ -18,6 +18,9 @@ from ..presets import parse_spec, presets
 from ..topology import Topology
 from .training_workload import Workload, sweepable
 
+# Configurations one `plan` compares (each plans the whole workload, ~0.1-1 s): a table of more is unread.
+MAX_CONFIGS = 1000
+
 
 def parse_sweep(text: str) -> tuple[str, list[str]]:
     """``"bucket_mb=25,100"`` -> ``("bucket_mb", ["25", "100"])``."""
@@ -48,6 +51,21 @@ def variants(workload: Workload, topology, vs=(), sweeps=()) -> list[tuple[str, 
     each ``vs`` spec, crossed with every combination of the sweeps."""
     bases = [topology] + list(vs)
     parsed = [parse_sweep(s) for s in sweeps]
+    seen: set = set()
+    for key, vals in parsed:
+        if key in seen:   # the later one would run under the first one's label
+            raise CollsimError(f"--sweep {key}=... is given twice: give one --sweep {key}=V1,V2,... with every value")
+        seen.add(key)
+        if len(set(vals)) != len(vals):
+            raise CollsimError(f"--sweep {key}={','.join(vals)} repeats a value: give each value once")
+    # counted before any is planned: every base crossed with every combination
+    count = len(bases)
+    for _, vals in parsed:
+        count *= len(vals)
+    if count > MAX_CONFIGS:
+        shape = " x ".join([str(len(bases))] + [str(len(v)) for _, v in parsed])
+        raise CollsimError(f"the sweeps make {count:,} configurations ({shape}), over the limit of {MAX_CONFIGS:,}: "
+                           "sweep fewer values or fewer keys at once")
     out = []
     for base in bases:
         topo_keys = _preset_params(base)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import CollsimError
-from ..io.validation import MAX_RANKS, number, parse_number, whole
+from ..io.validation import MAX_GBPS, MAX_PARAM, MAX_RANKS, MAX_US, number, parse_number, whole
 from ..topology import Topology
 
 
@@ -75,8 +75,17 @@ def _convert(preset: Preset, key: str, raw: str):
         except ValueError:
             raise CollsimError(f"{what}={raw!r} is not a valid int: give a whole number such as 8") from None
         return whole(number(value, what, example="8"), what, high=MAX_RANKS)
-    if typ is float:  # finite here; the builder and Topology.build check the range with their own messages
-        return parse_number(raw, what)
+    if typ is float:  # finite and within the documented limits (sim.io.validation); builders check the rest
+        value = parse_number(raw, what)
+        # the upper limits here; a zero or negative value gets the builder's own message
+        if key.endswith("GBps"):
+            return number(value, what, high=MAX_GBPS, example="100")
+        if key.endswith("gbps"):   # a NIC speed in Gb/s: the same limit, in bits
+            return number(value, what, high=8 * MAX_GBPS, example="400")
+        if key.endswith("_us"):
+            return number(value, what, high=MAX_US, example="1.5")
+        return number(value, what, high=MAX_PARAM)
+    return raw
     return raw
 
 

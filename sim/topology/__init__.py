@@ -277,9 +277,66 @@ class Topology:
     def _node_hosts(self) -> tuple:
         return tuple(n.host for n in self.nodes)
 
+    @cached_property
+    def _out_forwarding(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """Per node, its out-links ``(link, node)`` to nodes that forward traffic (not GPUs), in link order."""
+        gpu = [n.kind == "gpu" for n in self.nodes]
+        return tuple(tuple((li, v) for li, v in self._out[u] if not gpu[v]) for u in range(len(self.nodes)))
+
+    @cached_property
+    def _links_between(self) -> dict:
+        """``(u, v) -> [link, ...]`` in link order (parallel links kept)."""
+        out: dict = {}
+        for u in range(len(self.nodes)):
+            for li, v in self._out[u]:
+                out.setdefault((u, v), []).append(li)
+        return out
+
     def _dijkstra(self, src: int, dst: int) -> tuple[int, ...]:
+        """The route: first searched among paths whose inner nodes forward traffic (switches, NICs), which is
+        what the full search below picks whenever one exists, touching only those nodes (so a flat switch of
+        n GPUs costs O(1) per route instead of O(n log n)); the full search runs only where none exists."""
         if src == dst:
             return ()
+        found = self._dijkstra_forwarding(src, dst)
+        if found is not None:
+            return found
+        return self._dijkstra_full(src, dst)
+
+    def _dijkstra_forwarding(self, src: int, dst: int) -> tuple[int, ...] | None:
+        gpu_penalty = 1e6
+        hosts_of = self._node_hosts if self.meta.get("nodes_per_leaf") else None
+        allowed = (hosts_of[src], hosts_of[dst], None) if hosts_of else ()
+        fwd, between = self._out_forwarding, self._links_between
+        best = {src: (0.0, 0)}
+        prev: dict[int, tuple[int, int]] = {}
+        heap = [(0.0, 0, src)]
+        while heap:
+            cost, hops, u = heapq.heappop(heap)
+            if u == dst:
+                break
+            if (cost, hops) > best.get(u, (math.inf, 0)):
+                continue
+            # the full search's order of relaxation: link order; only dst's own links matter among GPUs
+            edges = list(fwd[u]) + [(li, dst) for li in between.get((u, dst), ())]
+            edges.sort()
+            for li, v in edges:
+                if hosts_of and hosts_of[v] not in allowed:
+                    continue
+                c = (cost + self.links[li].latency_us + 1e-9, hops + 1)
+                if c < best.get(v, (math.inf, 0)):
+                    best[v] = c
+                    prev[v] = (li, u)
+                    heapq.heappush(heap, (c[0], c[1], v))
+        if dst not in prev or best[dst][0] >= gpu_penalty:
+            return None
+        path, v = [], dst
+        while v != src:
+            li, v = prev[v]
+            path.append(li)
+        return tuple(reversed(path))
+
+    def _dijkstra_full(self, src: int, dst: int) -> tuple[int, ...]:
         gpu_penalty = 1e6  # forwarding through a GPU only when nothing else connects them
         # On the presets' fat trees a route between two hosts never enters a third one (its way back out
         # costs more than any switch path), so the search skips other hosts' nodes: same route, 30x faster.
@@ -339,8 +396,11 @@ class Topology:
         red = [self.nodes[i] for i in self.reducing_switches()]
         if red:
             lines.append(f"  reducing switches: {len(red)} ({', '.join(sorted({n.reduce for n in red}))})")
+        no_nvlink = "nvlink_GBps" in self.meta and not self.meta["nvlink_GBps"]
+        if no_nvlink:   # a PCIe node: say so once instead of listing NVLink figures of zero
+            lines.append("  no NVLink: GPUs talk over PCIe")
         for k, v in self.meta.items():
-            if isinstance(v, (int, float, str)):
+            if isinstance(v, (int, float, str)) and not (no_nvlink and k.startswith("nvlink_")):
                 lines.append(f"  {k}: {v}")
         return "\n".join(lines)
 

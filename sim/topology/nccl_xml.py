@@ -32,7 +32,9 @@ must be under 8 MiB.
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -61,12 +63,14 @@ class XmlNode:
     nics: list[dict] = field(default_factory=list)      # {"busid", "name", "mbps", "switch"}
     cpus: int = 0
     notes: list[str] = field(default_factory=list)
+    nvlink_listed: bool = False   # the source lists every NVLink (nvidia-smi topo -m): none listed means none
 
 
 def parse_topology_xml(text: str, source: str = "<xml>") -> XmlNode:
     """Read NCCL's topology XML (see the module docstring) safely."""
     import defusedxml
     import defusedxml.ElementTree as DET
+    _check_depth(text, source)   # before parsing: the walk below recurses per level
     try:
         root = DET.fromstring(text, forbid_dtd=True, forbid_entities=True, forbid_external=True)
     except (defusedxml.DTDForbidden, defusedxml.EntitiesForbidden, defusedxml.ExternalReferenceForbidden) as e:
@@ -81,6 +85,27 @@ def parse_topology_xml(text: str, source: str = "<xml>") -> XmlNode:
     if not node.gpus:
         raise CollsimError(f"{source} lists no GPU (no <gpu> and no <pci class=\"0x0302..\">): nothing to simulate")
     return node
+
+
+# NCCL's dumps nest system > cpu > pci (switches, a few levels) > gpu/nic > nvlink/net: under 12 levels
+MAX_XML_DEPTH = 64
+_TAG = re.compile(r"<(/?)[A-Za-z_][^\s/>]*[^>]*?(/?)>|<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>", re.S)
+
+
+def _check_depth(text: str, source: str) -> None:
+    """Refuse elements nested deeper than :data:`MAX_XML_DEPTH`, counted in one pass without recursion."""
+    depth = 0
+    for m in _TAG.finditer(text):
+        if m.group(0).startswith(("<!", "<?")):
+            continue
+        if m.group(1):
+            depth -= 1
+        elif not m.group(2):
+            depth += 1
+            if depth > MAX_XML_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                raise CollsimError(f"{source}: elements nested deeper than {MAX_XML_DEPTH} levels (line {line}): NCCL topology "
+                                   "files nest about 10; pass the file NCCL_TOPO_DUMP_FILE wrote")
 
 
 def _walk(elem, switch, node: XmlNode) -> None:
@@ -116,9 +141,14 @@ def _gpu(gpu, busid: str, switch) -> dict:
     if gpu is None:
         return info
     sm = _number(gpu.get("sm"))
+    if sm is not None and not 0 < sm < 10_000:
+        raise CollsimError(f"<gpu busid={busid!r}> has sm={gpu.get('sm')!r}: the compute capability is a number such as 80 or 90")
     info["sm"] = int(sm) if sm is not None else None
     for link in gpu.findall("nvlink"):
-        count = int(_number(link.get("count")) or 0)
+        raw = _number(link.get("count"))
+        if raw is not None and not (raw.is_integer() and 0 <= raw <= 64):
+            raise CollsimError(f"<nvlink> of GPU {busid!r} has count={link.get('count')!r}: a whole number of links from 0 to 64")
+        count = int(raw or 0)
         info["links"] += count
         tclass = (link.get("tclass") or "").lower()
         collapsed = (link.get("target") or "").lower().startswith("fffffff")   # a VM's view of the NVSwitch fabric
@@ -131,10 +161,12 @@ def _gpu(gpu, busid: str, switch) -> dict:
 
 
 def _number(text):
+    """A finite number from an attribute, or None (inf and nan are not numbers here)."""
     try:
-        return float(text)
-    except (TypeError, ValueError):
+        f = float(text)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return f if math.isfinite(f) else None
 
 
 def node_preset_from_xml(path: str, params: dict[str, str]) -> tuple[str, list[str]]:
@@ -180,8 +212,8 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
         read.append(f"NVLink: {nlinks} links per GPU" + (" to NVSwitch" + (" (one collapsed fffffff:ff:ff.0 target, as VMs "
                                                                              "dump it)" if collapsed else "")
                                                          if nvswitch else " in a direct GPU-to-GPU mesh"))
-    elif sms:
-        read.append("NVLink: none listed")
+    elif sms or node.nvlink_listed:
+        read.append("no NVLink: no NV# in the matrix" if node.nvlink_listed else "NVLink: none listed")
     else:
         nvswitch = arch in NVSWITCH_PRESET     # input files list no <nvlink>: the named platform's NVSwitch
         read.append(f"NVLink: not in the file; gpu={gpu_name}'s platform has {'NVSwitch' if nvswitch else 'no NVSwitch'}")

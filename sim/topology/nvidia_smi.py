@@ -53,10 +53,10 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
     if len(gpus) < 1 or any(g not in rows for g in gpus):
         raise CollsimError(f"{source}: the matrix has no row for every GPU column: pass the whole `nvidia-smi topo -m` output")
     numa = {rows[g][len(devs) + 1] for g in gpus if len(rows[g]) > len(devs) + 1 and rows[g][len(devs) + 1]}
-    node = XmlNode(cpus=len(numa) or 1)     # the NUMA Affinity column
+    node = XmlNode(cpus=len(numa) or 1, nvlink_listed=True)   # the NUMA Affinity column; the matrix shows every NV#
     for g in gpus:
         cells = dict(zip(devs, rows[g]))
-        nv = [int(m.group(1)) for d in gpus if d != g for m in [re.fullmatch(r"NV(\d+)", cells.get(d, ""))] if m]
+        nv = [int(m.group(1)) for d in gpus if d != g for m in [re.fullmatch(r"NV(\d{1,3})", cells.get(d, ""))] if m]
         links = Counter(nv).most_common(1)[0][0] if nv else 0
         switch = next((f"pix:{g}" for d in nics if cells.get(d) in ("PIX", "PXB")), None)
         node.gpus.append({"busid": g, "sm": None, "links": links, "nvswitch": bool(nv) and len(gpus) > 2 and len(set(nv)) == 1
