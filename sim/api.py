@@ -12,20 +12,20 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import analytic
-from .algorithms import algorithms, build_program, candidates, get_algorithm, why_not
-from .budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
+from .algorithms import algorithms, analytic, build_program, candidates, get_algorithm, why_not
 from .collectives import get_collective
 from .engine import check_engine, run_program
+from .engine.progress import DELAY_S as PROGRESS_DELAY_S
+from .engine.progress import phases
+from .engine.result import Result, link_tables
 from .errors import CollsimError
-from .presets import load_topology
-from .progress import DELAY_S as PROGRESS_DELAY_S, phases
+from .io.validation import MAX_BYTES, MAX_CHANNELS, whole
 from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
-from .recipe import MAX_PIPELINE, default_pipeline, protocols_for
-from .result import Result, link_tables
+from .nccl.recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .nccl.select import choose
+from .prediction.budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
+from .presets import load_topology
 from .topology import Topology
-from .validation import MAX_BYTES, MAX_CHANNELS, whole
 
 MODELS = ("auto", "engine", "tuner", "alpha-beta", "flow")
 
@@ -38,7 +38,7 @@ class RunOptions:
     pipeline: int | None = None
     root: int = 0
     trace: bool = False
-    max_memory: int | None = None    # bytes; None: half of the memory available (sim.budget)
+    max_memory: int | None = None    # bytes; None: half of the memory available (sim.prediction.budget)
     engine: str = "default"          # which engine times programs (sim.engine)
 
 
@@ -52,7 +52,7 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     ``protocol``: ``ideal``, ``LL``, ``LL128``, ``Simple`` or ``auto``.
     ``model``: ``auto`` (the engine where it fits the time and memory budget, the large-scale flow
     model beyond), ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or
-    ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.flow`).
+    ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.prediction.flow`).
     ``max_memory``: bytes (or ``"2G"``) a run may take; default half of the available memory.
     ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.engine.reference`).
     ``select`` (with ``auto``): ``nccl``, the pair NCCL's tuner picks (what nccl-tests measures), or
@@ -61,7 +61,7 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     """
     topo = load_topology(topology)
     coll = get_collective(collective)
-    # one validation layer (sim.validation): inf, nan, 10**400, 1.5 and True are refused, naming the limit
+    # one validation layer (sim.io.validation): inf, nan, 10**400, 1.5 and True are refused, naming the limit
     nbytes = whole(nbytes, "nbytes", low=0, high=MAX_BYTES, example="1048576 (bytes)")
     if model not in PREDICTORS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
@@ -113,7 +113,7 @@ def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: Ru
     nccl = proto.name != IDEAL.name
     pipelined = coll.name in get_algorithm(algorithm).pipelined
     if nccl:
-        from .nccl.plan import nccl_channels
+        from .nccl.execution import nccl_channels
         _, nch = nccl_channels(topo, algorithm, opts.nchannels)
         chunk = nccl_chunk_bytes(algorithm, proto.name)
         pieces = opts.pipeline or (max(1, math.ceil(nbytes / nch / chunk)) if pipelined else 1)
@@ -137,8 +137,8 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
 
 def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
     nchannels, pipeline, root, trace, engine = opts.nchannels, opts.pipeline, opts.root, opts.trace, opts.engine
-    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.plan)
-        from .nccl.plan import simulate_with_plan
+    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.execution)
+        from .nccl.execution import simulate_with_plan
         return simulate_with_plan(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace,
                    engine=engine)
     nch = nchannels or 1
@@ -151,7 +151,7 @@ def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: 
     link_bytes, link_busy = link_tables(topo, run.link_bytes, run.link_busy_us)
     tr = None
     if trace:
-        from .trace import Trace, expand_times
+        from .engine.trace_export import Trace, expand_times
         start, end = expand_times(run, program)
         tr = Trace(program, start, end, program.nbytes_per_chunk(nbytes))
     t = run.time_us
@@ -167,7 +167,7 @@ def _tuner(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOp
 
 
 def _flow(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
-    from .flow import flow_predict
+    from .prediction.flow import flow_predict
     return flow_predict(coll, nbytes, topo, algorithm, proto, nchannels=opts.nchannels, pipeline=opts.pipeline,
                         root=opts.root)
 
@@ -182,7 +182,7 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
         r = _engine(coll, nbytes, topo, algorithm, proto, opts)
         r.explain["model_choice"] = f"engine: {est.describe()}"
         return r
-    from .flow import flow_covers
+    from .prediction.flow import flow_covers
     reason = flow_covers(coll, algorithm, topo)
     if reason is None:
         r = _flow(coll, nbytes, topo, algorithm, proto, opts)

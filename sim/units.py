@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from .errors import CollsimError
-from .validation import MAX_BYTES, check_sweep_length
+from .io.validation import MAX_BYTES, check_sweep_length
 
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 

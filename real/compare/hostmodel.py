@@ -14,7 +14,7 @@ Other collectives are not modelled (``None``): their prediction is the links' ti
 
 **The cache knee** (``torch-gloo-cache``; calibration's ``auto`` picks it for gloo on one host when the
 bench recorded the CPU's cache). Those copies run faster while the buffers a call touches fit in the core's private
-cache (:mod:`real.cpucache`: its size from ``/sys``, and the speedup ``k`` of a copy inside it over one
+cache (:mod:`real.measure.cpucache`: its size from ``/sys``, and the speedup ``k`` of a copy inside it over one
 beyond it, both measured by ``collsim bench``). A rank's working set is ``S`` for all_reduce (in place;
 gloo's receive segments are small) and ``(2 + 1/n) S`` for all_gather (the shard, the fresh output and
 the user's tensor). The share of it that fits is ``f = min(1, C / working set)``, and host work costs
@@ -93,7 +93,7 @@ def cache_factor(collective: str, nbytes: float, nranks: int, cache: dict | None
 
 
 def cpu_cache_of(measurements: list) -> dict | None:
-    """The first file's ``env.cpu_cache`` (:func:`real.cpucache.cache_record`) when it holds a usable
+    """The first file's ``env.cpu_cache`` (:func:`real.measure.cpucache.cache_record`) when it holds a usable
     private-cache size and copy speedup, reduced to those (and where they came from); else None."""
     for m in measurements:
         rec = m.env.get("cpu_cache") if isinstance(m.env, dict) else None

@@ -2,7 +2,7 @@
 
 Both become a :class:`Measurement`: which collective, how many ranks, and one :class:`MeasuredRow` per
 size with the out-of-place and in-place times (us). The text reader is
-:func:`sim.nccl_tests_format.parse_nccl_tests`, which reads the current column layout (``redop root
+:func:`sim.io.nccl_tests_format.parse_nccl_tests`, which reads the current column layout (``redop root
 ... #wrong``) and the older ones (``error`` and no ``root``) from their header line.
 
 The collective of a text file comes from its banner (``# Collective test starting: all_reduce_perf``)
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
-from sim.safe_io import read_input
-from sim.validation import MAX_BYTES, MAX_RANKS
-from sim.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from sim.io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from sim.io.safe_io import read_input
+from sim.io.validation import MAX_BYTES, MAX_RANKS
 
 MAX_FILE_BYTES = 64 << 20
 TIME_CHOICES = ("best", "out-of-place", "in-place")
@@ -108,9 +108,9 @@ class Measurement:
 
 
 def noisy_sizes(m: Measurement) -> list[int]:
-    """Sizes whose recorded iterations disagree by collsim bench's own test (:func:`real.report.noise_warning`:
+    """Sizes whose recorded iterations disagree by collsim bench's own test (:func:`real.measure.bench_report.noise_warning`:
     interquartile range over 25% of the median, or a mean 1.5x the median)."""
-    from real.report import NOISY_MEAN_RATIO, NOISY_SPREAD, row_spread
+    from real.measure.bench_report import NOISY_MEAN_RATIO, NOISY_SPREAD, row_spread
     noisy = []
     for r in m.rows:
         spread = row_spread({"time_samples_us": list(r.samples_us), "inplace_time_samples_us": list(r.inplace_samples_us)})

@@ -28,8 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import sim
-from sim import analytic
-from sim.algorithms import why_not
+from sim.algorithms import analytic, why_not
 from sim.collectives import get_collective
 from sim.errors import CollsimError
 from sim.presets import load_topology

@@ -44,10 +44,13 @@ import weakref
 import numpy as np
 
 from ..chunk_program import ChunkProgram
-from ..nccl.constants import NVLS_MAX_HEADS
 from . import algorithm
 from .collnet import nearest_reducer, switch_tree
 from .tree import WINDOW, double_tree, reduce_broadcast
+
+# NCCL_MAX_NVLS_ARITY (NCCL device.h): NVLS graph channels = heads per NVLink domain. Defined here, with the
+# program it shapes, and re-exported by sim.nccl.constants with NCCL's other numbers.
+NVLS_MAX_HEADS = 32
 
 _EXAMPLES = "e.g. dgx-h100 (nvls=1 by default), gb200-nvl72 or switch:n=8,nvls=1"
 

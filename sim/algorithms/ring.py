@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..analytic import ring_steps
 from ..chunk_program import ChunkProgram
 from . import algorithm
+from .analytic import ring_steps
 
 _ALL = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 

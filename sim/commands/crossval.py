@@ -33,11 +33,11 @@ import statistics
 import numpy as np
 
 from .. import api
-from ..nccl import calibration
 from ..collectives import get_collective
-from ..nccl.plan import is_duplex
-from ..presets import load_topology
+from ..nccl import calibration
+from ..nccl.execution import is_duplex
 from ..nccl.machine import machine, with_gpus_per_process
+from ..presets import load_topology
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10

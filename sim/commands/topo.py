@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from ..presets import load_topology, presets
 from ..errors import CollsimError
+from ..presets import load_topology, presets
 from .common import check_output_path
 
 
@@ -26,7 +26,7 @@ def run(args) -> int:
     if args.from_nvidia_smi:
         if args.spec:
             raise CollsimError("give either a topology spec or --from-nvidia-smi FILE, not both")
-        from ..topology_nvsmi import load_topology_nvsmi
+        from ..topology.nvidia_smi import load_topology_nvsmi
         args.spec = args.from_nvidia_smi
         topo = load_topology_nvsmi(args.from_nvidia_smi)
         return _show(topo, args)

@@ -60,7 +60,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..safe_io import check_not_input, check_output
+    from ..io.safe_io import check_not_input, check_output
     check_output(args.out, "--out")
     colls = _collectives(args.collective)
     lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
@@ -80,7 +80,7 @@ def run(args) -> int:
               f"# from: {source}",
               f"# job: nNodes {nnodes}, nRanks {nranks}; sizes 0..{hi} B; each range takes the choice at its upper end",
               "# colltype,minbytes,maxbytes,algorithm,protocol,channels,nNodes,nRanks  (channels -1: NCCL's own count)"]
-    from ..safe_io import write_output
+    from ..io.safe_io import write_output
     write_output(args.out, "\n".join(header + lines) + "\n", "--out")
     per = {c: sum(1 for ln in lines if ln.startswith(COLLTYPES[c] + ",")) for c in choices}
     print(f"wrote {args.out}: {len(lines)} ranges ({', '.join(f'{COLLTYPES[c]} {n}' for c, n in per.items())}) "
@@ -163,7 +163,7 @@ def _forced_pair(path: str) -> tuple[str, str]:
     """The (algorithm, protocol) a bench JSON forced with NCCL_ALGO / NCCL_PROTO (its options.nccl_env)."""
     from real.compare.measured import MAX_FILE_BYTES
 
-    from ..safe_io import load_json, read_input
+    from ..io.safe_io import load_json, read_input
     try:
         doc = load_json(read_input(path, "measured file", MAX_FILE_BYTES), path)
         env = dict(doc.get("options", {}).get("nccl_env") or [])
@@ -179,8 +179,8 @@ def _forced_pair(path: str) -> tuple[str, str]:
 
 def _hosts(label: str, nranks: int | None = None, source: str = "") -> int:
     """Node count from a bench topology name (``local:nccl:8`` -> 1, ``cluster:nccl:16:hosts=2`` -> 2),
-    checked by :mod:`sim.validation`: a whole number from 1 to the job's rank count."""
-    from ..validation import MAX_RANKS, parse_number, whole
+    checked by :mod:`sim.io.validation`: a whole number from 1 to the job's rank count."""
+    from ..io.validation import MAX_RANKS, parse_number, whole
     if "hosts=" in label:
         raw = label.rsplit("hosts=", 1)[1].split(",")[0].strip()
         what = f"{source or 'the measured file'}: hosts"

@@ -18,8 +18,8 @@ algorithm). :func:`run_program` is the one way the predictors call an engine.
 from __future__ import annotations
 
 from ..errors import CollsimError
-from ..nccl.protocols import IDEAL
 from .fast import EngineRun, simulate_program
+from .transfer import IDEAL
 
 ENGINES = ("default", "reference")
 
@@ -33,9 +33,7 @@ def check_engine(engine: str) -> str:
 def run_program(program, topo, nbytes: float, protocol=IDEAL, *, engine: str = "default"):
     """Time ``program`` moving ``nbytes`` on ``topo`` with the named engine."""
     if check_engine(engine) == "reference":
-        from .reference import (
-            simulate_program as reference,  # only when asked: it is slow
-        )
+        from .reference import simulate_program as reference  # only when asked: it is slow
         return reference(program, topo, nbytes, protocol)
     return simulate_program(program, topo, nbytes, protocol)
 

@@ -48,12 +48,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CollsimError
-from ..nccl.protocols import IDEAL, Protocol
 from ..program import Program
-from ..progress import phase
 from ..topology import Topology
 from .loop import run_ops
+from .progress import phase
 from .symmetry import Quotient, find_shift, host_shift, link_orbits
+from .transfer import IDEAL, Protocol
 
 
 @dataclass(frozen=True, eq=False)

@@ -34,10 +34,10 @@ import numpy as np
 import simpy
 
 from ..errors import CollsimError
-from ..nccl.protocols import IDEAL, Protocol
 from ..program import Program
 from ..topology import Topology
 from .fast import EngineRun
+from .transfer import IDEAL, Protocol
 
 
 def waits_for(p: Program) -> tuple[list[list[int]], list[list[int]]]:

@@ -195,7 +195,7 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
                                     f"at seq {s}: the others' calls from seq {s} match theirs from seq {s - k} ({said})", ev)
             hint = ""
             if what == "op" and not tie:  # a skipped call also shows up as one call of that kind fewer
-                count = lambda r: sum(1 for q, e in pg.by_rank[r].items() if q <= s and e["op"] == major)
+                count = lambda r, s=s, major=major: sum(1 for q, e in pg.by_rank[r].items() if q <= s and e["op"] == major)
                 ref = count(groups[major][0])
                 fewer = [r for r in culprits if count(r) < ref]
                 if fewer:

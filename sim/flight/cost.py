@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field, replace
 
-from ..analytic import ring_steps
+from ..algorithms.analytic import ring_steps
 from ..errors import CollsimError
 
 # (latency steps, traffic factor) per collective for a ring of n ranks: the classical alpha-beta model.

@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import CollsimError
+from ..io.validation import MAX_RANKS, MAX_US, number, whole
 from ..units import parse_size
-from ..validation import MAX_RANKS, MAX_US, number, whole
-from .workload import COLLECTIVES, DTYPES, Call, Compute, Workload
+from .rank_workload import COLLECTIVES, DTYPES, Call, Compute, Workload
 
 RANK_FAULTS = ("skip", "wrong_collective", "size", "dtype", "straggler")
 KINDS = RANK_FAULTS + ("crash", "degraded_link", "link_down")

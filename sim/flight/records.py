@@ -26,8 +26,8 @@ import os
 
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
-from ..safe_io import write_output
-from .workload import DTYPES
+from ..io.safe_io import write_output
+from .rank_workload import DTYPES
 
 VERSION = "2.10"  # the flight-recorder format version torch 2.13 writes
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 import simpy
 
 from ..errors import CollsimError
-from ..validation import number, whole
+from ..io.validation import number, whole
 
 METHODS = ("shrink", "reinit")
 
@@ -62,7 +62,7 @@ class RecoveryParams:
             raise CollsimError(f"unknown recovery parameter(s) {sorted(bad)}: use {', '.join(sorted(names))}")
         if d is not None and not isinstance(d, dict):
             raise CollsimError(f"recovery params must be a mapping such as {{detect_s: 30}}, not {str(d)[:40]}")
-        # through sim.validation: whole numbers where the field is one, finite, 0 .. 1e9
+        # through sim.io.validation: whole numbers where the field is one, finite, 0 .. 1e9
         p = cls(**{k: (whole(v, f"recovery {k}", low=0, high=10 ** 9) if isinstance(getattr(cls, k), int)
                        else number(v, f"recovery {k}", low=0, high=1e9)) for k, v in (d or {}).items()})
         return p

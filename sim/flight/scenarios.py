@@ -19,17 +19,17 @@ from __future__ import annotations
 import os
 
 from ..errors import CollsimError
-from ..safe_io import load_yaml, read_input
+from ..io.safe_io import load_yaml, read_input
+from ..io.validation import MAX_US, number, whole
 from ..units import format_size
-from ..validation import MAX_US, number, whole
 from . import recovery as rec
 from .analyze import analyze
 from .cost import make_cost
-from .engine import DEFAULT_TIMEOUT_MS, run
 from .faults import LinkFault, apply_rank_faults, parse_faults
 from .loader import normalise
+from .rank_workload import from_dict
 from .records import write_dumps
-from .workload import from_dict
+from .replay import DEFAULT_TIMEOUT_MS, run
 
 _DDP = {"builtin": "ddp_step", "world_size": 4, "buckets": 3, "bucket_nbytes": "4M", "steps": 2}
 _TPDP = {"builtin": "tp_dp_step", "world_size": 8, "tp": 2, "layers": 3, "steps": 2}

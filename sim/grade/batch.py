@@ -2,7 +2,7 @@
 ``results.json``, one feedback file per student.
 
 Each submission is graded by :func:`sim.grade.runner.grade` in its own worker process
-(:mod:`sim.grade.worker`; ``--jobs`` of them at once); a submission that cannot be graded (unreadable, a
+(:mod:`sim.grade.submission_worker`; ``--jobs`` of them at once); a submission that cannot be graded (unreadable, a
 link or special file, unknown assignment, a worker that died) becomes a row with its error and never
 stops the others. Student text is made one line (and Markdown-quoted) in every format (:mod:`sim.grade.quote`).
 
@@ -22,7 +22,7 @@ from ..errors import CollsimError
 from .checks import Check, GradeReport
 from .quote import md, one_line
 from .sandbox import Limits
-from .worker import grade_one, refused  # noqa: F401  (one submission, graded or refused: API)
+from .submission_worker import grade_one, refused  # noqa: F401  (one submission, graded or refused: API)
 
 SUFFIXES = (".ipynb", ".py")
 
@@ -49,14 +49,14 @@ def collect(paths: list[str]) -> list[tuple[str, str]]:
 
 def grade_many(files: list[tuple[str, str]], assignment: str | None, limits: Limits, jobs: int,
                progress=None) -> list[GradeReport]:
-    """Grade ``files``, each in its own worker process (:mod:`sim.grade.worker`), ``jobs`` of them at once;
+    """Grade ``files``, each in its own worker process (:mod:`sim.grade.submission_worker`), ``jobs`` of them at once;
     reports in the order of ``files``. A worker that dies or runs out of time ends its own row only."""
     import tempfile
     import time
 
-    from .containment import available, not_contained_notice, project_root
+    from ..io.containment import available, not_contained_notice, project_root
     from .runner import clean_report
-    from .worker import finish, job_for, start
+    from .submission_worker import finish, job_for, start
     if not available():
         not_contained_notice("the students' code")
     # every submission's folder is hidden from every sandbox (besides the project's own)
@@ -202,9 +202,9 @@ def feedback_names(shown: list[str]) -> list[str]:
 
 
 def write_atomic(path: str, text: str, inputs: list[str], flag: str = "output") -> None:
-    """Write ``text`` to ``path`` through :mod:`sim.safe_io` (a temporary file and a rename; never through a
+    """Write ``text`` to ``path`` through :mod:`sim.io.safe_io` (a temporary file and a rename; never through a
     link, never over a file the command reads); a path among the submissions being graded is refused too."""
-    from ..safe_io import check_not_input, write_output
+    from ..io.safe_io import check_not_input, write_output
     real = os.path.realpath(path)
     for i in inputs:
         if os.path.exists(i) and (os.path.realpath(i) == real or (os.path.isdir(i) and real.startswith(os.path.realpath(i) + os.sep)

@@ -17,7 +17,7 @@ Three processes per submission::
   go to one capped file; SIGXFSZ is ignored so a flood gets ``OSError: File too large``), open files,
   and processes (``RLIMIT_NPROC``; the kernel does not apply it to root: grade as an unprivileged user).
 
-Where bubblewrap works (:mod:`sim.grade.containment`), the supervisor starts the student's process inside
+Where bubblewrap works (:mod:`sim.io.containment`), the supervisor starts the student's process inside
 it: a new PID, user (uid 65534), network, IPC and UTS namespace, a read-only filesystem of Python and
 ``sim`` only, a private tmpfs; so it cannot signal the supervisor or the checker, read the solutions or
 other submissions, use the network, or leave a process behind, and ``RLIMIT_NPROC`` applies (it is
@@ -152,7 +152,7 @@ def supervise(cfg: dict) -> int:
         return 1
     limits = cfg["limits"]
     if cfg.get("contain"):   # bwrap: a new user namespace counts processes afresh, root outside or not
-        from .containment import CONFIG_MOUNT, wrap
+        from ..io.containment import CONFIG_MOUNT, wrap
         cmd = wrap(["-m", "sim.grade.student", CONFIG_MOUNT], cfg["student_config"], cfg.get("hidden", []),
                    share=cfg.get("share"))
         nproc = limits["processes"]
@@ -199,7 +199,7 @@ class Session:
         student_config = os.path.join(tmpdir, "student.json")
         with open(student_config, "w") as f:
             json.dump({"cells": cells, "request_fd": req_r, "reply_fd": rep_w}, f)
-        from .containment import available, not_contained_notice
+        from ..io.containment import available, not_contained_notice
         self.contained = available()
         # files the checks hand the student's code to read (a5's dumps): read-only inside the sandbox
         self.share_dir = os.path.join(tmpdir, "share")
@@ -233,7 +233,7 @@ class Session:
         """Where the student's process sees ``path`` (a file or folder under :attr:`share_dir`)."""
         if not self.contained:
             return path
-        from .containment import SHARE_MOUNT
+        from ..io.containment import SHARE_MOUNT
         return os.path.join(SHARE_MOUNT, os.path.relpath(path, self.share_dir))
 
     def _read(self) -> dict:

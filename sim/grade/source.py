@@ -43,7 +43,7 @@ def read_submission(path: str) -> tuple[list[Cell], dict]:
     if size > MAX_SOURCE_BYTES:
         raise CollsimError(f"{path} is {size} bytes: clear the notebook's outputs (Kernel > Restart & Clear Output) and save")
     if path.endswith(".py"):
-        from ..safe_io import read_input
+        from ..io.safe_io import read_input
         return code_cells_from_text(read_input(path, "submission", MAX_SOURCE_BYTES), os.path.basename(path)), {}
     if not path.endswith(".ipynb"):
         raise CollsimError(f"{path}: grade a notebook (.ipynb) or a Python file (.py)")
@@ -70,7 +70,7 @@ def _source(cell: dict, where: str) -> str:
 def read_notebook(path: str) -> dict:
     """A v4 notebook as plain JSON (no nbformat: it is slow to import and not needed to read cells), with
     every cell's ``source`` joined into one string and ``metadata`` a dict."""
-    from ..safe_io import load_json, read_input
+    from ..io.safe_io import load_json, read_input
     # through the safe reader: regular files only (a FIFO would hang), size-capped, nesting bounded
     text = read_input(path, "notebook", MAX_SOURCE_BYTES)
     try:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# NCCL_MAX_NVLS_ARITY shapes the NVLS program itself, so it is defined with that algorithm (a lower layer)
+from ..algorithms.nvls import NVLS_MAX_HEADS  # noqa: F401 (re-exported with NCCL's other numbers)
 from ..collectives import (
     ALL_GATHER,
     ALL_REDUCE,
@@ -118,7 +120,6 @@ MAX_RUNTIME_CHANNELS = 32         # connect.cc ncclTopoPostset: duplicated chann
 # (doubled once more) while there are fewer than 16
 DUPLICATE_AGAIN_MIN_GBps, DUPLICATE_AGAIN_BELOW = 45.0, 16
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
-NVLS_MAX_HEADS = 32              # NCCL_MAX_NVLS_ARITY (device.h): NVLS graph channels = heads per NVLink domain
 NVLS_CHUNK_BYTES = 128 << 10     # NCCL_NVLS_CHUNKSIZE default (transport/nvls.cc)
 # enqueue.cc: NVLS halves its chunk to ``chunk`` bytes when the size is below ``factor`` x concurrent ops x
 # chunk; (factor, chunk) in order. NVLSTree from NVLS_TREE_SMALL_CHUNK_NODES nodes starts at 64 KiB.

@@ -4,7 +4,7 @@ NCCL reads the node (GPUs, NVLinks, NVSwitches, NICs, PCIe) into a graph and sea
 many rings/trees/NVLS heads, at which speed each (``src/graph/topo.cc``, ``search.cc``). collsim reads the
 same facts off a :class:`~sim.topology.Topology` (hardware presets' ``meta``, else the links) and emulates
 the search with NCCL's speed lists (:mod:`sim.nccl.constants`). The tuner (:mod:`sim.nccl.tuner`) and the
-plan (:mod:`sim.nccl.plan`) read only this view.
+plan (:mod:`sim.nccl.execution`) read only this view.
 
 >>> from sim.presets import load_topology
 >>> m = machine(load_topology("dgx-h100:nodes=2"))
@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 
 from ..errors import CollsimError
 from . import calibration
-from .constants import (ARCHS, MAX_SEARCH_CHANNELS, NVLINK_LINK_GBps, NVLS_CHANNELS, NVLS_MAX_HEADS, SPEEDS_INTER,
-                        SPEEDS_INTRA)
+from .constants import ARCHS, MAX_SEARCH_CHANNELS, NVLS_CHANNELS, NVLS_MAX_HEADS, SPEEDS_INTER, SPEEDS_INTRA, NVLINK_LINK_GBps
+
 
 # ---- the machine as NCCL sees it ---------------------------------------------------------------------
 @dataclass(frozen=True)

@@ -20,34 +20,24 @@ latency L takes L + B/W. NCCL's protocols change three things (numbers from NCCL
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..engine.transfer import IDEAL, Protocol
 from ..errors import CollsimError
-from .constants import (BASE_LATENCY_US, BUFFER_BYTES, CHUNK_STEPS, COLLNET_CHAIN_MAX_CHUNK_BYTES, HW_LATENCY_US,
-                        LL128_DATA_BYTES, LL128_LINE_BYTES, LL_DATA_BYTES, LL_LINE_BYTES, MIN_CHUNK_BYTES,
-                        MIN_CHUNKS_PER_CHANNEL, NCCL_PROTOCOLS, NCCL_STEPS, NVLS_CHUNK_BYTES)
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """How transfers behave on the wire.
-
-    payload_efficiency: data bytes per wire byte (LL 0.5, LL128 120/128, Simple 1.0).
-    hop_latency_us: extra latency per transfer, on top of the links' own (the engine adds it to every op).
-    chunk_bytes: pipeline granularity: algorithms that pipeline cut each channel's data into pieces of
-        about this many bytes (None: the algorithm's own default).
-    launch_us: fixed cost per collective (kernel launch and base latency), added once.
-    """
-
-    name: str
-    payload_efficiency: float = 1.0
-    hop_latency_us: float = 0.0
-    chunk_bytes: int | None = None
-    launch_us: float = 0.0
-
-    def wire_bytes(self, nbytes: float) -> float:
-        """Bytes on the wire for ``nbytes`` of payload."""
-        return nbytes / self.payload_efficiency
+from .constants import (
+    BASE_LATENCY_US,
+    BUFFER_BYTES,
+    CHUNK_STEPS,
+    COLLNET_CHAIN_MAX_CHUNK_BYTES,
+    HW_LATENCY_US,
+    LL128_DATA_BYTES,
+    LL128_LINE_BYTES,
+    LL_DATA_BYTES,
+    LL_LINE_BYTES,
+    MIN_CHUNK_BYTES,
+    MIN_CHUNKS_PER_CHANNEL,
+    NCCL_PROTOCOLS,
+    NCCL_STEPS,
+    NVLS_CHUNK_BYTES,
+)
 
 
 def _chunk(algorithm: str, p: str) -> int:
@@ -70,9 +60,8 @@ def _nvlink_ring_hop_us(p: str) -> float:
     return HW_LATENCY_US["nvlink"]["ring"][NCCL_PROTOCOLS.index(p)]
 
 
-IDEAL = Protocol("ideal")
 # The NCCL protocols as seen by the engine when no hardware is known: payload efficiency from the wire
-# format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl.plan`` specialises them
+# format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl.execution`` specialises them
 # per algorithm and topology (latency by link class, NCCL's chunk rules).
 LL = Protocol("LL", payload_efficiency=LL_DATA_BYTES / LL_LINE_BYTES, hop_latency_us=_nvlink_ring_hop_us("LL"),
               chunk_bytes=_chunk("ring", "LL"))

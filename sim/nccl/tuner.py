@@ -19,15 +19,34 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import calibration
-from ..analytic import ring_steps
+from ..algorithms.analytic import ring_steps
 from ..collectives import Collective, get_collective
 from ..errors import CollsimError
-from .constants import (COLLNET_DIRECT_SM90_FACTOR, LL128_BW_FACTOR, LL_MAX_BW, NCCL_ALGORITHMS, NCCL_PROTOCOLS,
-                        NCCL_RULES, NET_OVERHEAD_US, NET_SHARE_FACTOR, NVLS_BUS_TO_ALG, NVLS_MAX_HEADS, PAT_BW_FACTOR,
-                        RING_LL_BW_FACTOR, RING_PLATEAU_LATENCY, RING_PLATEAU_MIN_BYTES, TREE_BUS_TO_ALG,
-                        TREE_LL128_BW_FACTOR, TREE_LL_BW_DIVISOR,
-                        P2P_LL_THRESHOLD, PER_CH_MAX_RING_LL128, PER_CH_MAX_TREE, PER_CH_MAX_TREE_LL128, TREE_CORRECTION)
+from . import calibration
+from .constants import (
+    COLLNET_DIRECT_SM90_FACTOR,
+    LL128_BW_FACTOR,
+    LL_MAX_BW,
+    NCCL_ALGORITHMS,
+    NCCL_PROTOCOLS,
+    NCCL_RULES,
+    NET_OVERHEAD_US,
+    NET_SHARE_FACTOR,
+    NVLS_BUS_TO_ALG,
+    NVLS_MAX_HEADS,
+    P2P_LL_THRESHOLD,
+    PAT_BW_FACTOR,
+    PER_CH_MAX_RING_LL128,
+    PER_CH_MAX_TREE,
+    PER_CH_MAX_TREE_LL128,
+    RING_LL_BW_FACTOR,
+    RING_PLATEAU_LATENCY,
+    RING_PLATEAU_MIN_BYTES,
+    TREE_BUS_TO_ALG,
+    TREE_CORRECTION,
+    TREE_LL128_BW_FACTOR,
+    TREE_LL_BW_DIVISOR,
+)
 from .machine import Machine, graph_for, machine
 from .protocols import base_latency_us, get_protocol, hop_latency_us
 
@@ -212,9 +231,9 @@ def rank_pairs(collective, nbytes: int, topo, algorithms, protocols=NCCL_PROTOCO
 
 
 def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
-    """The tuner's prediction for one pair as a :class:`~sim.result.Result` (model ``"tuner"``)."""
-    from .. import analytic
-    from ..result import Result
+    """The tuner's prediction for one pair as a :class:`~sim.engine.result.Result` (model ``"tuner"``)."""
+    from ..algorithms import analytic
+    from ..engine.result import Result
     coll = get_collective(coll)
     p = get_protocol(proto).name
     t = tuner_terms(coll, nbytes, topo, algorithm, p)

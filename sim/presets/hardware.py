@@ -43,10 +43,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..nccl.calibration import get_fabric
 from ..errors import CollsimError
-from ..hardware import Hardware
 from ..topology import Link, Node, Topology, paused_gc
+from ..topology.fabrics import get_fabric
+from ..topology.hardware import Hardware
 from . import register
 
 NVLINK_HOP_US = 0.35      # GPU <-> NVSwitch, per hop

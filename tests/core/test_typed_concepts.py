@@ -9,11 +9,11 @@ import pytest
 
 from sim.collectives import COLLECTIVES, get_collective
 from sim.errors import CollsimError
-from sim.hardware import Hardware
 from sim.nccl.constants import NCCL_RULES
 from sim.presets import load_topology
 from sim.presets.hardware import DGX_H100, Platform
-from sim.topology_file import topology_from_dict
+from sim.topology.files import topology_from_dict
+from sim.topology.hardware import Hardware
 
 PAIR = {"gpus": 2, "links": [{"src": "gpu0", "dst": "gpu1", "bandwidth_GBps": 10, "duplex": True}]}
 

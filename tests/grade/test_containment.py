@@ -17,8 +17,8 @@ import pytest
 
 from sim.grade.batch import feedback_markdown, feedback_names, refused
 from sim.grade.checks import Check, GradeReport
-from sim.grade.containment import available
 from sim.grade.quote import md, one_line
+from sim.io.containment import available
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 needs_bwrap = pytest.mark.skipif(not available(), reason="bubblewrap or user/PID namespaces unavailable here")
@@ -162,7 +162,7 @@ def test_fallback_notice_names_what_is_not_contained(tmp_path):
 
 
 def test_mounted_python_folders_never_hold_the_project_or_a_submission(tmp_path, monkeypatch):
-    from sim.grade.containment import python_paths
+    from sim.io.containment import python_paths
     proj, subs = tmp_path / "proj", tmp_path / "subs"
     venv_site = proj / ".venv" / "lib" / "python3" / "site-packages"
     for d in (venv_site, proj / "tests", proj / "notebooks" / "solutions", subs / "lib", tmp_path / "other"):

@@ -61,7 +61,7 @@ NCCL_TESTS = ("# Collective test starting: all_reduce_perf\n# nThread 1 nGpus 1 
 @given(st.data())
 def test_nccl_tests_text_mutated(data):
     from real.compare.measured import read_measurement_text
-    from sim.nccl_tests_format import parse_nccl_tests_meta
+    from sim.io.nccl_tests_format import parse_nccl_tests_meta
     text = _mutate(NCCL_TESTS, data)
     _ok_or_refused(read_measurement_text, text, "fuzz.txt")
     _ok_or_refused(parse_nccl_tests_meta, text)
@@ -85,7 +85,7 @@ def test_measurement_json_structures(doc):
 @FAST
 @given(structures)
 def test_topology_dict_structures(doc):
-    from sim.topology_file import topology_from_dict
+    from sim.topology.files import topology_from_dict
     _ok_or_refused(topology_from_dict, doc, "fuzz")
     _ok_or_refused(topology_from_dict, {"nodes": [{"name": "a", "kind": "gpu"}, {"name": "b", "kind": "gpu"}],
                                         "links": [{"src": "a", "dst": "b", "bandwidth_GBps": doc, "latency_us": 1}]}, "fuzz")
@@ -94,8 +94,8 @@ def test_topology_dict_structures(doc):
 @FAST
 @given(st.data())
 def test_topology_yaml_text(data):
-    from sim.safe_io import load_yaml
-    from sim.topology_file import topology_from_dict
+    from sim.io.safe_io import load_yaml
+    from sim.topology.files import topology_from_dict
     text = ("nodes:\n  - {name: g0, kind: gpu}\n  - {name: g1, kind: gpu}\nlinks:\n"
             "  - {src: g0, dst: g1, bandwidth_GBps: 50, latency_us: 1}\n")
     text = _mutate(text, data)
@@ -108,7 +108,7 @@ def test_topology_yaml_text(data):
 @FAST
 @given(st.data())
 def test_nccl_xml_mutated(data):
-    from sim.topology_xml import parse_topology_xml, preset_for
+    from sim.topology.nccl_xml import parse_topology_xml, preset_for
     with open(os.path.join(DATA, "h200-baremetal-dump-excerpt.xml")) as f:
         text = _mutate(f.read()[:6000], data)
 
@@ -121,15 +121,15 @@ def test_nccl_xml_mutated(data):
 @FAST
 @given(st.binary(max_size=300))
 def test_nccl_xml_arbitrary_bytes(blob):
-    from sim.topology_xml import parse_topology_xml
+    from sim.topology.nccl_xml import parse_topology_xml
     _ok_or_refused(parse_topology_xml, blob.decode("utf-8", errors="replace"), "fuzz.xml")
 
 
 @FAST
 @given(st.data())
 def test_nvidia_smi_mutated(data):
-    from sim.topology_nvsmi import parse_nvidia_smi_topo
-    from sim.topology_xml import preset_for
+    from sim.topology.nccl_xml import preset_for
+    from sim.topology.nvidia_smi import parse_nvidia_smi_topo
     with open(os.path.join(DATA, "h20-nvidia-smi-topo.txt")) as f:
         text = f.read()
     text = _mutate(text.replace("\t", " \t "), data)
@@ -144,7 +144,7 @@ def test_nvidia_smi_mutated(data):
 @given(structures, structures)
 def test_flight_workload_and_faults(workload, faults):
     from sim.flight.faults import parse_faults
-    from sim.flight.workload import from_dict
+    from sim.flight.rank_workload import from_dict
     _ok_or_refused(from_dict, workload if isinstance(workload, dict) else {"world_size": workload, "program": []})
     _ok_or_refused(parse_faults, faults if isinstance(faults, list) else [faults], 4)
     _ok_or_refused(parse_faults, [{"kind": "crash", "rank": workload, "at_us": faults}], 4)
@@ -153,7 +153,7 @@ def test_flight_workload_and_faults(workload, faults):
 @FAST
 @given(structures)
 def test_flight_builtin_numbers(value):
-    from sim.flight.workload import builtin
+    from sim.flight.rank_workload import builtin
     for key in ("world_size", "steps", "buckets", "forward_us"):
         _ok_or_refused(builtin, "ddp_step", **{key: value, **({"world_size": 4} if key != "world_size" else {})})
 
@@ -218,7 +218,7 @@ def test_release_source_text(text):
 @FAST
 @given(st.one_of(structures, st.integers(min_value=-(10 ** 500), max_value=10 ** 500)))
 def test_validation_layer(value):
-    from sim.validation import MAX_BYTES, number, whole
+    from sim.io.validation import MAX_BYTES, number, whole
     try:
         f = number(value, "x", low=0, high=1e9)
         assert 0 <= f <= 1e9

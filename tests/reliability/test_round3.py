@@ -103,7 +103,7 @@ def test_flat_switch_routes_are_two_hops_and_fast():
     second per thousand routes (the full search took O(n log n) each)."""
     import time
 
-    from sim.topology_file import topology_from_dict
+    from sim.topology.files import topology_from_dict
     n = 3000
     topo = topology_from_dict({"nodes": [{"name": "sw", "kind": "switch"}] + [{"name": f"g{i}", "kind": "gpu"} for i in range(n)],
                                "links": [l for i in range(n) for l in ({"src": f"g{i}", "dst": "sw", "bandwidth_GBps": 50, "latency_us": 1},
@@ -170,7 +170,7 @@ def test_tune_measured_host_count():
 
 
 def test_validation_layer_names_value_limit_and_fix():
-    from sim.validation import number, whole
+    from sim.io.validation import number, whole
     with pytest.raises(CollsimError, match=r"x inf is not a finite number.*such as"):
         number(math.inf, "x", high=1)
     with pytest.raises(CollsimError, match=r"n 2000000 is out of range: it must be at least 1 and at most 1000"):

@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import refused
 
-from sim.grade.containment import available
+from sim.io.containment import available
 
 PROBE = '''import json, os, sys
 from sim.program import Program

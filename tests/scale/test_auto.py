@@ -5,8 +5,8 @@ import pytest
 
 import sim
 from sim import api
-from sim.budget import engine_estimate, parse_memory
 from sim.errors import CollsimError
+from sim.prediction.budget import engine_estimate, parse_memory
 from sim.presets import load_topology
 
 
