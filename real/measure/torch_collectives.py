@@ -21,6 +21,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from sim.collectives import get_collective
+
 from .options import DTYPES, DType, Layout
 
 TORCH_OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
@@ -58,7 +60,8 @@ def _reduced(idx: torch.Tensor, op: str, dt: DType, nranks: int) -> torch.Tensor
 
 def result_view(collective: str, lay: Layout, recv: torch.Tensor, rank: int, inplace: bool) -> torch.Tensor:
     """Where the result lands: the receive buffer, or this rank's shard of it (in-place reduce_scatter)."""
-    if inplace and collective == "reduce_scatter":
+    c = get_collective(collective)
+    if inplace and c.sharded and c.reduces:   # reduce_scatter
         return recv[rank * lay.count:(rank + 1) * lay.count]
     return recv[:lay.recv]
 
@@ -66,30 +69,53 @@ def result_view(collective: str, lay: Layout, recv: torch.Tensor, rank: int, inp
 def make_call(collective: str, lay: Layout, send: torch.Tensor, recv: torch.Tensor, op: str | None,
               root: int, rank: int, inplace: bool) -> Callable[[], None]:
     """A no-argument function that runs the collective once (what the timed loop calls)."""
-    n = lay.count
+    maker = _CALLS.get(get_collective(collective).name)
+    if maker is None:
+        raise ValueError(f"unknown collective {collective!r}")
+    return maker(lay, send, recv, TORCH_OPS[op] if op else None, root, rank, inplace)
+
+
+# One torch call per collective: (layout, send, recv, torch op, root, rank, inplace) -> the call.
+def _call_all_reduce(lay, send, recv, red, root, rank, inplace):
     out = recv[:lay.recv]
-    red = TORCH_OPS[op] if op else None
-    if collective == "all_reduce":
-        return lambda: dist.all_reduce(out, op=red)
-    if collective == "broadcast":
-        return lambda: dist.broadcast(out, src=root)
-    if collective == "reduce":
-        return lambda: dist.reduce(out, dst=root, op=red)
-    if collective == "all_gather":
-        src = recv[rank * n:(rank + 1) * n] if inplace else send[:n]
-        return lambda: _all_gather(out, src)
-    if collective == "reduce_scatter":
-        src = recv[:lay.send] if inplace else send[:lay.send]
-        dst = recv[rank * n:(rank + 1) * n] if inplace else recv[:n]
-        return lambda: _reduce_scatter(dst, src, op=red)
-    if collective == "all_to_all":
-        if not inplace:
-            return lambda: dist.all_to_all_single(out, send[:lay.send])
-        # all_to_all_single on one buffer overwrites blocks before they are sent (gloo gets it wrong, as does
-        # nccl-tests' in-place alltoall): stage the input in the idle send buffer; the copy is timed.
-        stage = send[:lay.send]
-        return lambda: (stage.copy_(out), dist.all_to_all_single(out, stage))
-    raise ValueError(f"unknown collective {collective!r}")
+    return lambda: dist.all_reduce(out, op=red)
+
+
+def _call_broadcast(lay, send, recv, red, root, rank, inplace):
+    out = recv[:lay.recv]
+    return lambda: dist.broadcast(out, src=root)
+
+
+def _call_reduce(lay, send, recv, red, root, rank, inplace):
+    out = recv[:lay.recv]
+    return lambda: dist.reduce(out, dst=root, op=red)
+
+
+def _call_all_gather(lay, send, recv, red, root, rank, inplace):
+    n, out = lay.count, recv[:lay.recv]
+    src = recv[rank * n:(rank + 1) * n] if inplace else send[:n]
+    return lambda: _all_gather(out, src)
+
+
+def _call_reduce_scatter(lay, send, recv, red, root, rank, inplace):
+    n = lay.count
+    src = recv[:lay.send] if inplace else send[:lay.send]
+    dst = recv[rank * n:(rank + 1) * n] if inplace else recv[:n]
+    return lambda: _reduce_scatter(dst, src, op=red)
+
+
+def _call_all_to_all(lay, send, recv, red, root, rank, inplace):
+    out = recv[:lay.recv]
+    if not inplace:
+        return lambda: dist.all_to_all_single(out, send[:lay.send])
+    # all_to_all_single on one buffer overwrites blocks before they are sent (gloo gets it wrong, as does
+    # nccl-tests' in-place alltoall): stage the input in the idle send buffer; the copy is timed.
+    stage = send[:lay.send]
+    return lambda: (stage.copy_(out), dist.all_to_all_single(out, stage))
+
+
+_CALLS = {"all_reduce": _call_all_reduce, "broadcast": _call_broadcast, "reduce": _call_reduce,
+          "all_gather": _call_all_gather, "reduce_scatter": _call_reduce_scatter, "all_to_all": _call_all_to_all}
 
 
 def _fill(buf: torch.Tensor, first: int, src_rank: int, op: str | None, dt: DType, nranks: int) -> None:
@@ -106,10 +132,11 @@ def fill_inputs(collective: str, lay: Layout, send: torch.Tensor, recv: torch.Te
     dt = DTYPES[dname]
     recv[:max(lay.send, lay.recv)].zero_()
     n = lay.count
-    if collective == "all_gather":
+    c = get_collective(collective)
+    if c.sharded and not c.reduces:   # all_gather: my shard, in place in the output or in the send buffer
         _fill(recv[rank * n:(rank + 1) * n] if inplace else send[:n], rank * n, rank, op, dt, nranks)
         return
-    if collective == "broadcast" and rank != root:
+    if c.root_is_source and rank != root:   # broadcast
         return  # the root's data must arrive; zeros show if it does not
     # torch's all_reduce/broadcast/reduce are in place: the out-of-place run starts from the receive buffer too
     target = recv if inplace or collective in IN_PLACE_ONLY else send
@@ -120,19 +147,20 @@ def count_wrong(collective: str, lay: Layout, result: torch.Tensor, op: str | No
                 rank: int, nranks: int) -> int:
     """Elements of this rank's result that differ from the exact answer (0 where nothing is expected)."""
     dt = DTYPES[dname]
-    if collective == "reduce" and rank != root:
+    c = get_collective(collective)
+    if c.rooted and c.reduces and rank != root:   # reduce: only the root holds a result
         return 0
     n, wrong = lay.count, 0
     for start in range(0, result.numel(), _SLICE):
         got = result[start:start + _SLICE]
         idx = torch.arange(start, start + got.numel(), dtype=torch.int64, device=result.device)
-        if collective in ("all_reduce", "reduce"):
+        if c.reduces and not c.sharded:   # all_reduce, reduce: the whole sum
             want = _reduced(idx, op, dt, nranks)
-        elif collective == "reduce_scatter":
+        elif c.reduces:   # reduce_scatter: my shard of the sum
             want = _reduced(rank * n + idx, op, dt, nranks)
-        elif collective == "broadcast":
+        elif c.root_is_source:   # broadcast
             want = values(idx, root, op, dt, nranks)
-        elif collective == "all_gather":
+        elif c.sharded:   # all_gather
             want = values(idx, idx // n, op, dt, nranks)
         else:  # all_to_all: block s of my output is block `rank` of rank s's input
             want = values(rank * n + idx % n, idx // n, op, dt, nranks)
