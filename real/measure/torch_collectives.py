@@ -66,30 +66,53 @@ def result_view(collective: str, lay: Layout, recv: torch.Tensor, rank: int, inp
 def make_call(collective: str, lay: Layout, send: torch.Tensor, recv: torch.Tensor, op: str | None,
               root: int, rank: int, inplace: bool) -> Callable[[], None]:
     """A no-argument function that runs the collective once (what the timed loop calls)."""
-    n = lay.count
+    if collective not in _CALLS:
+        raise ValueError(f"unknown collective {collective!r}")
+    return _CALLS[collective](lay, send, recv, TORCH_OPS[op] if op else None, root, rank, inplace)
+
+
+# One builder per collective (a table, not a chain of name tests): (layout, send, recv, reduce op, root, rank,
+# in place) -> the call to time.
+def _all_reduce_call(lay, send, recv, red, root, rank, inplace):
     out = recv[:lay.recv]
-    red = TORCH_OPS[op] if op else None
-    if collective == "all_reduce":
-        return lambda: dist.all_reduce(out, op=red)
-    if collective == "broadcast":
-        return lambda: dist.broadcast(out, src=root)
-    if collective == "reduce":
-        return lambda: dist.reduce(out, dst=root, op=red)
-    if collective == "all_gather":
-        src = recv[rank * n:(rank + 1) * n] if inplace else send[:n]
-        return lambda: _all_gather(out, src)
-    if collective == "reduce_scatter":
-        src = recv[:lay.send] if inplace else send[:lay.send]
-        dst = recv[rank * n:(rank + 1) * n] if inplace else recv[:n]
-        return lambda: _reduce_scatter(dst, src, op=red)
-    if collective == "all_to_all":
-        if not inplace:
-            return lambda: dist.all_to_all_single(out, send[:lay.send])
-        # all_to_all_single on one buffer overwrites blocks before they are sent (gloo gets it wrong, as does
-        # nccl-tests' in-place alltoall): stage the input in the idle send buffer; the copy is timed.
-        stage = send[:lay.send]
-        return lambda: (stage.copy_(out), dist.all_to_all_single(out, stage))
-    raise ValueError(f"unknown collective {collective!r}")
+    return lambda: dist.all_reduce(out, op=red)
+
+
+def _broadcast_call(lay, send, recv, red, root, rank, inplace):
+    out = recv[:lay.recv]
+    return lambda: dist.broadcast(out, src=root)
+
+
+def _reduce_call(lay, send, recv, red, root, rank, inplace):
+    out = recv[:lay.recv]
+    return lambda: dist.reduce(out, dst=root, op=red)
+
+
+def _all_gather_call(lay, send, recv, red, root, rank, inplace):
+    n, out = lay.count, recv[:lay.recv]
+    src = recv[rank * n:(rank + 1) * n] if inplace else send[:n]
+    return lambda: _all_gather(out, src)
+
+
+def _reduce_scatter_call(lay, send, recv, red, root, rank, inplace):
+    n = lay.count
+    src = recv[:lay.send] if inplace else send[:lay.send]
+    dst = recv[rank * n:(rank + 1) * n] if inplace else recv[:n]
+    return lambda: _reduce_scatter(dst, src, op=red)
+
+
+def _all_to_all_call(lay, send, recv, red, root, rank, inplace):
+    out = recv[:lay.recv]
+    if not inplace:
+        return lambda: dist.all_to_all_single(out, send[:lay.send])
+    # all_to_all_single on one buffer overwrites blocks before they are sent (gloo gets it wrong, as does
+    # nccl-tests' in-place alltoall): stage the input in the idle send buffer; the copy is timed.
+    stage = send[:lay.send]
+    return lambda: (stage.copy_(out), dist.all_to_all_single(out, stage))
+
+
+_CALLS = {"all_reduce": _all_reduce_call, "broadcast": _broadcast_call, "reduce": _reduce_call,
+          "all_gather": _all_gather_call, "reduce_scatter": _reduce_scatter_call, "all_to_all": _all_to_all_call}
 
 
 def _fill(buf: torch.Tensor, first: int, src_rank: int, op: str | None, dt: DType, nranks: int) -> None:
