@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from cases import CASES, measure  # noqa: E402
+from cases import CASES  # noqa: E402
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 QUICK = (8, 16, 32, 64, 128)
@@ -56,7 +56,7 @@ TARGETS = (
     ("1,024 GPUs: ring forced, 1 GiB", ["--topology", "dgx-h100:nodes=128", "--algorithm", "ring", "-b", "1G", "-e", "1G"], 1.0),
     ("1,024 GPUs: all_gather, 1 GiB", ["--topology", "dgx-h100:nodes=128", "--collective", "all_gather", "-b", "1G", "-e", "1G"], 1.0),
     ("16,384 GPUs: default model, 1 GiB", ["--topology", "dgx-h100:nodes=2048", "-b", "1G", "-e", "1G"], 2.0),
-    ("131,072 GPUs (preset limit): 1 GiB", ["--topology", "dgx-h100:nodes=16384", "-b", "1G", "-e", "1G"], None),
+    ("131,072 GPUs (collsim builds at most 131,072 GPUs): 1 GiB", ["--topology", "dgx-h100:nodes=16384", "-b", "1G", "-e", "1G"], None),
 )
 
 

@@ -12,18 +12,19 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import analytic
-from .algorithms import algorithms, build_program, candidates, get_algorithm, why_not
-from .budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
+from .algorithms import algorithms, analytic, build_program, candidates, get_algorithm, why_not
 from .collectives import get_collective
 from .engine import check_engine, run_program
+from .engine.progress import DELAY_S as PROGRESS_DELAY_S
+from .engine.progress import phases
+from .engine.result import Result, link_tables
 from .errors import CollsimError
-from .presets import load_topology
-from .progress import DELAY_S as PROGRESS_DELAY_S, phases
+from .io.validation import MAX_BYTES, MAX_CHANNELS, whole
 from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
-from .recipe import MAX_PIPELINE, default_pipeline, protocols_for
-from .result import Result, link_tables
+from .nccl.recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .nccl.select import choose
+from .prediction.budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
+from .presets import load_topology
 from .topology import Topology
 
 MODELS = ("auto", "engine", "tuner", "alpha-beta", "flow")
@@ -37,7 +38,7 @@ class RunOptions:
     pipeline: int | None = None
     root: int = 0
     trace: bool = False
-    max_memory: int | None = None    # bytes; None: half of the memory available (sim.budget)
+    max_memory: int | None = None    # bytes; None: half of the memory available (sim.prediction.budget)
     engine: str = "default"          # which engine times programs (sim.engine)
 
 
@@ -52,7 +53,7 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     ``protocol``: ``ideal``, ``LL``, ``LL128``, ``Simple`` or ``auto``.
     ``model``: ``auto`` (the engine where it fits the time and memory budget, the large-scale flow
     model beyond), ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or
-    ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.flow`).
+    ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.prediction.flow`).
     ``max_memory``: bytes (or ``"2G"``) a run may take; default half of the available memory.
     ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.engine.reference`).
     ``select`` (with ``auto``): ``nccl``, the pair NCCL's tuner picks (what nccl-tests measures), or
@@ -81,15 +82,18 @@ def _simulate(collective, nbytes, topology, algorithm, protocol, model, nchannel
               engine, select) -> Result:
     topo = load_topology(topology)
     coll = get_collective(collective)
-    if not isinstance(nbytes, (int, float)) or nbytes < 0:
-        raise CollsimError(f"size {nbytes!r} must be a non-negative number of bytes")
+    # one validation layer (sim.io.validation): inf, nan, 10**400, 1.5 and True are refused, naming the limit
+    nbytes = whole(nbytes, "nbytes", low=0, high=MAX_BYTES, example="1048576 (bytes)")
     if model not in PREDICTORS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < topo.nranks:  # every model, not only the engine
         raise CollsimError(f"root {root!r} is not a rank of {topo.name}: choose 0..{topo.nranks - 1}")
     for name, value in (("nchannels", nchannels), ("pipeline", pipeline)):
-        if value is not None and value < 1:
-            raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
+        if value is not None:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1:
+                raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
+            whole(value, name, low=1, high=MAX_CHANNELS if name == "nchannels" else MAX_PIPELINE,
+                  example="4 (or leave it out for the model's choice)")
         if value is not None and model in ("tuner", "alpha-beta"):
             raise CollsimError(f"--{name} has no effect on the {model} model (its channels come from NCCL's "
                                f"search or the formula): drop it, or use --model engine")
@@ -130,7 +134,7 @@ def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: Ru
     nccl = proto.name != IDEAL.name
     pipelined = coll.name in get_algorithm(algorithm).pipelined
     if nccl:
-        from .nccl.plan import nccl_channels
+        from .nccl.execution import nccl_channels
         _, nch = nccl_channels(topo, algorithm, opts.nchannels)
         chunk = nccl_chunk_bytes(algorithm, proto.name)
         pieces = opts.pipeline or (max(1, math.ceil(nbytes / nch / chunk)) if pipelined else 1)
@@ -145,15 +149,17 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
     est = _estimate(coll, nbytes, topo, algorithm, proto, opts)
     check_memory(f"the engine on {algorithm}/{proto.name} over {topo.nranks} GPUs ({est.describe(memory=False)})", est.bytes,
                  opts.max_memory, "use --model flow (or auto), a smaller cluster, or raise --max-memory")
-    with phases(f"engine {algorithm}/{proto.name}, {topo.nranks} GPUs", 3 * (2 if proto.name != IDEAL.name else 1),
+    # the bar (stderr, a terminal, after two seconds) carries the estimate the budget made before the run
+    with phases(f"engine {algorithm}/{proto.name}, {topo.nranks} GPUs (estimate {est.seconds:.0f} s)",
+                3 * (2 if proto.name != IDEAL.name else 1),
                 enabled=None if est.seconds >= PROGRESS_DELAY_S else False):
         return _run_engine(coll, nbytes, topo, algorithm, proto, opts)
 
 
 def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
     nchannels, pipeline, root, trace, engine = opts.nchannels, opts.pipeline, opts.root, opts.trace, opts.engine
-    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.plan)
-        from .nccl.plan import simulate_with_plan
+    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.execution)
+        from .nccl.execution import simulate_with_plan
         return simulate_with_plan(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace,
                    engine=engine)
     nch = nchannels or 1
@@ -166,7 +172,7 @@ def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: 
     link_bytes, link_busy = link_tables(topo, run.link_bytes, run.link_busy_us)
     tr = None
     if trace:
-        from .trace import Trace, expand_times
+        from .engine.trace_export import Trace, expand_times
         start, end = expand_times(run, program)
         tr = Trace(program, start, end, program.nbytes_per_chunk(nbytes))
     t = run.time_us
@@ -182,7 +188,7 @@ def _tuner(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOp
 
 
 def _flow(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
-    from .flow import flow_predict
+    from .prediction.flow import flow_predict
     return flow_predict(coll, nbytes, topo, algorithm, proto, nchannels=opts.nchannels, pipeline=opts.pipeline,
                         root=opts.root)
 
@@ -197,7 +203,7 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
         r = _engine(coll, nbytes, topo, algorithm, proto, opts)
         r.explain["model_choice"] = f"engine: {est.describe()}"
         return r
-    from .flow import flow_covers
+    from .prediction.flow import flow_covers
     reason = flow_covers(coll, algorithm, topo)
     if reason is None:
         r = _flow(coll, nbytes, topo, algorithm, proto, opts)

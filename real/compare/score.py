@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim import analytic
+from sim.algorithms import analytic
 from sim.collectives import get_collective
 
 from .measured import DEFAULT_STATISTIC, Measurement, with_statistic
@@ -59,7 +59,7 @@ class ComparedRow:
                 "measured_busbw_GBps": analytic.busbw_GBps(collective, nranks, self.nbytes, t),
                 "predicted_busbw_GBps": p.busbw_GBps, "rel_error": self.rel_error,
                 "algorithm": p.algorithm, "protocol": p.protocol, "steps": p.steps, "regime": p.regime,
-                "latency_us": p.latency_us, "bandwidth_us": p.bandwidth_us, "host_us": p.host_us,
+                "in_nccl": _in_nccl(p.algorithm, collective), "latency_us": p.latency_us, "bandwidth_us": p.bandwidth_us, "host_us": p.host_us,
                 "measured_oop_time_us": self.measured_oop_time_us,
                 "measured_inplace_time_us": self.measured_inplace_time_us}
 
@@ -233,3 +233,7 @@ def _miss_share(rows, k_lat, k_bw) -> float | None:
     return lat / (lat + bw)
 
 
+def _in_nccl(algorithm: str, collective: str) -> bool:
+    """Whether NCCL itself runs ``collective`` with the predicted ``algorithm`` (the registry's fact)."""
+    from sim.algorithms import in_nccl
+    return in_nccl(algorithm, collective)

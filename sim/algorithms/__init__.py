@@ -12,8 +12,8 @@ Algorithms never import simpy and never look at timing: the engine and the close
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..collectives import get_collective
 from ..errors import CollsimError
@@ -31,6 +31,9 @@ class Algorithm:
     # collectives for which cutting data into pipelined pieces shortens the critical path even in the
     # ideal model (trees, chains, in-network reduction); a ring all-reduce is already pipelined across ranks
     pipelined: tuple[str, ...] = ()
+    # collectives NCCL itself runs with this algorithm (NCCL_ALGO can select it); () for the textbook
+    # algorithms, which NCCL does not have
+    nccl: tuple[str, ...] = ()
 
 
 _REGISTRY: dict[str, Algorithm] = {}
@@ -39,14 +42,15 @@ _REGISTRY: dict[str, Algorithm] = {}
 ALGORITHM_MODULES = ("ring", "tree", "collnet", "nvls", "classic", "hierarchical", "alltoall", "pat")
 
 
-def algorithm(name: str, collectives, summary: str, requirement: Callable | None = None, pipelined=()):
+def algorithm(name: str, collectives, summary: str, requirement: Callable | None = None, pipelined=(), nccl=()):
     """Decorator registering ``builder(collective, nranks, *, topology, nchannels, pipeline, root)``.
 
     ``requirement(topology, collective, nranks)`` returns None when the algorithm can run, else why not.
     ``pipelined``: collectives whose critical path shrinks when the data is cut into pieces.
+    ``nccl``: collectives NCCL itself runs with this algorithm (empty: a textbook algorithm).
     """
     def deco(fn):
-        _REGISTRY[name] = Algorithm(name, fn, tuple(collectives), summary, requirement, tuple(pipelined))
+        _REGISTRY[name] = Algorithm(name, fn, tuple(collectives), summary, requirement, tuple(pipelined), tuple(nccl))
         return fn
     return deco
 
@@ -79,6 +83,16 @@ def why_not(name: str, collective, nranks: int, topology=None) -> str | None:
     if algo.requirement is not None:
         return algo.requirement(topology, coll.name, nranks)
     return None
+
+
+def in_nccl(name: str, collective) -> bool:
+    """Whether NCCL itself runs ``collective`` with algorithm ``name`` (the registry's ``nccl`` field).
+
+    >>> in_nccl("ring", "all_reduce"), in_nccl("recursive_hd", "all_reduce"), in_nccl("ring", "all_to_all")
+    (True, False, False)
+    """
+    table = algorithms()
+    return name in table and get_collective(collective).name in table[name].nccl
 
 
 def candidates(collective, nranks: int, topology=None) -> list[str]:

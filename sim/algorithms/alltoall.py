@@ -33,7 +33,7 @@ def _hosts(topology, n: int) -> list[list[int]]:
 
 
 @algorithm("p2p", ("all_to_all",), "NCCL's all_to_all: grouped point-to-point sends, over NVLink in a node and "
-           "through the rail-aligned NIC (PXN) across nodes", pipelined=("all_to_all",))
+           "through the rail-aligned NIC (PXN) across nodes", pipelined=("all_to_all",), nccl=("all_to_all",))
 def build_p2p(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     groups = _hosts(topology, n)
     host_of, local_of = np.empty(n, np.int64), np.empty(n, np.int64)

@@ -44,10 +44,13 @@ import weakref
 import numpy as np
 
 from ..chunk_program import ChunkProgram
-from ..nccl.constants import NVLS_MAX_HEADS
 from . import algorithm
 from .collnet import nearest_reducer, switch_tree
 from .tree import WINDOW, double_tree, reduce_broadcast
+
+# NCCL_MAX_NVLS_ARITY (NCCL device.h): NVLS graph channels = heads per NVLink domain. Defined here, with the
+# program it shapes, and re-exported by sim.nccl.constants with NCCL's other numbers.
+NVLS_MAX_HEADS = 32
 
 _EXAMPLES = "e.g. dgx-h100 (nvls=1 by default), gb200-nvl72 or switch:n=8,nvls=1"
 
@@ -164,8 +167,8 @@ def _build(coll, n, topology, nchannels, pipeline, tree: bool):
                     inter = max(inter, reduce_broadcast(p, parent, chunk_of(j, t), step0=2))
             else:
                 inter = switch_tree(p, [dom[j] for dom in domains], chunk_of(j), 2)
-    for sw, dom in zip(switches, domains):
-        sw = p.switch(sw)
+    for node, dom in zip(switches, domains):
+        sw = p.switch(node)
         for j, owner in enumerate(dom[:heads]):
             for t in range(halves):
                 c = chunk_of(j, t)
@@ -183,13 +186,14 @@ def _build(coll, n, topology, nchannels, pipeline, tree: bool):
 @algorithm("nvls", ("all_reduce", "reduce_scatter", "all_gather"),
            "NVLink SHARP: the NVSwitch reduces and multicasts inside a node (IB SHARP between nodes)",
            requirement=lambda topo, coll, n: _reason(topo, coll, n, False),
-           pipelined=("all_reduce", "reduce_scatter", "all_gather"))
+           pipelined=("all_reduce", "reduce_scatter", "all_gather"), nccl=("all_reduce", "reduce_scatter", "all_gather"))
 def build_nvls(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, False)
 
 
 @algorithm("nvls_tree", ("all_reduce",), "NVLink SHARP inside each node, NCCL's double binary tree between nodes",
-           requirement=lambda topo, coll, n: _reason(topo, coll, n, True), pipelined=("all_reduce",))
+           requirement=lambda topo, coll, n: _reason(topo, coll, n, True), pipelined=("all_reduce",),
+           nccl=("all_reduce",))
 def build_nvls_tree(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     return _build(coll, n, topology, nchannels, pipeline, True)
 

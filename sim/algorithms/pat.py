@@ -63,5 +63,5 @@ def build_pat(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int 
     # The schedule is rotation invariant (rank r -> r+1 maps shard c to c+1), but it is not declared: the
     # engine's one-op-per-orbit mode assumes every link serves an orbit's ops in the same order, which
     # PAT's several shards per step break where routes overlap (ring:n=5 gave 11.5 us for the reference
-    # engine's 14.5); large clusters go to the flow model (sim.flow._pat) instead.
+    # engine's 14.5); large clusters go to the flow model (sim.prediction.flow._pat) instead.
     return p.program("pat", steps=k, nchannels=nchannels, pipeline=pipeline)

@@ -141,7 +141,7 @@ def root_first(groups: list[list[int]], root: int) -> list[list[int]]:
 # ---- the algorithm -------------------------------------------------------------------------------------
 @algorithm("tree", ("all_reduce", "broadcast", "reduce"),
            "NCCL double binary tree (chain inside hosts); log-depth latency, ~S/B bandwidth for all_reduce",
-           pipelined=("all_reduce", "broadcast", "reduce"))
+           pipelined=("all_reduce", "broadcast", "reduce"), nccl=("all_reduce",))   # NCCL's broadcast/reduce: ring only
 def build_tree(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     groups = host_groups(topology, n)
     if coll.name == "all_reduce":   # half the data (chunk t) on each of the two trees

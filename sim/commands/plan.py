@@ -3,19 +3,20 @@
     collsim plan examples/workloads/ddp-1b.yaml --topology dgx-h100
     collsim plan examples/workloads/fsdp-8b.yaml --topology dgx-h100:nodes=4 --vs dgx-a100:nodes=4 --steps 10000
     collsim plan examples/workloads/ddp-1b.yaml --topology dgx-h100:nodes=2 --sweep nics_per_node=4,8 --plot t.png
+    collsim plan --from-trace traces/ --topology dgx-a100 --vs dgx-h100   # a real step's communication
 """
 from __future__ import annotations
 
 import json
 
 from ..errors import CollsimError
-from .common import check_output_path
-from ..plan import plan_step
-from ..plan.costs import CollectiveCosts
-from ..plan.report import compare_table, step_table
-from ..plan.whatif import variants
-from ..plan.workload import load_workload
+from ..planning import plan_step
+from ..planning.cluster_whatif import variants
+from ..planning.costs import CollectiveCosts
+from ..planning.plan_report import compare_table, step_table
+from ..planning.training_workload import load_workload
 from ..presets import load_topology
+from .common import check_output_path
 
 
 def register(sub) -> None:
@@ -23,7 +24,10 @@ def register(sub) -> None:
                        description="Simulate one training step of a workload: every collective with its group, size, "
                                    "algorithm and time, its overlap with compute, the exposed communication, bytes per "
                                    "link tier; compare clusters (--vs) or sweep a parameter (--sweep).")
-    p.add_argument("workload", help="workload .yaml file (see examples/workloads/)")
+    p.add_argument("workload", nargs="?", help="workload .yaml file (see examples/workloads/)")
+    p.add_argument("--from-trace", action="append", default=[], metavar="PATH",
+                   help="take the workload from a real step instead: profiler trace files or folders (repeatable); "
+                        "its communication is timed on --topology and each --vs (see docs/traces.md)")
     p.add_argument("--topology", "-t", default=None, help="preset spec or .yaml/.json file (default: the workload's topology)")
     p.add_argument("--vs", action="append", default=[], metavar="SPEC", help="another topology to compare (repeatable)")
     p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2",
@@ -39,6 +43,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    if args.from_trace:
+        return _run_from_trace(args)
+    if not args.workload:
+        raise CollsimError("give a workload .yaml file (see examples/workloads/) or --from-trace TRACE")
     if args.steps is not None and args.steps < 1:
         raise CollsimError(f"--steps {args.steps} must be at least 1")
     check_output_path(args.plot, "--plot", (".png", ".pdf", ".svg"))
@@ -67,6 +75,23 @@ def run(args) -> int:
     else:
         print(step_table(labelled[0][1], args.steps, args.detail) if single else compare_table(labelled, args.steps))
     if args.plot:
-        from ..plan.plot import plot_plans
+        from ..planning.plot import plot_plans
         plot_plans(labelled, args.plot, title=f"collsim plan: {w.name}")
+    return 0
+
+
+def _run_from_trace(args) -> int:
+    """``--from-trace``: the traced step's communication on --topology and each --vs."""
+    from ..evidence.load import read_job
+    from ..evidence.trace_whatif import trace_step, whatif_table
+    if args.workload:
+        raise CollsimError("give either a workload file or --from-trace TRACE, not both")
+    for flag, value in (("--sweep", args.sweep), ("--steps", args.steps), ("--plot", args.plot), ("--detail", args.detail)):
+        if value:
+            raise CollsimError(f"{flag} is not available with --from-trace (a traced step has no model parameters to vary)")
+    if not args.topology:
+        raise CollsimError("--from-trace needs --topology SPEC: the cluster to time the traced step on")
+    job = read_job(args.from_trace)
+    doc = trace_step(job, [(spec, load_topology(spec)) for spec in [args.topology, *args.vs]], args.algorithm, args.protocol)
+    print(json.dumps(doc, indent=1) if args.format == "json" else whatif_table(doc))
     return 0

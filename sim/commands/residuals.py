@@ -2,7 +2,7 @@
 
 ``collsim validate --cross-validate --by system`` scores each public case with the constants refitted
 without its system; :func:`residual_rows` turns those out-of-sample predictions into the rows of
-:data:`sim.intervals.RESIDUALS` (``--write-intervals`` writes them), and :func:`coverage` measures the
+:data:`sim.prediction.intervals.RESIDUALS` (``--write-intervals`` writes them), and :func:`coverage` measures the
 share of measured rows inside their 80% range when each case's range comes from the residuals of the
 *other* systems only (the range a user would have got before that system was measured).
 """
@@ -12,8 +12,8 @@ import json
 import math
 import os
 
-from ..intervals import RESIDUALS, band, interval
-from ..safe_io import check_output
+from ..io.safe_io import check_output
+from ..prediction.intervals import RESIDUALS, band, interval
 
 
 def residual_rows(scores: list[dict]) -> list[dict]:
@@ -53,7 +53,7 @@ def write_residuals(rows: list[dict], path: str = RESIDUALS, by: str = "system")
     """Write the residual table (JSON) to ``path``; returns the path."""
     check_output(path, "--write-intervals")
     payload = {"generated_by": f"collsim validate --cross-validate --by {by} --write-intervals",
-               "about": "out-of-sample residuals log(measured/predicted time) of the public cases; see sim/intervals.py",
+               "about": "out-of-sample residuals log(measured/predicted time) of the public cases; see sim/prediction/intervals.py",
                "rows": rows}
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

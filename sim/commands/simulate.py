@@ -7,7 +7,14 @@ from ..collectives import get_collective
 from ..engine import ENGINES
 from ..errors import CollsimError
 from ..presets import load_topology
-from .common import check_output_path, DEFAULT_TOPOLOGY, DTYPE_BYTES, add_size_args, emit, sizes_from_args
+from .common import (
+    DEFAULT_TOPOLOGY,
+    DTYPE_BYTES,
+    add_size_args,
+    check_output_path,
+    emit,
+    sizes_from_args,
+)
 
 
 def register(sub) -> None:
@@ -62,6 +69,7 @@ def add_nccl_args(p) -> None:
 def nccl_config_from_args(args):
     """The NcclConfig of --nccl-version/--nccl-env/--nccl-env-from-shell; names ignored variables on stderr."""
     import sys
+
     from ..nccl.config import env_from_shell, make_config, split_env
     pairs = dict(env_from_shell()) if getattr(args, "nccl_env_from_shell", False) else {}
     if getattr(args, "nccl_env", None):
@@ -80,13 +88,13 @@ def run(args) -> int:
     sizes = sizes_from_args(args)
     check_output_path(args.trace, "--trace", (".json",))
     if args.max_memory is not None:
-        from ..budget import parse_memory
+        from ..prediction.budget import parse_memory
         parse_memory(args.max_memory)   # a bad size is refused before anything runs
     if args.algorithm == "all":
         algos = candidates(coll, topo.nranks, topo)
         if args.model == "flow":
-            from ..flow import FLOW_ALGORITHMS
-            algos = [a for a in algos if a in FLOW_ALGORITHMS]
+            from ..prediction.flow import flow_covers  # only what the flow model can time on this topology
+            algos = [a for a in algos if flow_covers(coll, a, topo) is None]
         elif args.model == "tuner":  # NCCL's closed form only knows NCCL's algorithms, where NCCL runs them
             from ..nccl.constants import NCCL_PROTOCOLS
             from ..nccl.tuner import rank_pairs
@@ -101,7 +109,7 @@ def run(args) -> int:
                 raise CollsimError(f"cannot run --algorithm {args.algorithm} on {topo.name}: {reason}")
         algos = [args.algorithm]
     cfg = nccl_config_from_args(args)
-    from .. import sweep
+    from ..prediction import sweep
     ntasks = len(sizes) * len(algos)
     # in this process the loaded topology is reused; worker processes get the spec and load it once each
     where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 or args.gpus_per_process != 1 else args.topology
@@ -128,7 +136,7 @@ def run(args) -> int:
     from ..nccl.config import use
     with use(cfg):
         faster = _faster_choices(results, coll, topo, args) if algos == ["auto"] else {}
-    from ..intervals import interval, regime
+    from ..prediction.intervals import interval, regime
     where = regime(topo)
     ranges = {}
     rows = []
@@ -176,8 +184,18 @@ def _faster_choices(results, coll, topo, args) -> dict:
     return found
 
 
+# What the closed-form models leave out, said under their tables (the engine and flow models keep them).
+MODEL_OMITS = {
+    "alpha-beta": "textbook formulas over one ring of uniform hops at the slowest hop's bandwidth and highest "
+                  "latency, one channel: no NCCL channels, link efficiencies, latency term, contention or routes",
+    "tuner": "NCCL's own closed form (latency + size / bus bandwidth of its graph search): no contention, no "
+             "routes, no pipeline fill, no link queueing; only the algorithms NCCL has",
+}
+
+
 def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None, ranges: dict | None = None,
            cfg=None) -> str:
+    from ..algorithms import in_nccl
     faster, ranges = faster or {}, ranges or {}
     env = " ".join(f"{k}={v}" for k, v in cfg.env) if cfg is not None else ""
     lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)), model {args.model}"
@@ -190,6 +208,7 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     for nbytes, group, best in results:
         for r in group:
             mark = " *" if multi and r is best else " +" if nbytes in faster else ""
+            mark += "" if in_nccl(r.algorithm, coll) else " ^"
             iv = ranges.get(id(r))
             rng = f"{iv.busbw_GBps_range[0]:>8.3g}-{iv.busbw_GBps_range[1]:<8.3g}" if iv else ""
             if iv is not None and not iv.validated:
@@ -198,7 +217,7 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
             lines.append(f"  {nbytes:>10d} {nbytes // elem:>12d} {args.datatype:>6s} {r.algorithm:>14s} {r.protocol:>8s} "
                          f"{r.steps:>6d} {r.time_us:>10.2f} {r.algbw_GBps:>8.2f} {r.busbw_GBps:>8.2f} {rng}{mark}")
             if args.explain:
-                lines.extend(_explain(r))
+                lines.extend(_explain(r, topo))
                 if nbytes in faster:
                     f = faster[nbytes]
                     lines.append(f"#     faster: {f.algorithm}/{f.protocol} {f.time_us:.2f} us ({f.explain['faster_by']:.0%} "
@@ -210,6 +229,17 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
         lines.append(f"# ! not validated: {note}")
     if multi:
         lines.append("# * fastest algorithm at that size")
+    textbook = sorted({r.algorithm for _, group, _ in results for r in group if not in_nccl(r.algorithm, coll)})
+    if textbook:
+        lines.append(f"# ^ not an NCCL algorithm for {coll.name} ({', '.join(textbook)}): a textbook algorithm NCCL "
+                     "cannot run (no NCCL_ALGO selects it); the JSON rows say \"in_nccl\": false")
+    if getattr(args, "select", "nccl") == "fastest":
+        picks = [(n, b) for n, _, b in results if not in_nccl(b.algorithm, coll)]
+        if picks:
+            lines.append("# --select fastest picked an algorithm NCCL cannot run: "
+                         + ", ".join(f"{b.algorithm} at {n} B" for n, b in picks))
+    if args.model in MODEL_OMITS:
+        lines.append(f"# model {args.model} leaves out: {MODEL_OMITS[args.model]}")
     if faster:
         sizes = ", ".join(f"{n} B {f.algorithm}/{f.protocol} -{f.explain['faster_by']:.0%}" for n, f in faster.items())
         lines.append(f"# + NCCL's choice, but a pair NCCL can run is predicted over 10% faster ({sizes}): "
@@ -218,7 +248,8 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
         used: dict = {}
         for nbytes, group, _ in results:
             for r in group:
-                used.setdefault(r.model, []).append(nbytes)
+                name = f"{r.model} ({args.engine} engine)" if r.model == "engine" and args.engine != "default" else r.model
+                used.setdefault(name, []).append(nbytes)
         lines.append("# model auto: " + "; ".join(f"{m} for {len(s)} of {len(results) * len(results[0][1])} run(s)"
                                                   f" ({s[0]}..{s[-1]} B)" for m, s in used.items()))
     avg = sum(b.busbw_GBps for _, _, b in results) / len(results)
@@ -226,8 +257,11 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     return "\n".join(lines)
 
 
-def _explain(r) -> list[str]:
-    out = [f"#   {r.algorithm}/{r.protocol}: channels {r.nchannels}, pipeline {r.pipeline}"]
+def _explain(r, topo) -> list[str]:
+    from ..nccl.explain import channel_lines, difference_lines
+    out = [f"#   {r.algorithm}/{r.protocol}: engine channels {r.nchannels}, pipeline {r.pipeline}"]
+    out.extend(channel_lines(r, topo))
+    out.extend(difference_lines(r, topo))
     for k, v in r.explain.items():
         out.append(f"#     {k}: {v:.4g}" if isinstance(v, float) else f"#     {k}: {v}")
     b = r.bottleneck()

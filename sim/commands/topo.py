@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from ..presets import load_topology, presets
 from ..errors import CollsimError
+from ..presets import load_topology, presets
 from .common import check_output_path
 
 
@@ -26,21 +26,35 @@ def run(args) -> int:
     if args.from_nvidia_smi:
         if args.spec:
             raise CollsimError("give either a topology spec or --from-nvidia-smi FILE, not both")
-        from ..topology_nvsmi import load_topology_nvsmi
+        from ..topology.nvidia_smi import load_topology_nvsmi
         args.spec = args.from_nvidia_smi
         topo = load_topology_nvsmi(args.from_nvidia_smi)
         return _show(topo, args)
     if not args.spec:
         for name, pr in sorted(presets().items()):
-            params = ", ".join(f"{k}={d}" for k, (_, d) in pr.params.items())
+            params = ", ".join(f"{k}={d}" for k, d in _defaults(name, pr).items())
             print(f"{name:16s} {pr.summary}\n{'':16s} ({params})")
         return 0
     return _show(load_topology(args.spec), args)
 
 
+def _defaults(name: str, preset) -> dict:
+    """A preset's parameters with what it actually uses by default: a parameter whose default is "the
+    platform's own" (None in the signature) is read off the default topology (dgx-h100: gpus_per_node=8,
+    nics_per_node=8, nic_gbps=400...), or shown as ``auto`` where the default depends on other
+    parameters (nodes_per_leaf: all nodes under one leaf up to the platform's scalable unit)."""
+    out = {k: d for k, (_, d) in preset.params.items()}
+    if any(v is None for v in out.values()):
+        meta = load_topology(name).meta
+        for k, v in out.items():
+            if v is None:
+                out[k] = meta.get(k) if meta.get(k) is not None else "auto"
+    return out
+
+
 def _show(topo, args) -> int:
-    if args.format == "text" and topo.meta.get("xml_read"):   # an NCCL topology XML: what was read from it
-        print("\n".join(f"# read: {line}" for line in topo.meta["xml_read"]))
+    if args.format == "text" and topo.hardware.xml_read:   # an NCCL topology XML: what was read from it
+        print("\n".join(f"# read: {line}" for line in topo.hardware.xml_read))
     print(json.dumps(topo.to_dict(), indent=1) if args.format == "json" else topo.summary())
     if args.plot:
         from ..viz.topology_plot import plot_topology

@@ -26,13 +26,13 @@ import time
 from .. import api
 from ..collectives import get_collective
 from ..errors import CollsimError
-from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
-from ..presets import load_topology
-from ..safe_io import read_input
-from ..validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
-from ..nccl.machine import with_gpus_per_process
+from ..io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from ..io.safe_io import read_input
+from ..io.validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
 from ..nccl import config as nccl_config
-from ..intervals import RESIDUALS, regime
+from ..nccl.machine import with_gpus_per_process
+from ..prediction.intervals import RESIDUALS, regime
+from ..presets import load_topology
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
@@ -194,7 +194,7 @@ def run(args) -> int:
     if args.write_intervals and not args.cross_validate:
         raise CollsimError("--write-intervals writes the out-of-sample residuals: add --cross-validate (--by system)")
     if args.write_intervals:
-        from ..safe_io import check_output
+        from ..io.safe_io import check_output
         check_output(args.write_intervals, "--write-intervals")   # refused before the long run, not after
     if args.cross_validate:
         from .crossval import cross_validate

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from ..algorithms import candidates
 from ..collectives import get_collective
+from ..engine.result import Result
 from ..errors import CollsimError
-from .protocols import IDEAL
 from .constants import NCCL_ALGORITHMS
-from ..recipe import protocols_for
-from ..result import Result
+from .protocols import IDEAL
+from .recipe import protocols_for
 
 SELECTIONS = ("nccl", "fastest")
 NOTE_MARGIN = 0.10     # an alternative is worth a note when it is more than 10% faster than NCCL's pick
@@ -99,6 +99,10 @@ def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto
             if best is None or r.time_us < best.time_us:
                 best = r
     best.explain["selected_by"] = f"fastest by the {model} model"
+    from ..algorithms import in_nccl
+    if not in_nccl(best.algorithm, coll):
+        best.explain["nccl_cannot_run"] = (f"{best.algorithm} is a textbook algorithm, not one of NCCL's for "
+                                           f"{coll.name}: NCCL cannot run this pick")
     return best
 
 

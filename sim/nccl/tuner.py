@@ -20,16 +20,39 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..algorithms.analytic import ring_steps
+from ..collectives import Collective, get_collective
+from ..errors import CollsimError
 from . import calibration
 from . import config as nccl_config
 from .config import NcclConfig
-from ..analytic import ring_steps
-from ..collectives import get_collective
-from ..errors import CollsimError
-from .constants import (LL_MAX_BW, MAX_SEARCH_CHANNELS, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NET_OVERHEAD_US, NVLS_BUS_TO_ALG, NVLS_EFFICIENCY,
-                        NVLS_MAX_HEADS,
-                        P2P_LL_THRESHOLD, PER_CH_MAX_RING_LL128, PER_CH_MAX_TREE, PER_CH_MAX_TREE_LL128, TREE_CORRECTION)
-from .machine import Machine, machine, nvls_graph, ring_graph, tree_graph
+from .constants import (
+    COLLNET_DIRECT_SM90_FACTOR,
+    LL128_BW_FACTOR,
+    LL_MAX_BW,
+    NCCL_ALGORITHMS,
+    NCCL_PROTOCOLS,
+    NCCL_RULES,
+    NET_OVERHEAD_US,
+    NET_SHARE_FACTOR,
+    NVLS_BUS_TO_ALG,
+    NVLS_EFFICIENCY,
+    NVLS_MAX_HEADS,
+    NVLS_TREE_RATIO_2_18,
+    P2P_LL_THRESHOLD,
+    PER_CH_MAX_RING_LL128,
+    PER_CH_MAX_TREE,
+    PER_CH_MAX_TREE_LL128,
+    RING_LL_BW_FACTOR,
+    RING_LL_BW_FACTORS_2_18,
+    RING_PLATEAU_LATENCY,
+    RING_PLATEAU_MIN_BYTES,
+    TREE_BUS_TO_ALG,
+    TREE_CORRECTION,
+    TREE_LL128_BW_FACTOR,
+    TREE_LL_BW_DIVISOR,
+)
+from .machine import Machine, graph_for, machine, nvls_graph
 from .protocols import base_latency_us, get_protocol, hop_latency_us
 
 
@@ -49,19 +72,16 @@ class Terms:
     detail: dict = field(default_factory=dict)
 
 
-def _disabled(a: str, p: str, coll: str, m: Machine, cfg: NcclConfig | None = None) -> str | None:
-    """Why NCCL (the release and variables of ``cfg``, default those in force) would not use (a, p) here, or None."""
-    cfg = cfg or nccl_config.current()
+def _disabled_by_config(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig) -> str | None:
+    """Why the release or the NCCL_* variables of ``cfg`` rule (a, p) out, or None."""
     rel = cfg.release
-    if coll in ("broadcast", "reduce") and a != "ring":
-        return "NCCL runs broadcast/reduce with rings only"
-    if coll in ("all_gather", "reduce_scatter") and a not in rel.ag_rs_algorithms:
+    if coll.sharded and a not in rel.ag_rs_algorithms:
         since = {"pat": "2.23", "nvls": "2.19", "collnet_direct": "2.21"}.get(a)
-        return f"NCCL {cfg.version} has no {a} {coll}" + (f" (since NCCL {since})" if since else "")
+        return f"NCCL {cfg.version} has no {a} {coll.name}" + (f" (since NCCL {since})" if since else "")
     if not cfg.algo_enabled(coll, a):
-        return f"NCCL_ALGO excludes {a} for {coll}"
+        return f"NCCL_ALGO excludes {a} for {coll.name}"
     if not cfg.proto_enabled(coll, p):
-        return f"NCCL_PROTO excludes {p} for {coll}"
+        return f"NCCL_PROTO excludes {p} for {coll.name}"
     if a.startswith("nvls") and not cfg.nvls:
         return "NCCL_NVLS_ENABLE=0"
     if a.startswith("collnet") and not cfg.collnet:
@@ -72,21 +92,33 @@ def _disabled(a: str, p: str, coll: str, m: Machine, cfg: NcclConfig | None = No
         return "NCCL_PAT_ENABLE=0"
     if p == "LL128" and m.arch == "blackwell" and not rel.ll128_blackwell:
         return f"NCCL {cfg.version} enables LL128 on Volta/Ampere/Hopper only (Blackwell from 2.25)"
-    if (coll == "all_to_all") != (a == "p2p"):
-        return ("NCCL runs all_to_all as grouped point-to-point sends (p2p)" if coll == "all_to_all"
-                else "p2p is how NCCL runs all_to_all only")
+    return None
+
+
+def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | None = None) -> str | None:
+    """Why NCCL (the release and variables of ``cfg``, default those in force) would not use (a, p) here, or None."""
+    cfg = cfg or nccl_config.current()
+    rel = cfg.release
+    allowed = NCCL_RULES[coll].algorithms
+    if a not in allowed:
+        if coll.nccl_p2p:
+            return f"NCCL runs {coll.name} as grouped point-to-point sends (p2p)"
+        if a == "p2p":
+            return "p2p is how NCCL runs all_to_all only"
+        return f"NCCL has no {a} {coll.name}: it runs it with {', '.join(allowed)}"
+    why = _disabled_by_config(a, p, coll, m, cfg)
+    if why:
+        return why
     if a == "p2p" and p == "LL128":
         return "NCCL's point-to-point sends use LL (small) or Simple"
-    if coll == "all_reduce" and a == "pat":
-        return "PAT serves all_gather/reduce_scatter only"
     if a in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") and p != "Simple":
         return f"{a} runs the Simple protocol only"
     if a in ("nvls", "nvls_tree") and (not m.nvls or m.cc_index < 2):
         return "NVLS needs an NVLink SHARP switch (Hopper or later)"
     if a in ("nvls", "nvls_tree") and rel.nvls_efficiency_model and nvls_graph(m).nchannels < 2:
         return f"NCCL {cfg.version} needs at least 2 NVLS channels"
-    if a == "nvls" and coll in ("all_gather", "reduce_scatter") and m.ppn > NVLS_MAX_HEADS:
-        return f"NCCL runs NVLS {coll} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
+    if a == "nvls" and coll.sharded and m.ppn > NVLS_MAX_HEADS:
+        return f"NCCL runs NVLS {coll.name} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
     if a == "nvls_tree" and m.nnodes == 1:
         return "NCCL disables NVLSTree on a single node"
     if a == "nvls" and m.nnodes > 1 and not m.sharp:
@@ -106,7 +138,7 @@ def _disabled(a: str, p: str, coll: str, m: Machine, cfg: NcclConfig | None = No
 
 def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m: Machine | None = None) -> Terms:
     """NCCL's (latency, bandwidth, time) for one pair; ``alg_GBps == 0`` when NCCL would not use it."""
-    coll = get_collective(collective).name
+    coll = get_collective(collective)
     p = get_protocol(protocol).name
     if p not in NCCL_PROTOCOLS:
         raise CollsimError(f"the tuner models NCCL's protocols ({', '.join(NCCL_PROTOCOLS)}), not {p!r}")
@@ -121,31 +153,30 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         return Terms(algorithm, p, 0, 0.0, 0.0, math.inf, math.inf, {"disabled": why})
     bus, nch, detail = _bus_bandwidth(coll, algorithm, p, m, cfg)
     n = m.nranks
-    nsteps = ring_steps(coll, n) if coll in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") else n
+    nsteps = n if coll.rooted else coll.ring_steps(n)   # tuning.cc: broadcast/reduce count n steps
     alg = bus
-    if not (algorithm != "ring" and coll in ("all_gather", "reduce_scatter")):
+    if not (algorithm != "ring" and coll.sharded):
         nvls_ratio = n / nsteps if cfg.release.nvls_efficiency_model else NVLS_BUS_TO_ALG   # 2.28+: as rings
-        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else nvls_ratio if algorithm.startswith("nvls") else 0.5)
+        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else nvls_ratio if algorithm.startswith("nvls") else TREE_BUS_TO_ALG)
         if algorithm == "nvls_tree" and cfg.release.nvls_tree_ratio_old and m.nnodes > 1:
-            alg = bus * 0.70 * m.nnodes / (2 * (m.nnodes - 1))   # 2.18: ratio = .70 nNodes / (2 (nNodes-1))
+            alg = bus * NVLS_TREE_RATIO_2_18 * m.nnodes / (2 * (m.nnodes - 1))   # 2.18: ratio = .70 nNodes / (2 (nNodes-1))
     lat = _latency(coll, algorithm, p, m, nsteps, cfg)
     bw = alg
     log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
-    if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < len(TREE_CORRECTION[p]):
+    allreduce_terms = NCCL_RULES[coll].allreduce_terms
+    if algorithm == "tree" and allreduce_terms and 0 <= log_size < len(TREE_CORRECTION[p]):
         bw *= TREE_CORRECTION[p][log_size]
         detail["tree_correction"] = TREE_CORRECTION[p][log_size]
-    if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and coll == "all_reduce" and nbytes / (nch * n) >= 64:
-        lat *= 1.9 if m.cc_index == 0 else 1.4   # "plateau effect of ring"
+    if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and allreduce_terms and nbytes / (nch * n) >= RING_PLATEAU_MIN_BYTES:
+        lat *= RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1]   # "plateau effect of ring"
         detail["ring_plateau"] = True
     lat += m.call_overhead_us
     time = lat + nbytes / (1000 * bw) if bw > 0 else math.inf
     return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
 
 
-def _bus_bandwidth(coll: str, a: str, p: str, m: Machine, cfg: NcclConfig) -> tuple[float, int, dict]:
-    graph = (nvls_graph(m) if a.startswith("nvls") else
-             tree_graph(m, 8 if a == "collnet_direct" else 2 * MAX_SEARCH_CHANNELS) if a in ("tree", "collnet_direct", "collnet_chain")
-             else ring_graph(m))
+def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig) -> tuple[float, int, dict]:
+    graph = graph_for(m, a)
     nch, ppn, ci, col = cfg.channels(graph.nchannels), m.ppn, m.cc_index, m.node_column
     rel = cfg.release
     caps = {"ring_ll128": PER_CH_MAX_RING_LL128[ci][col], "tree_ll128": PER_CH_MAX_TREE_LL128[ci][col],
@@ -154,16 +185,15 @@ def _bus_bandwidth(coll: str, a: str, p: str, m: Machine, cfg: NcclConfig) -> tu
         caps.update({k: v[col] for k, v in rel.blackwell_caps.items()})
     bw = graph.bw_intra if (m.nnodes <= 2 or a.startswith("collnet")) else graph.bw_inter
     if a == "nvls":
-        bw = min(graph.bw_intra, graph.bw_inter) if coll == "all_reduce" else \
-            min(graph.bw_intra * (ppn - 1) / ppn, graph.bw_inter * 0.9)
+        bw = min(graph.bw_intra, graph.bw_inter) if not coll.sharded else \
+            min(graph.bw_intra * (ppn - 1) / ppn, graph.bw_inter * NET_SHARE_FACTOR)
     if a == "nvls_tree":
         bw = min(graph.bw_intra, graph.bw_inter if m.nnodes <= 2 else graph.bw_inter / 2)
     if a.startswith("nvls") and rel.nvls_efficiency_model:
         # 2.28+: busBw per channel = bwIntra x nvlsEfficiency x (nch-1)/nch, x2 for all_reduce (two
         # operations pipelined), x (ppn-1)/ppn otherwise; NVLSTree capped by perChMaxNVLSTreeBw
         intra = graph.bw_intra * NVLS_EFFICIENCY.get(m.arch or "", 0.0) * (graph.nchannels - 1) / graph.nchannels
-        c = get_collective(coll)
-        intra *= 2.0 if c.full_reduction and not c.rooted else (ppn - 1) / ppn
+        intra *= 2.0 if coll.full_reduction and not coll.rooted else (ppn - 1) / ppn
         inter = graph.bw_inter * (2 if m.nnodes <= 2 and a == "nvls_tree" else 1)
         cap = rel.nvls_tree_caps.get(m.arch, (math.inf,) * 3)[col] if a == "nvls_tree" else math.inf
         bw = min(intra, inter, cap)
@@ -172,30 +202,31 @@ def _bus_bandwidth(coll: str, a: str, p: str, m: Machine, cfg: NcclConfig) -> tu
     ll_max = rel.ll_max_hopper[col] if row == 2 else LL_MAX_BW[row][col]
     if a in ("ring", "p2p") and p == "LL":
         # 2.18-2.20: 1/4 across nodes or for all_reduce/reduce, 1/3 otherwise; 2.21 on: 1/2
-        share = (0.25 if m.nnodes > 1 or get_collective(coll).full_reduction else 1 / 3) if rel.ring_ll_quarter else 0.5
+        quarter, third = RING_LL_BW_FACTORS_2_18
+        share = (quarter if m.nnodes > 1 or coll.full_reduction else third) if rel.ring_ll_quarter else RING_LL_BW_FACTOR
         bus = min(ll_max, bus * share)
     if a == "ring" and p == "LL128":
-        bus = min(bus * (rel.ring_ll128_one_gpu if ppn < 2 else 0.92), nch * caps["ring_ll128"])
-    if a == "tree" and coll == "all_reduce":
-        bus = min(bus * 0.92, nch * caps["tree"])
+        bus = min(bus * (rel.ring_ll128_one_gpu if ppn < 2 else LL128_BW_FACTOR), nch * caps["ring_ll128"])
+    if a == "tree" and NCCL_RULES[coll].allreduce_terms:
+        bus = min(bus * LL128_BW_FACTOR, nch * caps["tree"])
     if a == "tree" and p == "LL":
-        bus = min(bus / 3.8, ll_max)
+        bus = min(bus / TREE_LL_BW_DIVISOR, ll_max)
     if a == "tree" and p == "LL128":
-        bus = min(bus * (7 / 9 if m.nnodes == 1 else 120 / 128), nch * caps["tree_ll128"])
+        bus = min(bus * TREE_LL128_BW_FACTOR[0 if m.nnodes == 1 else 1], nch * caps["tree_ll128"])
     if a == "pat":
         bus *= rel.pat_bus_factor
     if a == "collnet_direct":
-        if coll in ("all_gather", "reduce_scatter"):
-            bus = ppn * min(graph.bw_intra, graph.bw_inter * 0.9)
+        if coll.sharded:
+            bus = ppn * min(graph.bw_intra, graph.bw_inter * NET_SHARE_FACTOR)
         else:
             factor = ppn / nch
             bus /= factor - (factor - 1) / 2
             if ci >= 2:
-                bus *= 0.85
+                bus *= COLLNET_DIRECT_SM90_FACTOR
     return bus, nch, {"graph": graph}
 
 
-def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int, cfg: NcclConfig) -> float:
+def _latency(coll: Collective, a: str, p: str, m: Machine, nsteps: int, cfg: NcclConfig) -> float:
     # NCCL's per-hop latencies. On hardware presets they stand for the whole hop (NCCL measured them on
     # such machines); a textbook topology's own wire latency counts where it is larger.
     textbook = m.arch is None
@@ -206,7 +237,7 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int, cfg: NcclConfig
     inter = 0.0
     if m.nnodes > 1:
         row = "tree" if m.ppn == 1 and (cfg.release.net_tree_row_one_gpu or a == "pat") else a
-        inter = hop_latency_us(m.inter_class, row, p)
+        inter = hop_latency_us(m.inter_class or "net", row, p)
         inter = max(inter, m.inter_wire_us) if textbook else inter
         inter += m.net_latency_us   # NCCL's graph.latencyInter (the net plugin's latency)
         if p == "Simple":
@@ -214,15 +245,16 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int, cfg: NcclConfig
     lat = base_latency_us(a, p)
     nodes, ppn, n = m.nnodes, m.ppn, m.nranks
     if a == "ring":
-        if coll in ("broadcast", "reduce"):
+        if coll.rooted:
             hw = inter if nodes > 1 else intra
             if p == "Simple":
-                hw = max(hop_latency_us(m.inter_class if nodes > 1 else (m.intra_class or "nvlink"), "tree", p), hw)
+                hw = max(hop_latency_us((m.inter_class or "net") if nodes > 1 else (m.intra_class or "nvlink"), "tree", p), hw)
             return lat + nsteps * hw
         if nodes > 1:
             intra = max(intra, NET_OVERHEAD_US.get(m.cpu, 1.0) * (3 if p == "Simple" else 1))
-        ar_inter = 2 * nodes if cfg.release.ring_ar_inter_steps_2n else 2 * (nodes - 1)   # 2*nNodes before 2.23
-        inter_steps = 0 if nodes == 1 else ar_inter if coll == "all_reduce" else nodes - 1
+        # all_reduce's rings cross the network 2 nNodes times before 2.23, 2 (nNodes - 1) after
+        per_pass = nodes if coll.passes > 1 and cfg.release.ring_ar_inter_steps_2n else nodes - 1
+        inter_steps = 0 if nodes == 1 else coll.passes * per_pass
         return lat + (nsteps - inter_steps) * intra + inter_steps * inter
     lg = int(math.log2(nodes)) if nodes > 1 else 0
     if a == "tree":
@@ -257,9 +289,9 @@ def rank_pairs(collective, nbytes: int, topo, algorithms, protocols=NCCL_PROTOCO
 
 
 def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
-    """The tuner's prediction for one pair as a :class:`~sim.result.Result` (model ``"tuner"``)."""
-    from .. import analytic
-    from ..result import Result
+    """The tuner's prediction for one pair as a :class:`~sim.engine.result.Result` (model ``"tuner"``)."""
+    from ..algorithms import analytic
+    from ..engine.result import Result
     coll = get_collective(coll)
     p = get_protocol(proto).name
     t = tuner_terms(coll, nbytes, topo, algorithm, p)

@@ -15,7 +15,8 @@ def _check(name: str, n: int, bandwidth_GBps: float, latency_us: float) -> None:
     if n < 2:
         raise CollsimError(f"preset {name!r}: n={n} GPUs is too few: a collective needs n >= 2")
     if n > 1 << 17:
-        raise CollsimError(f"preset {name!r}: n={n} is more GPUs than collsim builds (at most {1 << 17})")
+        from .hardware import GPU_LIMIT
+        raise CollsimError(f"preset {name!r}: n={n} must be a whole number from 2 to {1 << 17} ({GPU_LIMIT})")
     if not bandwidth_GBps > 0:
         raise CollsimError(f"preset {name!r}: bandwidth_GBps={bandwidth_GBps} must be positive (GB/s per link direction)")
     if not latency_us >= 0:

@@ -69,8 +69,12 @@ def plot_bandwidth(series: dict, metric: str = "busbw_GBps", *, title: str = "",
         if not xs:
             continue
         kw = {"marker": ".", "lw": 1.6}
+        shown = label
+        if _textbook(rows):   # NCCL's algorithms and the textbook ones told apart: dashed, and said in the legend
+            kw["ls"] = "--"
+            shown = f"{label} (not in NCCL)"
         kw.update(styles.get(label, {}))
-        ax.plot(xs, ys, label=label, **kw)
+        ax.plot(xs, ys, label=shown, **kw)
     size_axis(ax)
     if peak_GBps and metric != "time_us":
         ax.axhline(peak_GBps, color="0.5", ls="--", lw=1)
@@ -85,6 +89,20 @@ def plot_bandwidth(series: dict, metric: str = "busbw_GBps", *, title: str = "",
     if len(series) > 1 or any(series):
         ax.legend(fontsize=8)
     return fig
+
+
+def _textbook(rows) -> bool:
+    """Whether a series is of an algorithm NCCL cannot run (its rows' ``in_nccl``, or the registry)."""
+    from ..algorithms import in_nccl
+    for row in rows:
+        if isinstance(row, dict):
+            if "in_nccl" in row:
+                return not row["in_nccl"]
+            if "algorithm" in row and "collective" in row:
+                return not in_nccl(row["algorithm"], row["collective"])
+            return False
+        return not in_nccl(row.algorithm, row.collective)
+    return False
 
 
 def crossover_nbytes(rows_a, rows_b) -> float | None:
@@ -108,4 +126,4 @@ def crossover_nbytes(rows_a, rows_b) -> float | None:
     return None
 
 
-__all__ = ["sweep", "plot_bandwidth", "crossover_nbytes", "METRICS"]
+__all__ = ["METRICS", "crossover_nbytes", "plot_bandwidth", "sweep"]

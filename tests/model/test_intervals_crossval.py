@@ -13,12 +13,13 @@ import pytest
 from sim.commands import crossval
 from sim.commands.residuals import coverage, residual_rows
 from sim.commands.validate import load_cases, score_case
-from sim.intervals import NEIGHBOURS, band, interval
+from sim.prediction.intervals import NEIGHBOURS, band, interval
 
 CASES = {c["id"]: c for c in load_cases(None)}
 
 
-def table(fabric="ib", nodes=2, system="x", values=np.linspace(-0.2, 0.2, 41), b="large"):
+def table(fabric="ib", nodes=2, system="x", values=None, b="large"):
+    values = np.linspace(-0.2, 0.2, 41) if values is None else values
     return tuple((system, fabric, nodes, b, float(v)) for v in values)
 
 

@@ -176,7 +176,7 @@ def test_env_from_shell_and_flag_precedence(cli, monkeypatch):
 
 def test_pat_at_scale_runs_as_flows():
     # the engine's program has n(n-1) ops: a 1,024-node one-GPU-per-node all_gather goes to the flow model
-    from sim.budget import ops_per_piece
+    from sim.prediction.budget import ops_per_piece
     assert ops_per_piece("pat", "all_gather", 1024) == 1024 * 1023
     big = sim.simulate("all_gather", 1 << 30, "dgx-h100:nodes=1024,gpus_per_node=1")
     assert (big.algorithm, big.model) == ("pat", "flow")

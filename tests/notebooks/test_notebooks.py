@@ -34,7 +34,7 @@ def test_the_tutorials_and_assignments_are_all_there():
     names = [os.path.basename(p) for p in TUTORIALS]
     expected = ["01_why_collectives", "02_ring_allreduce", "03_ring_vs_tree", "04_sharp_and_nvls",
                 "05_topologies_and_contention", "06_nccl_protocols", "07_predict_vs_measure", "08_debugging_hangs",
-                "09_failures_and_recovery"]
+                "09_failures_and_recovery", "11_real_traces"]
     for stem in expected:
         assert f"{stem}.ipynb" in names, f"missing notebooks/{stem}.ipynb"
     assert len(ASSIGNMENTS) >= 3

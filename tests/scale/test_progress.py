@@ -1,7 +1,8 @@
 """Progress bars: on stderr, only on a terminal, only for long work."""
 import io
 
-from sim import progress, sweep
+from sim.engine import progress
+from sim.prediction import sweep
 
 
 class Terminal(io.StringIO):
@@ -36,3 +37,16 @@ def test_no_bar_off_a_terminal(monkeypatch):
 
 def test_phase_outside_a_bar_does_nothing():
     progress.phase("routes")   # no bar open: no error, no output
+
+
+def test_engine_bar_carries_the_estimate(monkeypatch):
+    # a run estimated past the delay gets a bar whose description is the budget's estimate
+    term = Terminal()
+    monkeypatch.setattr("sys.stderr", term)
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    import sim
+    import sim.api
+    monkeypatch.setattr(sim.api, "PROGRESS_DELAY_S", 0.0)
+    sim.simulate("all_reduce", 1 << 20, "ring:n=8", "ring", "ideal", model="engine")
+    out = term.getvalue()
+    assert "engine ring/ideal, 8 GPUs (estimate" in out

@@ -1,0 +1,104 @@
+"""What ``--explain`` says beside a prediction: NCCL's channels, how the engine aggregates them, and why
+the engine and NCCL's closed form differ where they do.
+
+Channels. NCCL's topology search finds ``g`` channels (``sim.nccl.machine``'s graphs); at run time it
+uses more: ``ncclTopoPostset`` (``src/graph/connect.cc``) duplicates every ring and tree
+(``nChannels = min(MAXCHANNELS, 2 * nChannels)``), and on Hopper and later across nodes, with fast
+intra-node rings (bwIntra > 45 GB/s), doubles again up to 16. NVLS runs its own ``NVLS_NCHANNELS``.
+That count is what ``NCCL_DEBUG=INFO`` prints as "coll channels"; the tuner's bandwidth is the search's
+``g x bw`` (the duplicates share the same links).
+
+The engine does not simulate NCCL's channels one by one: channels that cross the same links are
+aggregated into one flow at the links' effective bandwidth (same bytes, same links, the same time once
+the pipeline is full); across nodes it runs one channel per NIC port, so that each crosses its own NIC.
+
+Differences. The engine's time minus the tuner's splits exactly into three terms:
+
+* ``latency``: the engine's latency term minus the tuner's (the same formula for NCCL's algorithms);
+* ``link efficiency``: the busiest link's busy time (the data at that link's effective bandwidth)
+  minus the tuner's ``size / bandwidth``;
+* ``pipeline fill and contention``: the engine's data term minus the busiest link's busy time (the
+  time that link waits: for the pipeline to fill and drain, and for transfers queued on other links).
+
+>>> from sim.presets import load_topology
+>>> nccl_runtime_channels(load_topology("dgx-h100"), "ring")   # 12 rings found at 30 GB/s, duplicated
+(24, 12)
+"""
+from __future__ import annotations
+
+import math
+
+from .constants import (
+    DUPLICATE_AGAIN_BELOW,
+    MAX_RUNTIME_CHANNELS,
+    NCCL_ALGORITHMS,
+    DUPLICATE_AGAIN_MIN_GBps,
+)
+from .machine import graph_for, machine, nvls_channels, ring_graph
+
+MAXCHANNELS = MAX_RUNTIME_CHANNELS   # NCCL's cap on duplicated channels (sim.nccl.constants)
+DIFFERENCE_NOTE = 0.15    # name the terms when the engine and the tuner differ by more than this share
+
+
+def nccl_runtime_channels(topo, algorithm: str) -> tuple[int, int] | None:
+    """(channels NCCL runs, channels its search found) for ``algorithm`` on ``topo``; None for
+    algorithms NCCL does not have (or p2p, whose channels are per peer)."""
+    if algorithm not in NCCL_ALGORITHMS or algorithm == "p2p":
+        return None
+    m = machine(topo)
+    if algorithm.startswith("nvls"):
+        return nvls_channels(m), graph_for(m, algorithm).nchannels
+    found = graph_for(m, algorithm).nchannels
+    runs = min(MAXCHANNELS, 2 * found)                       # ncclTopoPostset: "Duplication should be complete now"
+    fast = ring_graph(m).bw_intra > DUPLICATE_AGAIN_MIN_GBps
+    if m.arch in ("hopper", "blackwell") and m.nnodes > 1 and fast and runs < DUPLICATE_AGAIN_BELOW:
+        runs = min(MAXCHANNELS, 2 * runs)                    # "4 compute channels per search channel" on sm90+
+    return runs, found
+
+
+def channel_lines(r, topo) -> list[str]:
+    """The --explain lines on channels: NCCL's, and the engine's aggregation of them."""
+    got = nccl_runtime_channels(topo, r.algorithm)
+    spread = r.explain.get("channels_spread_over_nics")
+    how = (f"the engine runs {r.nchannels} channel(s), one per NIC port, each carrying NCCL's channels through "
+           f"its NIC" if spread else
+           f"the engine aggregates them into {r.nchannels} flow(s) at the links' effective bandwidth "
+           f"(NCCL's channels cross the same links: same bytes, same time once the pipeline is full)")
+    if got is None:
+        return [f"#     channels: {r.nchannels} simulated ({r.algorithm} is not an NCCL algorithm with channels of its own)"]
+    runs, found = got
+    why = (f"NVLS_NCHANNELS; its search finds {found} heads" if r.algorithm.startswith("nvls") else
+           f"its search finds {found}; NCCL duplicates them at init, connect.cc ncclTopoPostset")
+    return [f"#     NCCL channels: {runs} channels on this machine ({why}); {how}"]
+
+
+def difference_lines(r, topo) -> list[str]:
+    """When the engine and NCCL's closed form differ by more than :data:`DIFFERENCE_NOTE`, the term that
+    makes the difference, with its size (module docstring); else nothing."""
+    tuner = r.explain.get("tuner_time_us")
+    if tuner is None or not math.isfinite(tuner) or tuner <= 0 or r.protocol == "ideal":
+        return []
+    diff = r.time_us - tuner
+    if abs(diff) <= DIFFERENCE_NOTE * tuner:
+        return []
+    from .tuner import tuner_terms
+    t = tuner_terms(r.collective, r.nbytes, topo, r.algorithm, r.protocol)
+    lat = r.explain.get("latency_us", 0.0)
+    data = r.explain.get("bandwidth_term_us", r.time_us - lat)
+    tuner_bw = t.time_us - t.latency_us
+    other = r.time_us - lat - data                   # launch and what else the model adds outside both terms
+    terms = {"latency": lat - t.latency_us + other}
+    busiest = max(r.link_busy_us.values()) if r.link_busy_us else None
+    if busiest is not None and busiest <= data * (1 + 1e-9):
+        terms["link efficiency"] = busiest - tuner_bw
+        terms["pipeline fill and contention"] = data - busiest
+    else:
+        terms["link efficiency, pipeline fill and contention"] = data - tuner_bw
+    name, size = max(terms.items(), key=lambda kv: abs(kv[1]))
+    parts = ", ".join(f"{k} {v:+.1f} us" for k, v in terms.items())
+    line = (f"#     engine vs NCCL's closed form: {r.time_us:.1f} us vs {tuner:.1f} us ({diff / tuner:+.0%}); "
+            f"mostly {name} ({size:+.1f} us). Terms: {parts}")
+    return [line]
+
+
+__all__ = ["DIFFERENCE_NOTE", "MAXCHANNELS", "channel_lines", "difference_lines", "nccl_runtime_channels"]

@@ -1,0 +1,126 @@
+"""An 80% range with every predicted number, from the model's out-of-sample errors on the public cases.
+
+``collsim validate --cross-validate --by system --write-intervals`` scores every public case with all
+fitted constants refitted without the case's whole system, and writes each measured size's residual
+``log(measured time / predicted time)`` with its regime to :data:`RESIDUALS` (``sim/data/residuals.json``):
+the system, the fabric between the nodes (or the link inside one), the node count and the size band
+(small <= 64 KiB, mid, large >= 64 MiB). Nothing in that file is typed by hand.
+
+For a question (a topology and a size), :func:`interval` takes the residuals of the same size band from
+the public cases nearest in regime: distance = 3 for another fabric + |log2 nodes - log2 nodes'| / 2,
+keeping the nearest :data:`NEIGHBOURS` rows (every row tied with the last one too). The 10th and 90th
+percentiles of their residuals scale the predicted time into the 80% range (and busbw, which is
+size / time, inversely); the range always holds the prediction itself.
+
+``validated`` is False, with a one-line ``note``, when the question lies outside what the public set
+covers: a fabric no case was measured on, or more than :data:`EXTRAPOLATION_LIMIT` times the largest
+node count validated on that fabric. Such a range is also widened, by half its log-width per doubling
+beyond the largest validated node count (2x for an unmeasured fabric): the residuals were not measured
+there, and a range that pretended otherwise would be the confident single number this replaces.
+
+Intervals are honest only if measured rows fall inside them about 80% of the time out of sample:
+``collsim validate --cross-validate --by system`` reports that ``coverage``, each case's interval taken
+from the residuals of the *other* systems only (``exclude_system``).
+
+>>> iv = interval(100.0, 50.0, 1 << 30, "dgx-h100:nodes=2048")
+>>> iv.time_us_range[0] <= 100.0 <= iv.time_us_range[1], iv.validated
+(True, False)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import CollsimError
+
+RESIDUALS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "residuals.json")
+SMALL_MAX_BYTES = 64 << 10
+LARGE_MIN_BYTES = 64 << 20
+NEIGHBOURS = 48              # residual rows behind one range (four or five cases' worth of one band; see docs)
+OTHER_FABRIC_DISTANCE = 3.0  # another fabric is as far as 64x the node count
+EXTRAPOLATION_LIMIT = 4      # validated up to 4x the largest validated node count on the fabric
+LOW_Q, HIGH_Q = 10.0, 90.0
+MAX_RESIDUAL_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class Interval:
+    """80% ranges of time (us) and busbw (GB/s), whether the question is validated, and why not."""
+
+    time_us_range: tuple[float, float]
+    busbw_GBps_range: tuple[float, float]
+    validated: bool
+    note: str = ""
+    neighbours: int = 0
+
+
+def band(nbytes: int) -> str:
+    """small (<= 64 KiB), large (>= 64 MiB) or mid: the regimes ``collsim validate`` scores."""
+    return "small" if nbytes <= SMALL_MAX_BYTES else "large" if nbytes >= LARGE_MIN_BYTES else "mid"
+
+
+def regime(topo) -> tuple[str, int]:
+    """(fabric, nodes) of a topology: the network between its nodes (``ib``, ``roce``, ``slingshot``...),
+    or the link class joining its GPUs where no network does (``nvlink``, ``pcie``)."""
+    from ..nccl.machine import machine
+    from ..presets import load_topology
+    m = machine(load_topology(topo) if isinstance(topo, str) else topo)
+    if m.nnodes > 1 and m.inter_class == "net":
+        return str(m.fabric or "ib"), m.nnodes
+    return str(m.inter_class or m.intra_class or "none"), m.nnodes
+
+
+@lru_cache(maxsize=4)
+def load_residuals(path: str = RESIDUALS) -> tuple:
+    """The residual table: a tuple of (system, fabric, nodes, band, log_ratio) rows."""
+    from ..io.safe_io import read_input
+    if not os.path.exists(path):
+        return ()
+    try:
+        data = json.loads(read_input(path, "residual table", MAX_RESIDUAL_BYTES))
+        return tuple((str(r["system"]), str(r["fabric"]), int(r["nodes"]), str(r["band"]), float(r["log_ratio"]))
+                     for r in data["rows"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise CollsimError(f"{path}: not a residual table ({e}): regenerate it with "
+                           "collsim validate --cross-validate --by system --write-intervals") from None
+
+
+def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where: tuple[str, int] | None = None,
+             exclude_system: str | None = None, rows: tuple | None = None) -> Interval:
+    """The 80% range of one prediction on ``topo`` (or ``where``: its :func:`regime`, if known; see the
+    module docstring); ``rows``: a residual table (default :func:`load_residuals`), ``exclude_system``:
+    leave that system's rows out (cross-validation)."""
+    fabric, nodes = where if where is not None else regime(topo)
+    table = load_residuals() if rows is None else rows
+    b = band(nbytes)
+    pool = [r for r in table if r[3] == b and r[0] != exclude_system]
+    on_fabric = [r[2] for r in table if r[1] == fabric and r[0] != exclude_system]
+    validated, note, widen = True, "", 1.0
+    if not on_fabric:
+        validated, widen = False, 2.0
+        note = f"no public case was measured on {fabric}: the range is borrowed from other fabrics"
+    elif nodes > EXTRAPOLATION_LIMIT * max(on_fabric):
+        validated = False
+        widen = 1.0 + 0.5 * math.log2(nodes / max(on_fabric))
+        note = (f"{nodes} nodes is over {EXTRAPOLATION_LIMIT}x the largest node count validated on {fabric} "
+                f"({max(on_fabric)}): extrapolated, range widened")
+    if not pool:
+        return Interval((time_us, time_us), (busbw_GBps, busbw_GBps), False,
+                        note or "no residuals: run collsim validate --cross-validate --by system --write-intervals", 0)
+    dist = np.array([(0.0 if r[1] == fabric else OTHER_FABRIC_DISTANCE) + abs(math.log2(nodes) - math.log2(r[2])) / 2
+                     for r in pool])
+    cut = np.sort(dist)[min(NEIGHBOURS, len(dist)) - 1]
+    res = np.array([r[4] for r, d in zip(pool, dist) if d <= cut + 1e-12])
+    lo, hi = (float(np.percentile(res, q)) for q in (LOW_Q, HIGH_Q))
+    lo, hi = min(lo, 0.0) * widen, max(hi, 0.0) * widen
+    t = (time_us * math.exp(lo), time_us * math.exp(hi))
+    bw = (busbw_GBps / math.exp(hi), busbw_GBps / math.exp(lo))
+    return Interval(t, bw, validated, note, len(res))
+
+
+__all__ = ["RESIDUALS", "Interval", "band", "interval", "load_residuals", "regime"]

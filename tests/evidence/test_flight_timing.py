@@ -1,0 +1,53 @@
+"""Flight-recorder dumps as calls: the published 16-rank Megatron dumps (no timings) and a dump with
+TORCH_NCCL_ENABLE_TIMING durations written here."""
+import json
+import pickle
+from collections import Counter
+
+from tracedata import published
+
+from sim.evidence.flight_timing import read_flight_dir
+
+
+def test_published_megatron_dumps():
+    job = read_flight_dir(str(published("flight_recorder", "nvrx_megatron_moe_16rank_gpu_error_1st")))
+    # SOURCES.md: 289 entries: _all_gather_base 89, all_to_all 44, _reduce_scatter_base 44, all_reduce 32,
+    # send/recv 31/31, broadcast 18
+    assert Counter(c.op for c in job.calls) == {"all_gather": 89, "all_to_all": 44, "reduce_scatter": 44,
+                                                "all_reduce": 32, "send": 31, "recv": 31, "broadcast": 18}
+    assert job.ranks() == list(range(16)) and job.world_size == 16
+    assert all(c.duration_us is None for c in job.calls) and any("TORCH_NCCL_ENABLE_TIMING" in n for n in job.notes)
+    a2a = [c for c in job.calls if c.op == "all_to_all"]
+    assert any(c.nbytes == 4027 * 5120 * 2 for c in a2a)  # the reference's stuck all_to_all: 4027x5120 bf16
+
+
+def test_lock_gil_dumps_ranks_without_entries():
+    job = read_flight_dir(str(published("flight_recorder", "nvrx_megatron_moe_16rank_lock_gil_1st")))
+    assert len(job.calls) == 142 and 9 not in job.ranks() and 14 not in job.ranks()
+
+
+def _entry(seq, dur_ms, created_ns):
+    return {"record_id": seq, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": seq,
+            "p2p_seq_id": 0, "op_id": seq, "profiling_name": "nccl:all_reduce", "time_created_ns": created_ns,
+            "input_sizes": [[1024, 256]], "input_dtypes": ["Float"], "output_sizes": [[1024, 256]],
+            "output_dtypes": ["Float"], "state": "completed", "time_discovered_started_ns": created_ns + 1000,
+            "time_discovered_completed_ns": created_ns + 9_000_000, "retired": True, "timeout_ms": 600000,
+            "is_p2p": False, "duration_ms": dur_ms}
+
+
+def test_timed_dump_gives_durations_and_stragglers(tmp_path, cli):
+    for rank in (0, 1):
+        late = 3_000_000 if rank == 1 else 0  # rank 1 issues every call 3 ms late
+        dump = {"version": "2.9", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+                "pg_status": {"0": {"last_enqueued_collective": 3, "last_started_collective": 3, "last_completed_collective": 3}},
+                "entries": [_entry(s, 0.5 * s, 10**12 + s * 10**7 + late) for s in (1, 2, 3)]}
+        (tmp_path / f"rank_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
+    code, out, err = cli("trace", tmp_path, "--topology", "dgx-h100", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    (row,) = doc["collectives"]
+    assert (row["collective"], row["nbytes"], row["calls"], row["ranks"]) == ("all_reduce", 1024 * 256 * 4, 3, [0, 1])
+    assert row["measured_us"] == 1000.0 and row["measured_min_us"] == 500.0  # duration_ms 0.5, 1.0, 1.5
+    assert doc["stragglers"]["named"] == [1]
+    late = {t["rank"]: t["late_us_median"] for t in doc["stragglers"]["ranks"]}
+    assert late == {0: 0.0, 1: 3000.0}
