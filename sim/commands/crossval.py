@@ -193,7 +193,7 @@ def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> floa
 BY = ("case", "system")
 
 
-def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=None, model: str = "engine",
+def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=None, model: str = "auto",
                    by: str = "case") -> tuple[list[dict], dict]:
     """(per-case scores out of sample, the in-sample fit). ``score_case`` is validate's scorer.
 

@@ -47,7 +47,9 @@ def register(sub) -> None:
     p.add_argument("file", nargs="?", default=None, help="cases JSON, raw nccl-tests output, or collsim JSON (default: the public cases)")
     p.add_argument("--topology", "-t", default=None, help="topology spec for cases that name none (required for raw nccl-tests output)")
     p.add_argument("--collective", "-c", default=None, help="collective of raw output (default: from the *_perf name in it, else all_reduce)")
-    p.add_argument("--model", default="engine", choices=api.MODELS, help="model to validate (default engine)")
+    p.add_argument("--model", default="auto", choices=api.MODELS,
+                   help="model to validate (default auto: the engine where it fits sim.simulate's time budget, the "
+                        "large-scale flow models beyond, as a user's prediction runs)")
     p.add_argument("--algorithm", "-a", default=None, help="force an algorithm for every case (default: the case's pin, else auto)")
     p.add_argument("--protocol", "-p", default=None, help="force a protocol for every case (default: the case's pin, else auto)")
     p.add_argument("--auto", action="store_true", help="ignore the algorithms/protocols the cases pin (as the acceptance check runs)")
@@ -119,7 +121,7 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
 
 
 # ---- scoring -------------------------------------------------------------------------------------
-def score_case(case: dict, *, model: str = "engine", algorithm: str | None = None, protocol: str | None = None) -> dict:
+def score_case(case: dict, *, model: str = "auto", algorithm: str | None = None, protocol: str | None = None) -> dict:
     """Predict every measured size of ``case`` and return the errors (relative, 0.1 = 10 %)."""
     spec = case.get("topology")
     if not spec:

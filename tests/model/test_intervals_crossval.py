@@ -113,7 +113,8 @@ def test_validate_scores_a_case_with_its_nccl_version():
 
 
 def test_cli_cross_validate_by_system_writes_the_table(cli, tmp_path):
-    pick = [dict(CASES["E1"], system="box"), dict(CASES["E1-BC"], system="box"), dict(CASES["E1-RD"])]
+    alone = {k: v for k, v in CASES["E1-RD"].items() if k != "system"}   # a case without system is its own
+    pick = [dict(CASES["E1"], system="box"), dict(CASES["E1-BC"], system="box"), alone]
     path, out_table = tmp_path / "cases.json", tmp_path / "residuals.json"
     path.write_text(json.dumps({"cases": pick}))
     code, out, err = cli("validate", path, "--cross-validate", "--by", "system", "--write-intervals", out_table,
