@@ -23,6 +23,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SKIP = {
     "simulate --topology dgx-h100:nodes=16384 -b 1G -e 1G": "builds 131,072 GPUs (~10 s); benchmarks/run.py --targets-only times it",
     "validate --cross-validate": "refits every constant once per case (minutes); tests/model/test_validate.py runs it",
+    "validate": "scores all 42 public cases, some at 1,024-2,160 GPUs (about 4 minutes on 2 cores); "
+                "tests/model/test_validate.py scores a subset (and `validate --case`)",
+    "validate --cross-validate --by system --write-intervals":
+        "refits per system over all 42 cases (tens of minutes) and writes sim/data/residuals.json; "
+        "tests/model/test_intervals_crossval.py runs it on a subset into a temporary file",
     "validate my_cluster_all_reduce.txt --topology dgx-a100:nodes=4,fabric=roce": "a file of your own",
     "topo --from-nvidia-smi nvidia_smi_topo.txt:gpu=h100": "a file of your own (tests/ecosystem read public ones)",
     "tune --topology dgx-h100:nodes=2 --out nccl_tuner.conf": "times every NCCL pair at every size (~15 s); tests/tune run it",
