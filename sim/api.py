@@ -22,8 +22,9 @@ from .presets import load_topology
 from .progress import DELAY_S as PROGRESS_DELAY_S, phases
 from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
 from .recipe import MAX_PIPELINE, default_pipeline, protocols_for
-from .result import Result, link_tables
-from .nccl.select import choose
+from .result import EngineTiming, Result, engine_result
+from .nccl.context import cached
+from .nccl.select import choose, faster_note
 from .topology import Topology
 
 MODELS = ("auto", "engine", "tuner", "alpha-beta", "flow")
@@ -58,6 +59,29 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     ``fastest``, the model's fastest pair among those NCCL can run (:mod:`sim.nccl.select`).
     Every predictor is one function of :data:`PREDICTORS`; selection gets the chosen one.
     """
+    topo, coll, predict = _pipeline(collective, nbytes, topology, model, nchannels, pipeline, root, trace, max_memory,
+                                    engine)
+    if algorithm == "auto" or protocol == "auto":
+        usable = [a for a in algorithms() if _why_not(a, coll, topo) is None] if algorithm == "auto" else None
+        return choose(coll, int(nbytes), topo, predict, algorithm=algorithm, protocol=protocol, model=model,
+                      usable=usable, select=select)
+    return predict(algorithm, protocol)
+
+
+def faster_choice(chosen: Result, topology, *, model: str = "auto", protocol: str = "auto", select: str = "nccl",
+                  nchannels: int | None = None, pipeline: int | None = None, root: int = 0, max_memory=None,
+                  engine: str = "default") -> Result | None:
+    """The pair NCCL can run that the model puts more than 10% ahead of ``chosen`` (what :func:`simulate`
+    returned for these options), or None: :func:`sim.nccl.select.faster_note` decides when the note
+    applies and times the candidates through the same pipeline, so a pair already timed is not run again."""
+    topo, coll, predict = _pipeline(chosen.collective, chosen.nbytes, topology, model, nchannels, pipeline, root, False,
+                                    max_memory, engine)
+    return faster_note(chosen, coll, chosen.nbytes, topo, predict, model=model, protocol=protocol, select=select)
+
+
+def _pipeline(collective, nbytes, topology, model, nchannels, pipeline, root, trace, max_memory, engine):
+    """(topology, collective, predict): the arguments checked once, and ``predict(algorithm, protocol)``,
+    the chosen model's Result for one pair, made once per input (:func:`_predict`)."""
     topo = load_topology(topology)
     coll = get_collective(collective)
     if not isinstance(nbytes, (int, float)) or nbytes < 0:
@@ -76,19 +100,25 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
         raise CollsimError(f"--engine {engine} times programs for the engine model, not the {model} model: "
                            f"drop it, or use --model engine")
     opts = RunOptions(nchannels, pipeline, root, trace, None if max_memory is None else parse_memory(max_memory), engine)
-    predictor = PREDICTORS[model]
 
     def predict(algo: str, proto: str) -> Result:
         reason = _why_not(algo, coll, topo)
         if reason:
             raise CollsimError(f"cannot run {algo} on {topo.name}: {reason}")
-        return predictor(coll, int(nbytes), topo, algo, get_protocol(proto), opts)
+        if opts.trace:   # a trace is large and asked for once: not kept
+            return PREDICTORS[model](coll, int(nbytes), topo, algo, get_protocol(proto), opts)
+        return _predict(model, coll, int(nbytes), topo, algo, get_protocol(proto), opts)
 
-    if algorithm == "auto" or protocol == "auto":
-        usable = [a for a in algorithms() if _why_not(a, coll, topo) is None] if algorithm == "auto" else None
-        return choose(coll, int(nbytes), topo, predict, algorithm=algorithm, protocol=protocol, model=model,
-                      usable=usable, select=select)
-    return predict(algorithm, protocol)
+    return topo, coll, predict
+
+
+@cached(maxsize=128)
+def _predict(model: str, coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
+    """One predictor's Result, once per (model, collective, size, topology, algorithm, protocol, options)
+    and settings in force (:mod:`sim.nccl.context`): selection, ``--select fastest`` and the faster-choice
+    note share it. Results are immutable by convention: layers above add to ``explain`` with
+    :meth:`Result.with_explain`, never in place."""
+    return PREDICTORS[model](coll, nbytes, topo, algorithm, proto, opts)
 
 
 @lru_cache(maxsize=256)
@@ -132,29 +162,28 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
 
 
 def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
-    nchannels, pipeline, root, trace, engine = opts.nchannels, opts.pipeline, opts.root, opts.trace, opts.engine
+    """The engine's timing of one pair, ideal or NCCL protocol, made a Result in one place
+    (:func:`sim.result.engine_result`)."""
     if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.plan)
-        from .nccl.plan import simulate_with_plan
-        return simulate_with_plan(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace,
-                   engine=engine)
-    nch = nchannels or 1
+        from .nccl.plan import engine_timing
+        timing = engine_timing(coll, nbytes, topo, algorithm, proto, nchannels=opts.nchannels, pipeline=opts.pipeline,
+                               root=opts.root, trace=opts.trace, engine=opts.engine)
+    else:
+        timing = _ideal_timing(coll, nbytes, topo, algorithm, proto, opts)
+    return engine_result(coll, nbytes, topo, timing, opts.trace)
+
+
+def _ideal_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> EngineTiming:
+    """The ideal protocol: the algorithm's program on the topology as drawn, no latency term."""
+    nch, pipeline, root = opts.nchannels or 1, opts.pipeline, opts.root
     if pipeline is None:
         steps = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=1, pipeline=1, root=root).steps \
             if coll.name in get_algorithm(algorithm).pipelined else 0
         pipeline = default_pipeline(algorithm, coll.name, nbytes, topo, proto, nch, steps)
     program = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=nch, pipeline=pipeline, root=root)
-    run = run_program(program, topo, nbytes, proto, engine=engine)
-    link_bytes, link_busy = link_tables(topo, run.link_bytes, run.link_busy_us)
-    tr = None
-    if trace:
-        from .trace import Trace, expand_times
-        start, end = expand_times(run, program)
-        tr = Trace(program, start, end, program.nbytes_per_chunk(nbytes))
-    t = run.time_us
-    return Result(coll.name, nbytes, topo.nranks, algorithm, proto.name, t, analytic.algbw_GBps(nbytes, t),
-                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, t), program.steps, "engine", topo.name,
-                  nch, pipeline, link_bytes, link_busy,
-                  {"ops": program.nops, "simulated_ops": len(run.op_index), "symmetric": run.symmetric}, tr)
+    run = run_program(program, topo, nbytes, proto, engine=opts.engine)
+    return EngineTiming(algorithm, proto.name, program.steps, nch, pipeline, program, run, 0.0, run.time_us,
+                        head={"ops": program.nops})
 
 
 def _tuner(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
@@ -175,9 +204,7 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
     limit = default_max_memory() if opts.max_memory is None else opts.max_memory
     fits = est.bytes <= limit
     if fits and (est.seconds <= AUTO_ENGINE_SECONDS or opts.trace or opts.engine != "default"):
-        r = _engine(coll, nbytes, topo, algorithm, proto, opts)
-        r.explain["model_choice"] = f"engine: {est.describe()}"
-        return r
+        return _engine(coll, nbytes, topo, algorithm, proto, opts).with_explain(model_choice=f"engine: {est.describe()}")
     from .flow import flow_covers
     reason = flow_covers(coll, algorithm, topo)
     if reason is None:
@@ -187,11 +214,9 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
                            f"{algorithm}/{proto.name} ({est.describe(memory=False)}), more than --max-memory {gb(limit)}, "
                            f"and the flow model cannot run it ({reason}): simulate fewer GPUs or raise --max-memory")
     else:
-        r = _engine(coll, nbytes, topo, algorithm, proto, opts)
-        r.explain["model_choice"] = f"engine (the flow model cannot run it: {reason}): {est.describe()}"
-        return r
-    r.explain["model_choice"] = f"flow: the engine would need {est.describe()}"
-    return r
+        return _engine(coll, nbytes, topo, algorithm, proto, opts).with_explain(
+            model_choice=f"engine (the flow model cannot run it: {reason}): {est.describe()}")
+    return r.with_explain(model_choice=f"flow: the engine would need {est.describe()}")
 
 
 def _alpha_beta(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions | None = None) -> Result:
@@ -204,14 +229,13 @@ def _alpha_beta(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: 
     lat = max(topo.path_latency_us(a, b) for a, b in hops) + proto.hop_latency_us
     t = analytic.alpha_beta_time_us(coll.name, algorithm, topo.nranks, nbytes, bw, lat) + proto.launch_us
     steps = build_program(algorithm, coll, topo.nranks, topology=topo).steps
-    return Result(coll.name, nbytes, topo.nranks, algorithm, proto.name, t, analytic.algbw_GBps(nbytes, t),
-                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, t), steps, "alpha-beta", topo.name,
-                  explain={"alpha_us": lat, "bandwidth_GBps": bw})
+    return Result.of(coll, nbytes, topo.nranks, algorithm, proto.name, t, steps, model="alpha-beta",
+                     topology=topo.name, explain={"alpha_us": lat, "bandwidth_GBps": bw})
 
 
 # The predictors: one function each, same signature, each returning a Result (selection gets one).
 PREDICTORS = {"auto": _auto, "engine": _engine, "tuner": _tuner, "alpha-beta": _alpha_beta, "flow": _flow}
 
 
-__all__ = ["simulate", "run_engine", "default_pipeline", "protocols_for", "MODELS", "PREDICTORS", "RunOptions", "PROTOCOLS",
+__all__ = ["simulate", "faster_choice", "run_engine", "default_pipeline", "protocols_for", "MODELS", "PREDICTORS", "RunOptions", "PROTOCOLS",
            "IDEAL", "MAX_PIPELINE", "candidates"]

@@ -16,10 +16,12 @@ Units: bandwidths in GB/s (1e9 B/s), latencies in us, sizes in bytes.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
 from . import calibration
+from .context import cached
 from ..analytic import ring_steps
 from ..collectives import get_collective
 from ..errors import CollsimError
@@ -82,6 +84,23 @@ def _disabled(a: str, p: str, coll: str, m: Machine) -> str | None:
     return None
 
 
+def _once_per_inputs(fn):
+    """Compute ``fn`` once per (collective, size, algorithm, protocol, machine) and settings in force
+    (:mod:`sim.nccl.context`): selection ranks every pair, the plan, the payload share and ``--explain``
+    ask for the same terms again (a 2-node sweep asked 726 times for 279 distinct terms)."""
+    @cached(maxsize=8192)
+    def terms(coll: str, nbytes: int, topo, algorithm: str, p: str, m: Machine) -> Terms:
+        return fn(coll, nbytes, topo, algorithm, p, m)
+
+    @functools.wraps(fn)
+    def once(collective, nbytes: int, topo, algorithm: str, protocol: str, m: Machine | None = None) -> Terms:
+        return terms(get_collective(collective).name, nbytes, topo, algorithm, get_protocol(protocol).name,
+                     m or machine(topo))
+    once.cache = terms     # type: ignore[attr-defined]
+    return once
+
+
+@_once_per_inputs
 def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m: Machine | None = None) -> Terms:
     """NCCL's (latency, bandwidth, time) for one pair; ``alg_GBps == 0`` when NCCL would not use it."""
     coll = get_collective(collective).name
@@ -214,7 +233,6 @@ def rank_pairs(collective, nbytes: int, topo, algorithms, protocols=NCCL_PROTOCO
 
 def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
     """The tuner's prediction for one pair as a :class:`~sim.result.Result` (model ``"tuner"``)."""
-    from .. import analytic
     from ..result import Result
     coll = get_collective(coll)
     p = get_protocol(proto).name
@@ -231,9 +249,8 @@ def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
     for k in ("tree_correction", "ring_plateau"):
         if k in t.detail:
             explain[k] = t.detail[k]
-    return Result(coll.name, nbytes, topo.nranks, algorithm, p, t.time_us, analytic.algbw_GBps(nbytes, t.time_us),
-                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, t.time_us), steps, "tuner", topo.name,
-                  t.nchannels, 1, explain=explain)
+    return Result.of(coll, nbytes, topo.nranks, algorithm, p, t.time_us, steps, model="tuner", topology=topo.name,
+                     nchannels=t.nchannels, pipeline=1, explain=explain)
 
 
 def _steps(coll: str, algorithm: str, topo) -> int:
