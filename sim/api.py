@@ -149,9 +149,10 @@ def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: Ru
     return engine_estimate(algorithm, coll.name, topo, nch, pieces, nccl)
 
 
-def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
-    """The engine predictor: refuses up front when the run would not fit ``--max-memory``."""
-    est = _estimate(coll, nbytes, topo, algorithm, proto, opts)
+def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions, est: Estimate | None = None) -> Result:
+    """The engine predictor: refuses up front when the run would not fit ``--max-memory`` (``est``: the
+    budget's estimate, when the caller made it already)."""
+    est = est or _estimate(coll, nbytes, topo, algorithm, proto, opts)
     check_memory(f"the engine on {algorithm}/{proto.name} over {topo.nranks} GPUs ({est.describe(memory=False)})", est.bytes,
                  opts.max_memory, "use --model flow (or auto), a smaller cluster, or raise --max-memory")
     # the bar (stderr, a terminal, after two seconds) carries the estimate the budget made before the run
@@ -204,7 +205,7 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
     limit = default_max_memory() if opts.max_memory is None else opts.max_memory
     fits = est.bytes <= limit
     if fits and (est.seconds <= AUTO_ENGINE_SECONDS or opts.trace or opts.engine != "default"):
-        return _engine(coll, nbytes, topo, algorithm, proto, opts).with_explain(model_choice=f"engine: {est.describe()}")
+        return _engine(coll, nbytes, topo, algorithm, proto, opts, est).with_explain(model_choice=f"engine: {est.describe()}")
     from .flow import flow_covers
     reason = flow_covers(coll, algorithm, topo)
     if reason is None:
@@ -214,7 +215,7 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
                            f"{algorithm}/{proto.name} ({est.describe(memory=False)}), more than --max-memory {gb(limit)}, "
                            f"and the flow model cannot run it ({reason}): simulate fewer GPUs or raise --max-memory")
     else:
-        return _engine(coll, nbytes, topo, algorithm, proto, opts).with_explain(
+        return _engine(coll, nbytes, topo, algorithm, proto, opts, est).with_explain(
             model_choice=f"engine (the flow model cannot run it: {reason}): {est.describe()}")
     return r.with_explain(model_choice=f"flow: the engine would need {est.describe()}")
 

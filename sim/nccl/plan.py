@@ -42,6 +42,7 @@ from ..errors import CollsimError
 from ..program import Program
 from ..topology import Link, Topology
 from . import calibration
+from .context import cached
 from .constants import (MAX_THREADS, NCCL_ALGORITHMS, NVLINK_EFFICIENCY, NVLS_CHANNELS, NVLS_CHUNK_BYTES,
                         NVLS_EFFICIENCY, PCIE_EFFICIENCY, THREAD_THRESHOLD)
 from .machine import Machine, machine
@@ -219,13 +220,18 @@ def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, 
     one channel per NIC port, spread over the ports (:func:`channel_order`); else ``nchannels`` or 1. (A
     preset draws the NICs behind one GPU's PCIe switch as one port: NCCL spreads that GPU's channels over
     them, which moves the same bytes.)"""
-    m = m or machine(topo)
+    return _channels(algorithm, nchannels, m or machine(topo))
+
+
+@lru_cache(maxsize=256)   # once per machine: the budget's estimate and the plan both ask
+def _channels(algorithm: str, nchannels: int | None, m: Machine) -> tuple[bool, int]:
     spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
     ports = min(m.nics, m.ppn)   # NICs behind one GPU's switch are one port (presets draw them so)
     nch = nchannels or (ports if spread and ports > 1 else 1)
     return spread and nch > 1, nch
 
 
+@cached(maxsize=1024)   # once per input and settings in force: the budget, the engine and the flow model ask for it
 def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels: int | None = None,
               pipeline: int | None = None, steps: int | None = None, split: int = 1, root: int = 0,
               m: Machine | None = None) -> NcclPlan:
