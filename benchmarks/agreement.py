@@ -5,7 +5,7 @@
 
 Each row runs ``sim.simulate`` twice, ``model="engine"`` and ``model="flow"``, for the algorithm and
 protocol NCCL's tuner picks at that size (and ring), and prints both times, the difference and the wall
-time of each. The engine is run with its defaults (``sim.nccl.plan.OPS_BUDGET`` ops, then steady-state
+time of each. The engine is run with its defaults (``sim.nccl.execution.OPS_BUDGET`` ops, then steady-state
 extrapolation); ``--engine-budget`` raises that budget to see how far the engine's own extrapolation moves.
 """
 from __future__ import annotations
@@ -31,11 +31,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", default="64,128,256,512,1024,4096")
     ap.add_argument("--cases", default=None, help="comma-separated case numbers (default all)")
-    ap.add_argument("--engine-budget", type=int, default=None, help="sim.nccl.plan.OPS_BUDGET for the engine runs")
+    ap.add_argument("--engine-budget", type=int, default=None, help="sim.nccl.execution.OPS_BUDGET for the engine runs")
     ap.add_argument("--max-engine-gpus", type=int, default=4096, help="skip the engine above this many GPUs")
     args = ap.parse_args(argv)
     import sim
-    import sim.nccl.plan as nccl_run
+    import sim.nccl.execution as nccl_run
     if args.engine_budget:
         nccl_run.OPS_BUDGET = args.engine_budget
     picked = [CASES[int(i)] for i in args.cases.split(",")] if args.cases else CASES

@@ -5,7 +5,7 @@ order rotates (bare, harness, bare again; harness, bare again, bare; ...) so loa
 
     dist.barrier(); t0 = perf_counter(); for _ in range(iters): dist.all_reduce(x); t = perf_counter() - t0
 
-and the harness is :func:`real.harness.run_sweep` with one size and no check; both are averaged over
+and the harness is :func:`real.measure.harness.run_sweep` with one size and no check; both are averaged over
 ranks. The script prints, per size, the best (minimum) and median per-call time of each over the
 repetitions, and the ratio of the minima: the minimum is the time the code needs when nothing else
 gets in the way (noise only ever adds time), so it is the fair comparison on a shared machine. A second
@@ -57,8 +57,8 @@ def _rank(rank: int, args, port: int, queue) -> None:
     import torch
     import torch.distributed as dist
 
-    from real.harness import run_sweep
-    from real.options import BenchOptions
+    from real.measure.harness import run_sweep
+    from real.measure.options import BenchOptions
     from sim.units import parse_size
     device = torch.device("cuda", rank) if args.backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
@@ -70,8 +70,8 @@ def _rank(rank: int, args, port: int, queue) -> None:
         opts = BenchOptions(sizes=(size,), minbytes=size, maxbytes=size, iters=args.iters, warmup=args.warmup,
                             check=0, backend=args.backend, nprocs=args.nprocs)
         runs = {"bare": [], "harness": [], "bare2": []}
-        measure = {"bare": lambda: _bare(x, args.iters, args.warmup, device),
-                   "harness": lambda: run_sweep(opts, rank, args.nprocs, device)[0]["time_us"]}
+        measure = {"bare": lambda x=x: _bare(x, args.iters, args.warmup, device),
+                   "harness": lambda opts=opts: run_sweep(opts, rank, args.nprocs, device)[0]["time_us"]}
         measure["bare2"] = measure["bare"]  # a second bare series: the A/A ratio shows the machine's noise
         measure["bare"](), measure["harness"]()  # untimed first pass
         order = list(runs)

@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from cases import CASES, measure  # noqa: E402
+from cases import CASES  # noqa: E402
 
 SIZES = (8, 16, 32, 64, 128, 256, 512, 1024)
 QUICK = (8, 16, 32, 64, 128)

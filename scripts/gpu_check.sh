@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command for a GPU machine, useful on a single GPU in under 5 minutes:
 #   1. collsim env (torch, CUDA, GPUs, NCCL) and the NCCL version;
-#   2. a real ncclAllReduce through the ctypes binding (real.nccl), 1 rank on CUDA memory, result checked;
+#   2. a real ncclAllReduce through the ctypes binding (real.measure.nccl_ctypes), 1 rank on CUDA memory, result checked;
 #   3. collsim bench --backend nccl --nprocs <GPUs> of all six collectives (#wrong must be 0), with the
 #      simulator's prediction beside it where there are 2+ GPUs;
 #   4. a PyTorch flight-recorder dump written by the NCCL backend, read by `collsim flight analyze`;
@@ -59,12 +59,12 @@ try:
 except Exception as e:
     print("torch's NCCL: unknown:", e)
 path = nccl.find_library()
-print(f"libnccl.so.2 (real.nccl): {nccl.version_string(nccl.Nccl(path).version())} at {path}" if path
+print(f"libnccl.so.2 (real.measure.nccl_ctypes): {nccl.version_string(nccl.Nccl(path).version())} at {path}" if path
       else "libnccl.so.2: not found (pip install nvidia-nccl-cu12)")
 PY
 cat "$OUT/nccl_version.txt"
 
-echo "=== ncclAllReduce through real.nccl (1 rank, CUDA memory, result checked)"
+echo "=== ncclAllReduce through real.measure.nccl_ctypes (1 rank, CUDA memory, result checked)"
 python scripts/gpu_check_steps.py nccl-allreduce > "$OUT/nccl_allreduce.txt" 2>&1; rc=$?
 cat "$OUT/nccl_allreduce.txt"; step nccl-allreduce $rc "$OUT/nccl_allreduce.txt"
 

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 def nccl_allreduce() -> int:
     import torch
 
-    from real import nccl
+    from real.measure import nccl_ctypes as nccl
     if not torch.cuda.is_available():
         print("ncclAllReduce: skipped (no CUDA GPU visible to torch)")
         return 0
@@ -39,7 +39,7 @@ def nccl_allreduce() -> int:
         wrong = int((recv != send).sum().item())     # one rank: the sum is the rank's own data
     finally:
         comm.destroy()
-    print(f"ncclAllReduce (real.nccl ctypes, NCCL {nccl.version_string(lib.version())}, 1 rank, {n} floats on "
+    print(f"ncclAllReduce (real.measure.nccl_ctypes ctypes, NCCL {nccl.version_string(lib.version())}, 1 rank, {n} floats on "
           f"{torch.cuda.get_device_name(0)}): {wrong} wrong elements -> {'OK' if wrong == 0 else 'FAILED'}")
     return 0 if wrong == 0 else 1
 

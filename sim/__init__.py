@@ -7,16 +7,16 @@
 
 The pieces: :mod:`sim.topology` and :mod:`sim.presets` (where), :mod:`sim.collectives` (what),
 :mod:`sim.algorithms` (how, as a :class:`~sim.program.Program`), :mod:`sim.verify` (is it right),
-:mod:`sim.engine.fast` (how long, in simpy), :mod:`sim.analytic` (the closed forms), :mod:`sim.api` (one call).
+:mod:`sim.engine.fast` (how long, in simpy), :mod:`sim.algorithms.analytic` (the closed forms), :mod:`sim.api` (one call).
 ``sim`` never imports torch.
 """
-from .api import simulate
 from .algorithms import algorithms, build_program
+from .api import simulate
 from .collectives import COLLECTIVES, get_collective
+from .engine.result import Result
 from .errors import CollsimError
 from .presets import load_topology
 from .program import Program
-from .result import Result
 from .topology import Link, Node, Topology
 from .verify import VerificationError, verify
 

@@ -12,19 +12,20 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import analytic
-from .algorithms import algorithms, build_program, candidates, get_algorithm, why_not
-from .budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
+from .algorithms import algorithms, analytic, build_program, candidates, get_algorithm, why_not
 from .collectives import get_collective
 from .engine import check_engine, run_program
+from .engine.progress import DELAY_S as PROGRESS_DELAY_S
+from .engine.progress import phases
+from .engine.result import EngineTiming, Result, engine_result
 from .errors import CollsimError
-from .presets import load_topology
-from .progress import DELAY_S as PROGRESS_DELAY_S, phases
-from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
-from .recipe import MAX_PIPELINE, default_pipeline, protocols_for
-from .result import EngineTiming, Result, engine_result
+from .io.validation import MAX_BYTES, MAX_CHANNELS, whole
 from .nccl.context import cached
+from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
+from .nccl.recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .nccl.select import choose, faster_note
+from .prediction.budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
+from .presets import load_topology
 from .topology import Topology
 
 MODELS = ("auto", "engine", "tuner", "alpha-beta", "flow")
@@ -38,7 +39,7 @@ class RunOptions:
     pipeline: int | None = None
     root: int = 0
     trace: bool = False
-    max_memory: int | None = None    # bytes; None: half of the memory available (sim.budget)
+    max_memory: int | None = None    # bytes; None: half of the memory available (sim.prediction.budget)
     engine: str = "default"          # which engine times programs (sim.engine)
 
 
@@ -52,7 +53,7 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
     ``protocol``: ``ideal``, ``LL``, ``LL128``, ``Simple`` or ``auto``.
     ``model``: ``auto`` (the engine where it fits the time and memory budget, the large-scale flow
     model beyond), ``engine`` (discrete-event), ``tuner`` (NCCL's closed form), ``alpha-beta``, or
-    ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.flow`).
+    ``flow`` (large clusters: rings as flows, trees/NVLS/CollNet through a replica; :mod:`sim.prediction.flow`).
     ``max_memory``: bytes (or ``"2G"``) a run may take; default half of the available memory.
     ``engine``: ``default`` or ``reference`` (the readable SimPy engine, :mod:`sim.engine.reference`).
     ``select`` (with ``auto``): ``nccl``, the pair NCCL's tuner picks (what nccl-tests measures), or
@@ -84,15 +85,18 @@ def _pipeline(collective, nbytes, topology, model, nchannels, pipeline, root, tr
     the chosen model's Result for one pair, made once per input (:func:`_predict`)."""
     topo = load_topology(topology)
     coll = get_collective(collective)
-    if not isinstance(nbytes, (int, float)) or nbytes < 0:
-        raise CollsimError(f"size {nbytes!r} must be a non-negative number of bytes")
+    # one validation layer (sim.io.validation): inf, nan, 10**400, 1.5 and True are refused, naming the limit
+    nbytes = whole(nbytes, "nbytes", low=0, high=MAX_BYTES, example="1048576 (bytes)")
     if model not in PREDICTORS:
         raise CollsimError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < topo.nranks:  # every model, not only the engine
         raise CollsimError(f"root {root!r} is not a rank of {topo.name}: choose 0..{topo.nranks - 1}")
     for name, value in (("nchannels", nchannels), ("pipeline", pipeline)):
-        if value is not None and value < 1:
-            raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
+        if value is not None:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1:
+                raise CollsimError(f"{name}={value} must be at least 1 (leave it out for the model's choice)")
+            whole(value, name, low=1, high=MAX_CHANNELS if name == "nchannels" else MAX_PIPELINE,
+                  example="4 (or leave it out for the model's choice)")
         if value is not None and model in ("tuner", "alpha-beta"):
             raise CollsimError(f"--{name} has no effect on the {model} model (its channels come from NCCL's "
                                f"search or the formula): drop it, or use --model engine")
@@ -139,7 +143,7 @@ def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: Ru
     nccl = proto.name != IDEAL.name
     pipelined = coll.name in get_algorithm(algorithm).pipelined
     if nccl:
-        from .nccl.plan import nccl_channels
+        from .nccl.execution import nccl_channels
         _, nch = nccl_channels(topo, algorithm, opts.nchannels)
         chunk = nccl_chunk_bytes(algorithm, proto.name)
         pieces = opts.pipeline or (max(1, math.ceil(nbytes / nch / chunk)) if pipelined else 1)
@@ -164,9 +168,9 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
 
 def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
     """The engine's timing of one pair, ideal or NCCL protocol, made a Result in one place
-    (:func:`sim.result.engine_result`)."""
-    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.plan)
-        from .nccl.plan import engine_timing
+    (:func:`sim.engine.result.engine_result`)."""
+    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.execution)
+        from .nccl.execution import engine_timing
         timing = engine_timing(coll, nbytes, topo, algorithm, proto, nchannels=opts.nchannels, pipeline=opts.pipeline,
                                root=opts.root, trace=opts.trace, engine=opts.engine)
     else:
@@ -193,7 +197,7 @@ def _tuner(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOp
 
 
 def _flow(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
-    from .flow import flow_predict
+    from .prediction.flow import flow_predict
     return flow_predict(coll, nbytes, topo, algorithm, proto, nchannels=opts.nchannels, pipeline=opts.pipeline,
                         root=opts.root)
 
@@ -205,8 +209,10 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
     limit = default_max_memory() if opts.max_memory is None else opts.max_memory
     fits = est.bytes <= limit
     if fits and (est.seconds <= AUTO_ENGINE_SECONDS or opts.trace or opts.engine != "default"):
-        return _engine(coll, nbytes, topo, algorithm, proto, opts, est).with_explain(model_choice=f"engine: {est.describe()}")
-    from .flow import flow_covers
+        r = _engine(coll, nbytes, topo, algorithm, proto, opts)
+        r.explain["model_choice"] = f"engine: {est.describe()}"
+        return r
+    from .prediction.flow import flow_covers
     reason = flow_covers(coll, algorithm, topo)
     if reason is None:
         r = _flow(coll, nbytes, topo, algorithm, proto, opts)

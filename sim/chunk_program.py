@@ -33,6 +33,7 @@ Algorithms import this module only; the result is a plain :class:`~sim.program.P
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -63,8 +64,8 @@ class ChunkProgram:
         self.ranks = np.arange(self.n, dtype=np.int64)
         self.now = 0                      # the step ``send`` uses when none is named
         self._next_step = 0
-        self._switches: dict[int, Switch] = {}
-        self._cols: list[tuple[np.ndarray, ...]] = []
+        self._switches: dict[int | str, Switch] = {}
+        self._cols: list[tuple[Any, ...]] = []   # src, dst, chunk, step, reduce, src/dst is a switch
 
     # ---- writing ------------------------------------------------------------------------------------
     def steps(self, count: int):

@@ -2,7 +2,7 @@
 
 Each subcommand lives in its own module that exposes ``register(subparsers)``; the module adds its
 parser and sets ``func=handler`` where ``handler(args) -> int`` returns the exit status. Modules of the
-real side (``real.commands``...) are listed here by name and imported when the CLI starts; they import
+real side (``real.measure_cli``...) are listed here by name and imported when the CLI starts; they import
 torch only inside their handlers, so ``collsim simulate`` works without torch and ``sim`` itself never
 imports it.
 
@@ -15,23 +15,23 @@ import importlib
 import sys
 
 from .errors import CollsimError
-from .safe_io import command_inputs
+from .io.safe_io import command_inputs
 
 # Order here is the order in `collsim --help`.
 COMMAND_MODULES = (
     "sim.commands.simulate",
     "sim.commands.topo",
     "sim.commands.tune",
-    "sim.commands.verify",
+    "sim.commands.verify_command",
     "sim.commands.validate",
     "sim.commands.demo",
     "sim.commands.plan",
     "sim.commands.trace",
-    "sim.commands.grade",
+    "sim.commands.grade_command",
     "sim.commands.course",
-    "sim.flight.commands",
-    "real.commands",
-    "real.compare.commands",
+    "sim.commands.flight_command",
+    "real.measure_cli",
+    "real.compare_cli",
 )
 
 

@@ -24,7 +24,14 @@ from .errors import CollsimError
 
 @dataclass(frozen=True)
 class Collective:
-    """A collective operation. ``rooted``: broadcast and reduce take a root rank."""
+    """A collective operation and the facts the rest of collsim reads instead of branching on its name.
+
+    ``rooted``: broadcast and reduce take a root rank (and run as a chain from it). ``reduces``: the
+    result is a sum. ``passes``: how many times the data crosses a ring (all_reduce = reduce-scatter then
+    all-gather: 2; the others 1), which sets ring steps and the bus factor. ``sharded``: nccl-tests' size S
+    is n shards, one per rank (all_gather, reduce_scatter). ``pairwise``: every rank sends a distinct block
+    to every other (all_to_all; S per rank is n blocks).
+    """
 
     name: str
     rooted: bool
@@ -32,6 +39,18 @@ class Collective:
     summary: str
     input_is_shard: bool = False  # torch's input is one rank's shard of nccl-tests' size (all_gather)
     nccl_p2p: bool = False        # NCCL runs it as grouped send/recv (its SendRecv kernel): all_to_all
+    passes: int = 1               # ring passes: 2 for all_reduce (reduce-scatter + all-gather)
+    sharded: bool = False         # S is n shards (all_gather, reduce_scatter)
+    pairwise: bool = False        # S per rank is n blocks, one per destination (all_to_all)
+
+    @property
+    def root_is_source(self) -> bool:
+        """A rooted collective whose root sends (broadcast); reduce's root receives."""
+        return self.rooted and not self.reduces
+
+    def ring_steps(self, nranks: int) -> int:
+        """Communication steps of the ring algorithms (NCCL's ``nsteps`` for Ring): passes x (n - 1)."""
+        return self.passes * (nranks - 1)
 
     def nccl_tests_bytes(self, input_bytes: float, nranks: int) -> float:
         """nccl-tests' ``size`` for a call whose per-rank *input* buffer is ``input_bytes`` (torch's count):
@@ -45,11 +64,7 @@ class Collective:
     def bus_factor(self, nranks: int) -> float:
         """nccl-tests' busbw / algbw factor (doc/PERFORMANCE.md)."""
         n = nranks
-        if self.name == "all_reduce":
-            return 2 * (n - 1) / n
-        if self.name in ("all_gather", "reduce_scatter", "all_to_all"):
-            return (n - 1) / n
-        return 1.0
+        return 1.0 if self.rooted else self.passes * (n - 1) / n
 
     # ---- symbolic conditions ------------------------------------------------------------------
     def shard(self, chunk: np.ndarray | int, nranks: int, nchunks: int):
@@ -61,7 +76,7 @@ class Collective:
         """Bytes in one chunk when the collective moves ``nbytes`` (nccl-tests' size). For all_to_all
         the chunks cover the n x n block matrix (each rank's S bytes are n blocks), so a chunk is
         ``S * n / nchunks``; everywhere else ``S / nchunks``."""
-        return nbytes * nranks / nchunks if self.name == "all_to_all" else nbytes / nchunks
+        return nbytes * nranks / nchunks if self.pairwise else nbytes / nchunks
 
     def check_nchunks(self, nranks: int, nchunks: int) -> None:
         if nchunks < 1:
@@ -118,14 +133,15 @@ def _a2a_block(chunk: int, nranks: int, nchunks: int) -> tuple[int, int]:
     return block // nranks, block % nranks
 
 
-ALL_REDUCE = Collective("all_reduce", False, True, "every rank ends with the sum of all ranks' buffers")
+ALL_REDUCE = Collective("all_reduce", False, True, "every rank ends with the sum of all ranks' buffers", passes=2)
 ALL_GATHER = Collective("all_gather", False, False, "every rank ends with every rank's shard (S is the total)",
-                        input_is_shard=True)
-REDUCE_SCATTER = Collective("reduce_scatter", False, True, "rank r ends with shard r of the sum (S is the total)")
+                        input_is_shard=True, sharded=True)
+REDUCE_SCATTER = Collective("reduce_scatter", False, True, "rank r ends with shard r of the sum (S is the total)",
+                            sharded=True)
 BROADCAST = Collective("broadcast", True, False, "every rank ends with the root's buffer")
 REDUCE = Collective("reduce", True, True, "the root ends with the sum of all ranks' buffers")
 ALL_TO_ALL = Collective("all_to_all", False, False, "rank d ends with block d of every rank's buffer (S is the total per rank)",
-                        nccl_p2p=True)
+                        nccl_p2p=True, pairwise=True)
 
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALL_TO_ALL)}
 _ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",

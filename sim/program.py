@@ -65,11 +65,12 @@ class Program:
         if channel is None:
             channel = np.zeros(n, dtype=np.int16)
         arrays = {}
-        for name, arr in {**cols, "channel": channel}.items():
-            a = np.ascontiguousarray(arr, dtype=bool if name == "reduce" else (np.int16 if name == "channel" else np.int32))
+        dtypes = {"reduce": bool, "channel": np.int16}   # by column; the rest are int32
+        for column, arr in {**cols, "channel": channel}.items():
+            a = np.ascontiguousarray(arr, dtype=dtypes.get(column, np.int32))
             if a.shape != (n,):
-                raise CollsimError(f"program {algorithm!r}: column {name!r} has {a.shape} entries, expected ({n},) like 'src'")
-            arrays[name] = a
+                raise CollsimError(f"program {algorithm!r}: column {column!r} has {a.shape} entries, expected ({n},) like 'src'")
+            arrays[column] = a
         prog = cls(coll, int(nranks), int(nchunks), src, arrays["dst"], arrays["chunk"], arrays["step"], arrays["channel"],
                    arrays["reduce"], algorithm, int(steps), int(root), tuple(switches),
                    None if rotation is None else np.ascontiguousarray(rotation, dtype=np.int64), dict(params or {}))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from .errors import CollsimError
-from .validation import MAX_BYTES, check_sweep_length
+from .io.validation import MAX_BYTES, check_sweep_length
 
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -56,7 +56,8 @@ def size_sweep(minbytes: int, maxbytes: int, factor: float = 0.0, step: int = 0)
     if not factor or factor > 1:  # (a factor below 1 is refused below)
         check_sweep_length(minbytes, maxbytes, factor, step)
     if factor and factor > 1:
-        sizes, s = [], minbytes
+        sizes: list[int] = []
+        s: float = minbytes
         while s <= maxbytes:
             sizes.append(int(s))
             s = s * factor if s > 0 else 1

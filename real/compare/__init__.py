@@ -9,8 +9,8 @@
 - :mod:`real.compare.calibrate` - fit link bandwidth/latency, per-call overhead and host rate (robust
   least squares) and write a topology file ``sim`` loads.
 - :mod:`real.compare.figures`   - matplotlib figures (busbw, time with its terms, error vs size) as PNG.
-- :mod:`real.compare.report`    - the terminal table; Markdown and self-contained HTML reports.
-- :mod:`real.compare.commands`  - ``collsim compare`` and ``collsim calibrate``.
+- :mod:`real.compare.markdown_report`    - the terminal table; Markdown and self-contained HTML reports.
+- :mod:`real.compare_cli`  - ``collsim compare`` and ``collsim calibrate``.
 
 Nothing here imports torch: comparing and calibrating work on any machine with the measured files.
 

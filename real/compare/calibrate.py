@@ -26,7 +26,7 @@ Where ``alpha`` comes from, first that applies:
 1. ``latency_us`` (``--latency-us``): given;
 2. ``measured_latency=True`` (``--measured-latency``): the message latency ``collsim bench`` measured
    before its sweep (``env.p2p_latency_us``, the median over the files that carry one; see
-   :func:`real.harness.p2p_latency`): measured;
+   :func:`real.measure.harness.p2p_latency`): measured;
 3. fitted, when the observations have different numbers of steps (two collectives, or two world
    sizes): the steps inside the measured collectives themselves;
 4. otherwise 0: with one collective at one world size ``alpha`` cannot be told apart from ``t0``, and
@@ -62,12 +62,11 @@ import numpy as np
 import sim
 from sim.algorithms import why_not
 from sim.errors import CollsimError
+from sim.io.validation import latency_us as check_latency_us
 from sim.topology import Link, Node, Topology
-from sim.topology_file import topology_from_dict
-from sim.validation import latency_us as check_latency_us
+from sim.topology.files import topology_from_dict
 
-from .hostmodel import (HOST_MODELS, LOOPBACK_BYTES_PER_WIRE_BYTE, cache_factor, cpu_cache_of, default_host_model,
-                        host_bytes)
+from .hostmodel import HOST_MODELS, LOOPBACK_BYTES_PER_WIRE_BYTE, cache_factor, cpu_cache_of, default_host_model, host_bytes
 from .measured import DEFAULT_STATISTIC, Measurement, with_statistic
 from .score import Comparison, compare, nonneg_lstsq
 
@@ -187,13 +186,7 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
                            f"({', '.join(str(m.nranks) for m in measurements)}): calibrate one world size at a time")
     first = measurements[0]
     notes = []
-    if host_model == "auto":
-        host_model = default_host_model(first.backend, first.label)
-        if host_model != "none" and first.label.startswith("cluster:"):
-            host_model = "none"
-            notes.append("gloo across hosts: the wire is a real network, so host copies are not tied to it (host model none)")
-        elif host_model == "torch-gloo" and cpu_cache_of(measurements) is not None:
-            host_model = "torch-gloo-cache"     # the bench recorded its CPU cache: price the knee (docs/compare.md)
+    host_model = _host_model(host_model, measurements, notes)
     if host_model not in HOST_MODELS:
         raise CollsimError(f"unknown host model {host_model!r}: choose auto, {', '.join(HOST_MODELS)}")
     if algorithm == "auto":
@@ -214,17 +207,7 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
     if host_model == "torch-gloo-cache" and host_cache is None:
         notes.append("the files record no CPU cache (env.cpu_cache, written by collsim bench since issue 16): host work "
                      "is priced without the cache knee")
-    # one observation per timed column of every size of every file
-    cache, obs = {}, []
-    for m in measurements:
-        for r in m.rows:
-            key = (m.collective, r.nbytes)
-            if r.nbytes <= 0 or not r.observations():
-                continue
-            if key not in cache:
-                cache[key] = basis(m.collective, r.nbytes, n, algorithm, host_model, host_cache)
-            for t, samples in r.observed_samples():
-                obs.append((m, r.nbytes, t, *cache[key], samples))
+    obs = _observations(measurements, n, algorithm, host_model, host_cache)
     if len(obs) < 3:
         raise CollsimError(f"only {len(obs)} measured time(s): calibration needs at least 3 (a sweep of sizes, e.g. -b 4K -e 16M -f 4)")
     measured = y = np.array([o[2] for o in obs])
@@ -265,24 +248,7 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
     bw = 1.0 / inv_b
     host_GBps = bw * LOOPBACK_BYTES_PER_WIRE_BYTE if host_model != "none" else None
 
-    uncertainty = {}
-    if spread is not None:
-        names = ["launch_us"] + (["link_latency_us"] if identifiable else []) + ["link_bandwidth_GBps"]
-        for name_, col in zip(names, spread.T):
-            if name_ == "link_bandwidth_GBps":
-                col = 1.0 / col[col > 0] if (col > 0).any() else np.array([math.inf])
-            lo, hi = (float(v) for v in np.percentile(col, [2.5, 97.5]))
-            uncertainty[name_] = {"low": lo, "high": hi}
-        uncertainty["method"] = (f"bootstrap: {bootstrap} resamples of each size's timed iterations, "
-                                 f"{'/'.join(sorted({m.statistic for m in measurements}))} of each, refitted; "
-                                 "low/high are the 2.5% and 97.5% points")
-        values = {"launch_us": t0, "link_latency_us": alpha, "link_bandwidth_GBps": bw}
-        loose = [k for k, v in uncertainty.items() if k != "method" and _loose(values[k], v)]
-        if loose:
-            notes.append(f"{', '.join(loose)} not pinned down by these measurements (95% range wider than "
-                         f"+-{LOOSE_FIT:.0%}): more iterations (-n), --repeat, or sizes that exercise that term")
-    elif bootstrap:
-        notes.append("no uncertainty: the files record no per-iteration times (measure with collsim bench to get them)")
+    uncertainty = _uncertainty(spread, identifiable, bootstrap, measurements, {"launch_us": t0, "link_latency_us": alpha, "link_bandwidth_GBps": bw}, notes)
     m_stat = sorted({m.statistic for m in measurements})
     notes.extend(m.statistic_note for m in measurements if m.statistic_note)
 
@@ -303,16 +269,7 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
                          one_host=label.startswith("local:"))
     topo = topology_from_dict(doc, source=doc["name"])
 
-    # residuals, predicted by the real predictor on the written topology (not the linearised basis)
-    from .predict import Predictor
-    pred = Predictor(topo)
-    residuals, seen = [], {}
-    for (m, s, t, *_), wt in zip(obs, weights):
-        key = (m.collective, s)
-        if key not in seen:
-            seen[key] = pred.predict(m.collective, s, n).time_us
-        residuals.append({"collective": m.collective, "nbytes": s, "measured_us": t, "fitted_us": seen[key],
-                          "rel_error": (seen[key] - t) / t, "weight": float(wt)})
+    residuals, pred = _residuals(topo, obs, weights, n)
     cal_meta["residuals"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in residuals]
     cal_meta["fit_median_abs_rel_error"] = statistics.median(abs(r["rel_error"]) for r in residuals)
     held = tuple(compare(h, topo, predictor=pred) for h in holdout)
@@ -323,6 +280,74 @@ def calibrate(measurements: list[Measurement], *, holdout: list[Measurement] = (
     doc["meta"] = _plain(doc["meta"])
     return Calibration(bw, alpha, t0, host_model, host_GBps, algorithm, n, topology_from_dict(doc, doc["name"]), doc,
                        tuple(residuals), held, tuple(notes), tuple(measurements), uncertainty)
+
+
+def _host_model(host_model: str, measurements: list[Measurement], notes: list) -> str:
+    """The host model ``auto`` stands for with these files (a note says why where it is not the default)."""
+    first = measurements[0]
+    if host_model == "auto":
+        host_model = default_host_model(first.backend, first.label)
+        if host_model != "none" and first.label.startswith("cluster:"):
+            host_model = "none"
+            notes.append("gloo across hosts: the wire is a real network, so host copies are not tied to it (host model none)")
+        elif host_model == "torch-gloo" and cpu_cache_of(measurements) is not None:
+            host_model = "torch-gloo-cache"     # the bench recorded its CPU cache: price the knee (docs/compare.md)
+    return host_model
+
+
+def _observations(measurements: list[Measurement], n: int, algorithm: str, host_model: str, host_cache) -> list:
+    """One observation per timed column of every size of every file: (measurement, nbytes, time_us,
+    wire, latency steps, host, samples), the basis terms computed once per (collective, size)."""
+    cache, obs = {}, []
+    for m in measurements:
+        for r in m.rows:
+            key = (m.collective, r.nbytes)
+            if r.nbytes <= 0 or not r.observations():
+                continue
+            if key not in cache:
+                cache[key] = basis(m.collective, r.nbytes, n, algorithm, host_model, host_cache)
+            for t, samples in r.observed_samples():
+                obs.append((m, r.nbytes, t, *cache[key], samples))
+    return obs
+
+
+def _uncertainty(spread, identifiable: bool, bootstrap: int, measurements: list[Measurement], values: dict,
+                 notes: list) -> dict:
+    """95% ranges of the fitted constants from the bootstrap ``spread`` (empty without one); a note for
+    each constant the measurements do not pin down."""
+    uncertainty: dict = {}
+    if spread is not None:
+        names = ["launch_us"] + (["link_latency_us"] if identifiable else []) + ["link_bandwidth_GBps"]
+        for name_, col in zip(names, spread.T):
+            if name_ == "link_bandwidth_GBps":
+                col = 1.0 / col[col > 0] if (col > 0).any() else np.array([math.inf])
+            lo, hi = (float(v) for v in np.percentile(col, [2.5, 97.5]))
+            uncertainty[name_] = {"low": lo, "high": hi}
+        uncertainty["method"] = (f"bootstrap: {bootstrap} resamples of each size's timed iterations, "
+                                 f"{'/'.join(sorted({m.statistic for m in measurements}))} of each, refitted; "
+                                 "low/high are the 2.5% and 97.5% points")
+        loose = [k for k, v in uncertainty.items() if k != "method" and _loose(values[k], v)]
+        if loose:
+            notes.append(f"{', '.join(loose)} not pinned down by these measurements (95% range wider than "
+                         f"+-{LOOSE_FIT:.0%}): more iterations (-n), --repeat, or sizes that exercise that term")
+    elif bootstrap:
+        notes.append("no uncertainty: the files record no per-iteration times (measure with collsim bench to get them)")
+    return uncertainty
+
+
+def _residuals(topo, obs: list, weights, n: int):
+    """Residuals predicted by the real predictor on the written topology (not the linearised basis);
+    returns them and the predictor (reused for the holdout)."""
+    from .predict import Predictor
+    pred = Predictor(topo)
+    residuals, seen = [], {}
+    for (m, s, t, *_), wt in zip(obs, weights):
+        key = (m.collective, s)
+        if key not in seen:
+            seen[key] = pred.predict(m.collective, s, n).time_us
+        residuals.append({"collective": m.collective, "nbytes": s, "measured_us": t, "fitted_us": seen[key],
+                          "rel_error": (seen[key] - t) / t, "weight": float(wt)})
+    return residuals, pred
 
 
 def bootstrap_fit(a: np.ndarray, samples: list[tuple[float, ...]], measured: np.ndarray, shift: np.ndarray,

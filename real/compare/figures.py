@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 
-from sim import analytic
+from sim.algorithms import analytic
 
 DPI = 110
 SIZE = (7.0, 4.0)

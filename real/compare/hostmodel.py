@@ -14,7 +14,7 @@ Other collectives are not modelled (``None``): their prediction is the links' ti
 
 **The cache knee** (``torch-gloo-cache``; calibration's ``auto`` picks it for gloo on one host when the
 bench recorded the CPU's cache). Those copies run faster while the buffers a call touches fit in the core's private
-cache (:mod:`real.cpucache`: its size from ``/sys``, and the speedup ``k`` of a copy inside it over one
+cache (:mod:`real.measure.cpucache`: its size from ``/sys``, and the speedup ``k`` of a copy inside it over one
 beyond it, both measured by ``collsim bench``). A rank's working set is ``S`` for all_reduce (in place;
 gloo's receive segments are small) and ``(2 + 1/n) S`` for all_gather (the shard, the fresh output and
 the user's tensor). The share of it that fits is ``f = min(1, C / working set)``, and host work costs
@@ -47,6 +47,13 @@ from sim.errors import CollsimError
 HOST_MODELS = ("none", "torch-gloo", "torch-gloo-cache")   # -cache: torch-gloo with the cache knee
 LOOPBACK_BYTES_PER_WIRE_BYTE = 4.0
 
+# Per collective, (nranks, nbytes) -> bytes: the collectives the host model covers (the module docstring
+# derives each); any other collective is not modelled (None).
+_HOST_BYTES = {"all_reduce": lambda n, s: 3.0 * (n - 1) / n * s,
+               "all_gather": lambda n, s: (3.0 + 2.0 / n) * s}
+_WORKING_SET_BYTES = {"all_reduce": lambda n, s: s,
+                      "all_gather": lambda n, s: (2.0 + 1.0 / n) * s}
+
 
 def host_bytes(model: str, collective: str, nbytes: float, nranks: int) -> float | None:
     """Bytes of host memory traffic per rank beyond the wire for one call (None: not modelled)."""
@@ -54,13 +61,9 @@ def host_bytes(model: str, collective: str, nbytes: float, nranks: int) -> float
         raise CollsimError(f"unknown host model {model!r}: choose one of {', '.join(HOST_MODELS)}")
     if model == "none":
         return 0.0
-    coll = get_collective(collective).name   # torch-gloo-cache counts the same bytes (the knee prices them)
-    n, s = nranks, float(nbytes)
-    if coll == "all_reduce":
-        return 3.0 * (n - 1) / n * s
-    if coll == "all_gather":
-        return (3.0 + 2.0 / n) * s
-    return None
+    # torch-gloo-cache counts the same bytes (the knee prices them)
+    form = _HOST_BYTES.get(get_collective(collective).name)
+    return None if form is None else form(nranks, float(nbytes))
 
 
 def default_host_model(backend: str | None, label: str = "") -> str:
@@ -72,12 +75,8 @@ def default_host_model(backend: str | None, label: str = "") -> str:
 
 def working_set_bytes(collective: str, nbytes: float, nranks: int) -> float | None:
     """Bytes of buffers one rank's host work touches in one call (None: not modelled)."""
-    coll = get_collective(collective).name
-    if coll == "all_reduce":
-        return float(nbytes)
-    if coll == "all_gather":
-        return (2.0 + 1.0 / nranks) * float(nbytes)
-    return None
+    form = _WORKING_SET_BYTES.get(get_collective(collective).name)
+    return None if form is None else form(nranks, float(nbytes))
 
 
 def cache_factor(collective: str, nbytes: float, nranks: int, cache: dict | None) -> float:
@@ -94,7 +93,7 @@ def cache_factor(collective: str, nbytes: float, nranks: int, cache: dict | None
 
 
 def cpu_cache_of(measurements: list) -> dict | None:
-    """The first file's ``env.cpu_cache`` (:func:`real.cpucache.cache_record`) when it holds a usable
+    """The first file's ``env.cpu_cache`` (:func:`real.measure.cpucache.cache_record`) when it holds a usable
     private-cache size and copy speedup, reduced to those (and where they came from); else None."""
     for m in measurements:
         rec = m.env.get("cpu_cache") if isinstance(m.env, dict) else None

@@ -2,7 +2,7 @@
 
 Both become a :class:`Measurement`: which collective, how many ranks, and one :class:`MeasuredRow` per
 size with the out-of-place and in-place times (us). The text reader is
-:func:`sim.nccl_tests_format.parse_nccl_tests`, which reads the current column layout (``redop root
+:func:`sim.io.nccl_tests_format.parse_nccl_tests`, which reads the current column layout (``redop root
 ... #wrong``) and the older ones (``error`` and no ``root``) from their header line.
 
 The collective of a text file comes from its banner (``# Collective test starting: all_reduce_perf``)
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
-from sim.safe_io import read_input
-from sim.validation import MAX_BYTES, MAX_RANKS
-from sim.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from sim.io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from sim.io.safe_io import read_input
+from sim.io.validation import MAX_BYTES, MAX_RANKS
 
 MAX_FILE_BYTES = 64 << 20
 TIME_CHOICES = ("best", "out-of-place", "in-place")
@@ -108,9 +108,9 @@ class Measurement:
 
 
 def noisy_sizes(m: Measurement) -> list[int]:
-    """Sizes whose recorded iterations disagree by collsim bench's own test (:func:`real.report.noise_warning`:
+    """Sizes whose recorded iterations disagree by collsim bench's own test (:func:`real.measure.bench_report.noise_warning`:
     interquartile range over 25% of the median, or a mean 1.5x the median)."""
-    from real.report import NOISY_MEAN_RATIO, NOISY_SPREAD, row_spread
+    from real.measure.bench_report import NOISY_MEAN_RATIO, NOISY_SPREAD, row_spread
     noisy = []
     for r in m.rows:
         spread = row_spread({"time_samples_us": list(r.samples_us), "inplace_time_samples_us": list(r.inplace_samples_us)})
@@ -176,6 +176,12 @@ def size_text(nbytes: int) -> str:
 def _size(n: int) -> str:
     from sim.units import format_size
     return format_size(n)
+
+
+# Sizes one comparison predicts (each a simulation, ~0.05 s on a laptop): nccl-tests' finest usual sweep,
+# -b 1M -e 1G -i 1M, has 1,024.
+MAX_SIZES = 2048
+SECONDS_PER_SIZE = 0.05
 
 
 def read_measurement(path: str, collective: str | None = None, nranks: int | None = None) -> Measurement:
@@ -246,6 +252,11 @@ def read_measurement_text(text: str, source: str = "<text>", collective: str | N
     if coll is None:
         _missing("collective", source)
     coll = get_collective(coll).name
+    sizes = len({r["nbytes"] for r in raw})
+    if sizes > MAX_SIZES:   # counted before any is simulated: each size is one prediction
+        raise CollsimError(f"{source!r} measures {sizes:,} distinct sizes; comparing them would take about "
+                           f"{sizes * SECONDS_PER_SIZE / 60:.0f} min, over the limit of {MAX_SIZES:,} sizes: keep a sweep such as "
+                           "-b 8 -e 8G -f 2 (31 sizes), or split the file")
     rows = tuple(MeasuredRow(r["nbytes"], _num(r["time_us"]), _num(r["inplace_time_us"]), r["count"], r["dtype"],
                              r["redop"], _num(r["wrong"])) for r in raw)
     n = nranks or meta["nranks"] or _ranks_from_bus_factor(coll, raw)
@@ -299,12 +310,13 @@ def _missing(what: str, source: str):
 
 def _ranks_from_bus_factor(collective: str, rows: list[dict]) -> int | None:
     """Invert nccl-tests' bus factor busbw/algbw (2(n-1)/n or (n-1)/n) on the row where rounding hurts least."""
+    coll = get_collective(collective)
     best = max((r for r in rows if r.get("algbw_GBps") and r.get("busbw_GBps")), key=lambda r: r["algbw_GBps"],
                default=None)
-    if best is None or collective in ("broadcast", "reduce"):
+    if best is None or coll.rooted:
         return None
     ratio = best["busbw_GBps"] / best["algbw_GBps"]
-    frac = ratio / 2 if collective == "all_reduce" else ratio   # (n-1)/n
+    frac = ratio / coll.passes   # (n-1)/n
     if not 0.4 < frac < 1:
         return None
     return max(2, round(1 / (1 - frac)))

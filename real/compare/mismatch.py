@@ -33,10 +33,10 @@ def measured_system(m) -> tuple[str | None, str | None]:
 def modelled_system(topo) -> tuple[str | None, str | None]:
     """(backend, device) a topology stands for: NCCL on GPUs for hardware presets; the backend its
     calibration sweeps ran for a calibrated topology; (None, None) for textbook topologies."""
-    meta = topo.meta
-    if meta.get("gpu_arch"):
+    hw = topo.hardware
+    if hw.gpu_arch:
         return "nccl", "gpu"
-    cal = meta.get("calibration")
+    cal = hw.calibration
     if isinstance(cal, dict):
         backends = {str(s.get("backend")).lower() for s in cal.get("sources") or [] if isinstance(s, dict) and s.get("backend")}
         if len(backends) == 1:
@@ -55,8 +55,8 @@ def mismatch(m, topo) -> str | None:
         return None
     ran = f"{backend}" + (f" on {device.upper()}" if device else "")
     name = os.path.basename(m.source) if m.source[:1] != "<" else m.source
-    if topo.meta.get("gpu_arch"):
-        what = f"{topo.name} models {topo.meta.get('gpu') or topo.meta['gpu_arch']} GPUs that NCCL runs"
+    if topo.hardware.gpu_arch:
+        what = f"{topo.name} models {topo.hardware.gpu or topo.hardware.gpu_arch} GPUs that NCCL runs"
     else:
         what = f"{topo.name} was calibrated on {t_backend} measurements"
     return (f"warning: {name} was measured with {ran}, but {what}: the errors compare two different systems "

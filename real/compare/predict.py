@@ -28,8 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import sim
-from sim import analytic
-from sim.algorithms import why_not
+from sim.algorithms import analytic, why_not
 from sim.collectives import get_collective
 from sim.errors import CollsimError
 from sim.presets import load_topology
@@ -70,13 +69,13 @@ class Prediction:
 
 def calibration_of(topology: Topology) -> dict | None:
     """The ``meta.calibration`` mapping a calibrated topology carries, or None."""
-    cal = topology.meta.get("calibration")
+    cal = topology.hardware.calibration
     return cal if isinstance(cal, dict) else None
 
 
 def _zero_latency(topo: Topology) -> Topology:
     links = [replace(l, latency_us=0.0) for l in topo.links]
-    return Topology.build(topo.name + " (no latency)", topo.nodes, links, topo.meta)
+    return Topology.build(topo.name + " (no latency)", topo.nodes, links, topo.hardware)
 
 
 @dataclass(frozen=True, eq=False)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim import analytic
+from sim.algorithms import analytic
 from sim.collectives import get_collective
 
 from .measured import DEFAULT_STATISTIC, Measurement, with_statistic

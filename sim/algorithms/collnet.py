@@ -56,7 +56,7 @@ def nearest_reducer(topology, node: int, kind: str) -> int | None:
     """The reducing switch of ``kind`` closest (route latency) to node ``node``, not routing through GPUs."""
     nodes = topology.nodes
     if topology not in _OUT_LINKS:
-        out = [[] for _ in nodes]
+        out: list[list[tuple[int, int]]] = [[] for _ in nodes]
         for li, link in enumerate(topology.links):
             out[topology.node_index[link.src]].append((li, topology.node_index[link.dst]))
         _OUT_LINKS[topology] = out
@@ -83,10 +83,11 @@ def switch_tree(p: ChunkProgram, heads: list[int], shard: int, step0: int) -> in
     """All-reduce chunk ``shard``, held by ``heads`` (one rank per host), through the SHARP switches,
     starting at step ``step0``. Returns the steps used: 2 under one switch, 4 through leaves and a root."""
     topology = p.topology
-    first = [nearest_reducer(topology, topology.gpus[h], "sharp") for h in heads]
-    if None in first:
-        lost = topology.nodes[topology.gpus[heads[first.index(None)]]].name
+    found = [nearest_reducer(topology, topology.gpus[h], "sharp") for h in heads]
+    if None in found:
+        lost = topology.nodes[topology.gpus[heads[found.index(None)]]].name
         raise CollsimError(f"GPU {lost} reaches no SHARP switch without passing through another GPU: connect it to the network")
+    first = [sw for sw in found if sw is not None]   # all of them (checked above)
     leaves = sorted(set(first))
     if len(leaves) == 1:       # one switch: up (summed), then the sum back down
         sw = p.switch(leaves[0])

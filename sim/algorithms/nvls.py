@@ -44,10 +44,13 @@ import weakref
 import numpy as np
 
 from ..chunk_program import ChunkProgram
-from ..nccl.constants import NVLS_MAX_HEADS
 from . import algorithm
 from .collnet import nearest_reducer, switch_tree
 from .tree import WINDOW, double_tree, reduce_broadcast
+
+# NCCL_MAX_NVLS_ARITY (NCCL device.h): NVLS graph channels = heads per NVLink domain. Defined here, with the
+# program it shapes, and re-exported by sim.nccl.constants with NCCL's other numbers.
+NVLS_MAX_HEADS = 32
 
 _EXAMPLES = "e.g. dgx-h100 (nvls=1 by default), gb200-nvl72 or switch:n=8,nvls=1"
 
@@ -164,8 +167,8 @@ def _build(coll, n, topology, nchannels, pipeline, tree: bool):
                     inter = max(inter, reduce_broadcast(p, parent, chunk_of(j, t), step0=2))
             else:
                 inter = switch_tree(p, [dom[j] for dom in domains], chunk_of(j), 2)
-    for sw, dom in zip(switches, domains):
-        sw = p.switch(sw)
+    for node, dom in zip(switches, domains):
+        sw = p.switch(node)
         for j, owner in enumerate(dom[:heads]):
             for t in range(halves):
                 c = chunk_of(j, t)

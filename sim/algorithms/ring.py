@@ -24,9 +24,12 @@ does that, :mod:`sim.chunk_program`), which is how NCCL's chunks keep every link
 """
 from __future__ import annotations
 
-from ..analytic import ring_steps
+from collections.abc import Callable
+from typing import Any
+
 from ..chunk_program import ChunkProgram
 from . import algorithm
+from .analytic import ring_steps
 
 _ALL = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 
@@ -38,7 +41,7 @@ def build_ring(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int
     chunks = {"broadcast": 1, "reduce": 1, "all_to_all": n * n}.get(coll.name, n)
     p = ChunkProgram(coll, n, chunks, root=root)
     r = p.ranks
-    shift = lambda c: c + 1     # moving every rank one place moves shard k to shard k+1
+    shift: Callable[[Any], Any] | None = lambda c: c + 1     # moving every rank one place moves shard k to shard k+1
     if coll.name == "all_reduce":
         for s in p.steps(n - 1):
             p.send(r, r + 1, chunk=r - s, reduce=True)

@@ -7,7 +7,7 @@ import json
 import os
 
 from ..errors import CollsimError
-from ..safe_io import check_output
+from ..io.safe_io import check_output
 from ..units import parse_size, size_sweep
 
 DTYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4,

@@ -33,11 +33,11 @@ import statistics
 import numpy as np
 
 from .. import api
-from ..nccl import calibration
 from ..collectives import get_collective
-from ..nccl.plan import is_duplex
-from ..presets import load_topology
+from ..nccl import calibration
+from ..nccl.execution import is_duplex
 from ..nccl.machine import machine, with_gpus_per_process
+from ..presets import load_topology
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
@@ -68,10 +68,10 @@ class Case:
         m = machine(self.topo)
         self.fabric = m.fabric if m.nnodes > 1 else None
         self.gpus = m.gpus_per_process
-        self.remote_peers = (m.nranks - m.ppn) if (m.nnodes > 1 and self.coll.name == "all_to_all") else 0
-        self.p2p_off = self.topo.meta.get("p2p") is False
+        self.remote_peers = (m.nranks - m.ppn) if (m.nnodes > 1 and self.coll.pairwise) else 0
+        self.p2p_off = self.topo.hardware.p2p is False
         self.duplex = is_duplex(self.coll, self.topo)
-        self.large_nvls = bool(self.topo.reducing_switches("nvls")) and m.ppn > 8 and self.coll.name == "all_reduce"
+        self.large_nvls = bool(self.topo.reducing_switches("nvls")) and m.ppn > 8 and self.coll.passes == 2   # NVLS all_reduce
         rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
         self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]

@@ -35,9 +35,9 @@ def run(args) -> int:
     sys.stdout.flush()
     if args.no_real:
         return 0
-    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("real.demo") is None:
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("real.measure.demo_run") is None:
         print("\n(real run skipped: install torch, e.g. `pip install torch==2.13.0`, to measure on this machine)")
         return 0
-    from real.demo import run_real_demo
+    from real.measure.demo_run import run_real_demo
     return run_real_demo(nprocs=args.nprocs, report=args.report)
 

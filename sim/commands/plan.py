@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 
 from ..errors import CollsimError
-from .common import check_output_path
-from ..plan import plan_step
-from ..plan.costs import CollectiveCosts
-from ..plan.report import compare_table, step_table
-from ..plan.whatif import variants
-from ..plan.workload import load_workload
+from ..planning import plan_step
+from ..planning.cluster_whatif import variants
+from ..planning.costs import CollectiveCosts
+from ..planning.plan_report import compare_table, step_table
+from ..planning.training_workload import load_workload
 from ..presets import load_topology
+from .common import check_output_path
 
 
 def register(sub) -> None:
@@ -75,7 +75,7 @@ def run(args) -> int:
     else:
         print(step_table(labelled[0][1], args.steps, args.detail) if single else compare_table(labelled, args.steps))
     if args.plot:
-        from ..plan.plot import plot_plans
+        from ..planning.plot import plot_plans
         plot_plans(labelled, args.plot, title=f"collsim plan: {w.name}")
     return 0
 
@@ -83,7 +83,7 @@ def run(args) -> int:
 def _run_from_trace(args) -> int:
     """``--from-trace``: the traced step's communication on --topology and each --vs."""
     from ..evidence.load import read_job
-    from ..evidence.whatif import trace_step, whatif_table
+    from ..evidence.trace_whatif import trace_step, whatif_table
     if args.workload:
         raise CollsimError("give either a workload file or --from-trace TRACE, not both")
     for flag, value in (("--sweep", args.sweep), ("--steps", args.steps), ("--plot", args.plot), ("--detail", args.detail)):

@@ -52,6 +52,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     import time
+
     from ..engine.runs import LEDGER
     from ..nccl.machine import with_gpus_per_process
     started, ledger = time.perf_counter(), LEDGER.snapshot()
@@ -60,12 +61,12 @@ def run(args) -> int:
     sizes = sizes_from_args(args)
     check_output_path(args.trace, "--trace", (".json",))
     if args.max_memory is not None:
-        from ..budget import parse_memory
+        from ..prediction.budget import parse_memory
         parse_memory(args.max_memory)   # a bad size is refused before anything runs
     if args.algorithm == "all":
         algos = candidates(coll, topo.nranks, topo)
         if args.model == "flow":
-            from ..flow import flow_covers   # only what the flow model can time on this topology
+            from ..prediction.flow import flow_covers  # only what the flow model can time on this topology
             algos = [a for a in algos if flow_covers(coll, a, topo) is None]
         elif args.model == "tuner":  # NCCL's closed form only knows NCCL's algorithms, where NCCL runs them
             from ..nccl.constants import NCCL_PROTOCOLS
@@ -80,7 +81,7 @@ def run(args) -> int:
             if reason:
                 raise CollsimError(f"cannot run --algorithm {args.algorithm} on {topo.name}: {reason}")
         algos = [args.algorithm]
-    from .. import sweep
+    from ..prediction import sweep
     ntasks = len(sizes) * len(algos)
     # in this process the loaded topology is reused; worker processes get the spec and load it once each
     where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 or args.gpus_per_process != 1 else args.topology

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from ..presets import load_topology, presets
 from ..errors import CollsimError
+from ..presets import load_topology, presets
 from .common import check_output_path
 
 
@@ -26,7 +26,7 @@ def run(args) -> int:
     if args.from_nvidia_smi:
         if args.spec:
             raise CollsimError("give either a topology spec or --from-nvidia-smi FILE, not both")
-        from ..topology_nvsmi import load_topology_nvsmi
+        from ..topology.nvidia_smi import load_topology_nvsmi
         args.spec = args.from_nvidia_smi
         topo = load_topology_nvsmi(args.from_nvidia_smi)
         return _show(topo, args)
@@ -53,8 +53,8 @@ def _defaults(name: str, preset) -> dict:
 
 
 def _show(topo, args) -> int:
-    if args.format == "text" and topo.meta.get("xml_read"):   # an NCCL topology XML: what was read from it
-        print("\n".join(f"# read: {line}" for line in topo.meta["xml_read"]))
+    if args.format == "text" and topo.hardware.xml_read:   # an NCCL topology XML: what was read from it
+        print("\n".join(f"# read: {line}" for line in topo.hardware.xml_read))
     print(json.dumps(topo.to_dict(), indent=1) if args.format == "json" else topo.summary())
     if args.plot:
         from ..viz.topology_plot import plot_topology

@@ -12,8 +12,8 @@ import json
 import os
 
 from ..errors import CollsimError
+from ..io.safe_io import write_output
 from ..presets import load_topology
-from ..safe_io import write_output
 from .common import check_output_path
 
 
@@ -55,8 +55,8 @@ def _topology(args, job):
 
 
 def run(args) -> int:
-    from ..evidence import report
-    from ..evidence.compare import compare_job
+    from ..evidence import trace_report as report
+    from ..evidence.job_compare import compare_job
     from ..evidence.load import read_job
     for path, flag in ((args.out, "--out"), (args.topology_out, "--topology-out")):
         check_output_path(path, flag)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 
 from ..collectives import get_collective
 from ..errors import CollsimError
@@ -59,7 +60,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..safe_io import check_not_input, check_output
+    from ..io.safe_io import check_not_input, check_output
     check_output(args.out, "--out")
     colls = _collectives(args.collective)
     lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
@@ -79,7 +80,7 @@ def run(args) -> int:
               f"# from: {source}",
               f"# job: nNodes {nnodes}, nRanks {nranks}; sizes 0..{hi} B; each range takes the choice at its upper end",
               "# colltype,minbytes,maxbytes,algorithm,protocol,channels,nNodes,nRanks  (channels -1: NCCL's own count)"]
-    from ..safe_io import write_output
+    from ..io.safe_io import write_output
     write_output(args.out, "\n".join(header + lines) + "\n", "--out")
     per = {c: sum(1 for ln in lines if ln.startswith(COLLTYPES[c] + ",")) for c in choices}
     print(f"wrote {args.out}: {len(lines)} ranges ({', '.join(f'{COLLTYPES[c]} {n}' for c, n in per.items())}) "
@@ -141,7 +142,7 @@ def measured_choices(paths: list[str], colls: list[str]):
     for path in paths:
         m = with_statistic(read_measurement(path))
         algo, proto = _forced_pair(path)
-        shapes.add((_hosts(m.label), m.nranks))
+        shapes.add((_hosts(m.label, m.nranks, path), m.nranks))
         if m.collective not in colls:
             continue
         for r in m.rows:
@@ -160,12 +161,13 @@ def measured_choices(paths: list[str], colls: list[str]):
 
 def _forced_pair(path: str) -> tuple[str, str]:
     """The (algorithm, protocol) a bench JSON forced with NCCL_ALGO / NCCL_PROTO (its options.nccl_env)."""
-    import json
+    from real.compare.measured import MAX_FILE_BYTES
+
+    from ..io.safe_io import load_json, read_input
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = load_json(read_input(path, "measured file", MAX_FILE_BYTES), path)
         env = dict(doc.get("options", {}).get("nccl_env") or [])
-    except (ValueError, AttributeError, TypeError):
+    except (CollsimError, ValueError, AttributeError, TypeError):
         env = {}
     algo = NCCL_ALGO_VALUES.get(str(env.get("NCCL_ALGO", "")).lower())
     proto = {k.lower(): k for k in PROTOCOLS}.get(str(env.get("NCCL_PROTO", "")).lower())
@@ -175,10 +177,16 @@ def _forced_pair(path: str) -> tuple[str, str]:
     return algo, proto
 
 
-def _hosts(label: str) -> int:
-    """Node count from a bench topology name (``local:nccl:8`` -> 1, ``cluster:nccl:16:hosts=2`` -> 2)."""
+def _hosts(label: str, nranks: int | None = None, source: str = "") -> int:
+    """Node count from a bench topology name (``local:nccl:8`` -> 1, ``cluster:nccl:16:hosts=2`` -> 2),
+    checked by :mod:`sim.io.validation`: a whole number from 1 to the job's rank count."""
+    from ..io.validation import MAX_RANKS, parse_number, whole
     if "hosts=" in label:
-        return int(label.rsplit("hosts=", 1)[1].split(",")[0])
+        raw = label.rsplit("hosts=", 1)[1].split(",")[0].strip()
+        what = f"{source or 'the measured file'}: hosts"
+        if not re.fullmatch(r"\d{1,8}", raw):
+            raise CollsimError(f"{what}={raw[:30]!r} is not a whole number of hosts: re-run `collsim bench --format json`")
+        return whole(parse_number(raw, what), what, low=1, high=nranks or MAX_RANKS, example="2")
     return 1
 
 

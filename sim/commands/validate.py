@@ -26,11 +26,11 @@ import time
 from .. import api
 from ..collectives import get_collective
 from ..errors import CollsimError
-from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
-from ..presets import load_topology
-from ..safe_io import read_input
-from ..validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
+from ..io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from ..io.safe_io import read_input
+from ..io.validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
 from ..nccl.machine import with_gpus_per_process
+from ..presets import load_topology
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10

@@ -2,8 +2,9 @@
 
 * :mod:`sim.engine.fast` (``default``): batched, symmetry-aware; its event loop is :mod:`sim.engine.loop`
   and its symmetry search :mod:`sim.engine.symmetry`.
-* :mod:`sim.engine.reference` (``reference``): one SimPy process per op and a ``simpy.Resource`` per
-  link, written to be read in a lecture, and the oracle for the fast one.
+* :mod:`sim.engine.reference` (``reference``): one SimPy process per op and a ``Link`` (a
+  ``simpy.Resource`` and its own state) per link, written to be read in a lecture, and the oracle for
+  the fast one. ``docs/engine.md`` walks one ring step through both.
 
 Both return an :class:`~sim.engine.fast.EngineRun` and agree to rounding (tests compare them on every
 algorithm). :func:`run_program` is the one way the predictors call an engine.
@@ -17,8 +18,8 @@ algorithm). :func:`run_program` is the one way the predictors call an engine.
 from __future__ import annotations
 
 from ..errors import CollsimError
-from ..nccl.protocols import IDEAL
 from .fast import EngineRun, simulate_program
+from .transfer import IDEAL
 
 ENGINES = ("default", "reference")
 
@@ -38,7 +39,7 @@ def run_program(program, topo, nbytes: float, protocol=IDEAL, *, engine: str = "
 
 def _run(program, topo, nbytes: float, protocol, *, engine: str):
     if engine == "reference":
-        from .reference import simulate_program as reference   # only when asked: it is slow
+        from .reference import simulate_program as reference  # only when asked: it is slow
         return reference(program, topo, nbytes, protocol)
     return simulate_program(program, topo, nbytes, protocol)
 

@@ -1,4 +1,4 @@
-"""The discrete-event engine: runs a Program on a Topology in simpy and says how long it takes.
+"""The discrete-event engine: runs a Program on a Topology and says how long it takes.
 
 Link model (each directed link is a FIFO server):
 
@@ -22,7 +22,7 @@ simulates one op per orbit, with each link standing for its whole orbit. The res
 the op-by-op run (tests compare both); it is what lets a 1024-rank ring run in about a second.
 
 The reference engine. :mod:`sim.engine.reference` is the same link model as idiomatic SimPy (a process
-per op, a ``simpy.Resource`` per link) and the oracle for this one (``--engine reference``; tests
+per op, a ``Link`` server per link) and the oracle for this one (``--engine reference``; tests
 compare times, per-op times and per-link bytes on every algorithm). What this engine does differently,
 and why the answer is the same: it books an op's whole route when the op starts (``free[link]`` = when
 the link's last booking ends) instead of holding Resources hop by hop; a Resource grants in request
@@ -31,8 +31,9 @@ groups same-instant completions into one event, vectorises large groups and simu
 symmetry orbit; none of these changes the order in which ops start, which is the only thing (besides
 the arithmetic) that decides the times.
 
-The event loop itself is :mod:`sim.engine.loop` (same-instant completions share one simpy event, large
-batches go through numpy, bit-identical to one event per op); ``docs/performance.md`` has the numbers.
+The event loop itself is :mod:`sim.engine.loop` (a heap of events in SimPy's order; same-instant
+completions share one event, large batches go through numpy, bit-identical to one event per op);
+``docs/performance.md`` has the numbers, ``docs/engine.md`` walks one ring step through both engines.
 
 >>> from sim.algorithms import build_program
 >>> from sim.presets import load_topology
@@ -45,13 +46,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from .loop import run_ops
+
 from ..errors import CollsimError
 from ..program import Program
-from ..progress import phase
-from ..nccl.protocols import IDEAL, Protocol
-from .symmetry import Quotient, find_shift, host_shift, link_orbits
 from ..topology import Topology
+from .loop import run_ops
+from .progress import phase
+from .symmetry import Quotient, find_shift, host_shift, link_orbits
+from .transfer import IDEAL, Protocol
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,7 +67,7 @@ class EngineRun:
     link_bytes: np.ndarray       # wire bytes per topology link
     link_busy_us: np.ndarray     # serialisation time per topology link
     symmetric: bool
-    events: int                  # simpy events processed
+    events: int                  # events processed (the reference engine: one per op)
     quotient: object = None      # the sim.engine.symmetry.Quotient of a symmetric run (maps ops to their orbit's)
 
 
@@ -167,29 +169,10 @@ def _host_quotient(p: Program, topo: Topology, agent_node) -> tuple:
     return quotient, orbit
 
 
-# ---- the simulation ---------------------------------------------------------------------------------
-def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protocol = IDEAL, *,
-                     symmetry: str = "auto") -> EngineRun:
-    """Run ``p`` moving ``nbytes`` (nccl-tests' size) on ``topo``; ``symmetry``: auto|on|off."""
-    if p.nranks > topo.nranks:
-        raise CollsimError(f"{p.algorithm} program has {p.nranks} ranks but topology {topo.name!r} has {topo.nranks} GPUs")
-    agent_node = [topo.gpus[r] for r in range(p.nranks)]
-    for name in p.switches:
-        if name not in topo.node_index:
-            raise CollsimError(f"{p.algorithm} reduces in switch {name!r}, which topology {topo.name!r} does not have")
-        agent_node.append(topo.node_index[name])
-
-    orbits, quotient = None, None
-    if symmetry != "off" and p.rotation is not None and p.nranks == topo.nranks and topo.meta.get("symmetry") == "rotation":
-        orbits = link_orbits(topo)
-        quotient = Quotient(p) if orbits is not None else None
-    if (quotient is None and symmetry != "off" and p.nranks == topo.nranks and p.algorithm in HOST_SHIFT_ALGORITHMS
-            and (symmetry == "on" or p.nops <= HOST_SHIFT_MAX_OPS)):
-        quotient, orbits = _host_quotient(p, topo, agent_node)
-    if symmetry == "on" and orbits is None:
-        raise CollsimError("symmetry=on but the program or the topology is not rotation symmetric")
-    sim_ops = quotient.reps if quotient else np.arange(p.nops)
-    phase("dependencies")
+def _successors(p: Program, sim_ops: np.ndarray, quotient) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the simulated ops ``sim_ops``: how many ops each waits for, and who waits for each, as CSR
+    arrays ``(ndeps, succ, succ_ptr)``: the waiters of simulated op k are ``succ[succ_ptr[k]:succ_ptr[k+1]]``
+    (data dependencies before flow control, each in op order: the order they start in)."""
     order, lo, hi = dependencies(p, sim_ops)
     ndeps = (hi - lo).astype(np.int64)
     # every (lo, hi) range of ``order`` concatenated, without a Python loop per op
@@ -206,6 +189,46 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     succ_order = np.argsort(dep_local, kind="stable")
     succ = waiter_of_dep[succ_order]
     succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(dep_local, minlength=len(sim_ops)))])
+    return ndeps, succ, succ_ptr
+
+
+def _link_totals(routes: list, route_of: np.ndarray, wire: float, link_slot: np.ndarray, nslots: int) -> tuple:
+    """Wire bytes and serialisation time (us) per topology link: every simulated op crossed its route once."""
+    slot_bytes = np.zeros(nslots)
+    slot_busy = np.zeros(nslots)
+    for count, hops in zip(np.bincount(route_of, minlength=len(routes)).tolist(), routes):
+        for slot, ser, _ in hops:
+            slot_bytes[slot] += count * wire
+            slot_busy[slot] += count * ser
+    link_bytes = slot_bytes[link_slot] if len(link_slot) else np.zeros(0)
+    link_busy = slot_busy[link_slot] if len(link_slot) else np.zeros(0)
+    return link_bytes, link_busy
+
+
+# ---- the simulation ---------------------------------------------------------------------------------
+def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protocol = IDEAL, *,
+                     symmetry: str = "auto") -> EngineRun:
+    """Run ``p`` moving ``nbytes`` (nccl-tests' size) on ``topo``; ``symmetry``: auto|on|off."""
+    if p.nranks > topo.nranks:
+        raise CollsimError(f"{p.algorithm} program has {p.nranks} ranks but topology {topo.name!r} has {topo.nranks} GPUs")
+    agent_node = [topo.gpus[r] for r in range(p.nranks)]
+    for name in p.switches:
+        if name not in topo.node_index:
+            raise CollsimError(f"{p.algorithm} reduces in switch {name!r}, which topology {topo.name!r} does not have")
+        agent_node.append(topo.node_index[name])
+
+    orbits, quotient = None, None
+    if symmetry != "off" and p.rotation is not None and p.nranks == topo.nranks and topo.hardware.symmetry == "rotation":
+        orbits = link_orbits(topo)
+        quotient = Quotient(p) if orbits is not None else None
+    if (quotient is None and symmetry != "off" and p.nranks == topo.nranks and p.algorithm in HOST_SHIFT_ALGORITHMS
+            and (symmetry == "on" or p.nops <= HOST_SHIFT_MAX_OPS)):
+        quotient, orbits = _host_quotient(p, topo, agent_node)
+    if symmetry == "on" and orbits is None:
+        raise CollsimError("symmetry=on but the program or the topology is not rotation symmetric")
+    sim_ops = quotient.reps if quotient else np.arange(p.nops)
+    phase("dependencies")
+    ndeps, succ, succ_ptr = _successors(p, sim_ops, quotient)
 
     chunk_bytes = p.nbytes_per_chunk(nbytes)
     wire = protocol.wire_bytes(chunk_bytes)
@@ -228,14 +251,6 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     if loop.remaining.any():
         stuck = int(np.flatnonzero(loop.remaining)[0])
         raise CollsimError(f"{p.algorithm}: op {int(sim_ops[stuck])} never became ready (a dependency cycle in the program)")
-    # every simulated op crossed its route once: per-slot bytes and busy time from the route counts
-    slot_bytes = np.zeros(nslots + len(p.switches))
-    slot_busy = np.zeros(nslots + len(p.switches))
-    for count, hops in zip(np.bincount(route_of.reshape(-1), minlength=len(routes)).tolist(), routes):
-        for slot, ser, _ in hops:
-            slot_bytes[slot] += count * wire
-            slot_busy[slot] += count * ser
-    link_bytes = slot_bytes[link_slot] if len(links) else np.zeros(0)
-    link_busy = slot_busy[link_slot] if len(links) else np.zeros(0)
+    link_bytes, link_busy = _link_totals(routes, route_of.reshape(-1), wire, link_slot, nslots + len(p.switches))
     total = float(end_t.max()) + protocol.launch_us if len(end_t) else protocol.launch_us
     return EngineRun(total, start_t, end_t, sim_ops, link_bytes, link_busy, quotient is not None, events, quotient)

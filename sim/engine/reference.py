@@ -1,7 +1,7 @@
 """The reference engine: the link model of :mod:`sim.engine.fast`, written as plain SimPy, to be read.
 
-One SimPy process per op, one ``simpy.Resource`` (capacity 1, FIFO) per link and per reducing switch's
-reduction unit. An op's process
+One SimPy process per op, one :class:`Link` (a ``simpy.Resource`` of capacity 1, FIFO, that remembers
+when its last message's tail passed) per link and per reducing switch's reduction unit. An op's process
 
 1. waits for the ops that write the chunk it sends (``yield env.all_of(...)``),
 2. queues on every link of its route at once (a link serves one transfer at a time, in request order),
@@ -13,8 +13,10 @@ reduction unit. An op's process
 It is the oracle for the fast engine (``collsim simulate --engine reference``; tests compare both):
 same answer, no batching, no numpy, no symmetry: 15-45x slower than the fast engine run op by op (a
 few seconds for 10,000s of ops), so use it on small worlds. Ties are broken as the fast
-engine breaks them: transfers arriving at one instant are delivered in the order they were sent, and
-the ops one arrival releases start in op order (data dependencies before flow control).
+engine breaks them: transfers arriving at one instant are delivered in the order they were sent
+(:class:`Delivery`, with explicit send numbers), and the ops one arrival releases start in op order
+(data dependencies before flow control). Only simpy's public API is used. ``docs/engine.md`` walks one
+ring step through this engine and the fast one.
 
 >>> from sim.algorithms import build_program
 >>> from sim.presets import load_topology
@@ -24,23 +26,26 @@ the ops one arrival releases start in op order (data dependencies before flow co
 """
 from __future__ import annotations
 
+import heapq
 import itertools
+from collections.abc import Generator
 
 import numpy as np
 import simpy
 
-from .fast import EngineRun
 from ..errors import CollsimError
 from ..program import Program
-from ..nccl.protocols import IDEAL, Protocol
 from ..topology import Topology
+from .fast import EngineRun
+from .transfer import IDEAL, Protocol
 
 
 def waits_for(p: Program) -> tuple[list[list[int]], list[list[int]]]:
     """For every op, the ops it waits for: (data) the writes to the chunk it sends, made in earlier
     steps, since (and including) the last overwrite, copies landing before reductions within a step;
     (window) the op ``window`` places back on its connection, if the program has flow control."""
-    deps, slots = [[] for _ in range(p.nops)], [[] for _ in range(p.nops)]
+    deps: list[list[int]] = [[] for _ in range(p.nops)]
+    slots: list[list[int]] = [[] for _ in range(p.nops)]
     writes: dict[tuple[int, int], list[int]] = {}        # (agent, chunk) -> ops whose data it holds
     order = p.order()
     for step_ops in np.split(order, np.flatnonzero(np.diff(p.step[order])) + 1):
@@ -63,14 +68,90 @@ def waits_for(p: Program) -> tuple[list[list[int]], list[list[int]]]:
 MAX_OPS = 250_000   # about a minute of plain SimPy; beyond that the fast engine is the tool
 
 
-class Arrival(simpy.Event):
-    """A timeout that also carries an order: transfers arriving at the same instant are delivered in
-    the order they were sent (simpy orders same-time events by priority, then by scheduling)."""
+class Link:
+    """A FIFO server: a link (or a reducing switch's reduction unit) carries one message at a time, in
+    the order messages asked for it, and keeps its own state.
 
-    def __init__(self, env: simpy.Environment, delay: float, order: int):
-        super().__init__(env)
-        self._ok, self._value = True, None      # what simpy.Timeout does, with our priority
-        env.schedule(self, 1 + order, delay)    # 1 + ...: after simpy's own events at that instant
+    ``serialise_us`` is the wire bytes over the bandwidth, ``latency_us`` the time from one end to the
+    other; ``free_at`` (us) is when the tail of its last message has passed, ``bytes`` and ``busy_us``
+    what it carried."""
+
+    def __init__(self, env: simpy.Environment, serialise_us: float, latency_us: float, wire_bytes: float):
+        self.env, self.serialise_us, self.latency_us, self.wire_bytes = env, serialise_us, latency_us, wire_bytes
+        self.queue = simpy.Resource(env, capacity=1)
+        self.free_at = 0.0
+        self.bytes = self.busy_us = 0.0
+
+    def request(self) -> simpy.Event:
+        """Join the queue (granted in request order)."""
+        return self.queue.request()
+
+    def cross(self, request, head: float, tail: float) -> Generator[simpy.Event, object, tuple[float, float]]:
+        """Carry a message whose head is here at ``head`` and whose tail leaves the previous link at
+        ``tail`` (us); ``yield from`` it, holding ``request``. Returns (head, tail) at the far end."""
+        yield request                                 # this link is ours ...
+        # begin when the head is here and the previous message has left, computed from the two times
+        # themselves: env.now after a timeout can be one rounding off, and a rounding can flip which of
+        # two same-instant transfers queues first on the next link
+        begin = max(head, self.free_at)
+        if begin > self.env.now:
+            yield self.env.timeout(begin - self.env.now)  # ... and the head of the message is here
+        end = max(begin + self.serialise_us, tail)    # no sooner than the tail is in from the last link
+        self.free_at = end
+        self.env.process(self._release(request, end))  # busy until the tail has passed
+        self.bytes += self.wire_bytes
+        self.busy_us += self.serialise_us
+        return begin + self.latency_us, end + self.latency_us
+
+    def _release(self, request, at: float) -> Generator[simpy.Event, object, None]:
+        yield self.env.timeout(at - self.env.now)
+        self.queue.release(request)
+
+
+class Delivery:
+    """Hands over messages that land at one instant in the order they were sent, each once everything
+    the one before it set in motion at that instant has run: the fast engine's order, which decides who
+    queues first on a shared link. (simpy itself runs same-time events in the order they were
+    scheduled, and a message's last timeout is scheduled when its tail leaves, not when it was sent.)"""
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.landed: list[tuple[int, int, simpy.Event]] = []   # heap of (send number, op, its arrival event)
+        self.busy = False
+
+    def land(self, sent: int, op: int, arrived: simpy.Event) -> None:
+        heapq.heappush(self.landed, (sent, op, arrived))
+        if not self.busy:
+            self.busy = True
+            self.env.process(self._hand_over())
+
+    def _hand_over(self) -> Generator[simpy.Event, object, None]:
+        env = self.env
+        while self.landed:
+            while env.peek() == env.now:              # something else is due now: let it run first
+                yield env.timeout(0)
+            heapq.heappop(self.landed)[2].succeed()   # the earliest sent; its waiters start before the next
+        self.busy = False
+
+
+def _network(env: simpy.Environment, p: Program, topo: Topology, wire: float) -> tuple[list[Link], dict]:
+    """A :class:`Link` per topology link, and the route of every (src, dst) agent pair of ``p``: its
+    links, then the reduction unit of a reducing switch it ends at (one :class:`Link` per switch)."""
+    links = [Link(env, wire / (link.bandwidth_GBps * 1e3), link.latency_us, wire) for link in topo.links]
+    units = {}
+    for s in p.switches:
+        node = topo.nodes[topo.node_index[s]]
+        if node.reduce and (node.reduce_bandwidth_GBps != float("inf") or node.reduce_latency_us):
+            units[s] = Link(env, wire / (node.reduce_bandwidth_GBps * 1e3), node.reduce_latency_us, wire)
+    node_of = [topo.gpus[r] for r in range(p.nranks)] + [topo.node_index[s] for s in p.switches]
+    routes: dict[tuple[int, int], list[Link]] = {}
+    for src, dst in zip(p.src.tolist(), p.dst.tolist()):
+        if (src, dst) not in routes:
+            hops = [links[k] for k in topo.route_nodes(node_of[src], node_of[dst])]
+            if dst >= p.nranks and p.switches[dst - p.nranks] in units:
+                hops.append(units[p.switches[dst - p.nranks]])
+            routes[src, dst] = hops
+    return links, routes
 
 
 def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protocol = IDEAL) -> EngineRun:
@@ -81,69 +162,39 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
         raise CollsimError(f"the reference engine runs every op as a SimPy process and {p.algorithm} has {p.nops:,} ops "
                            f"(limit {MAX_OPS:,}): use the default engine, or a smaller world or size")
     env = simpy.Environment()
-    links = [simpy.Resource(env) for _ in topo.links]
-    units = {s: simpy.Resource(env) for s in p.switches}  # a reducing switch's reduction unit
-    for res in [*links, *units.values()]:
-        res.free_at = 0.0                                 # when its last message's tail has passed
-    node_of = [topo.gpus[r] for r in range(p.nranks)] + [topo.node_index[s] for s in p.switches]
-    wire = protocol.wire_bytes(p.nbytes_per_chunk(nbytes))
-    link_bytes, link_busy = np.zeros(len(topo.links)), np.zeros(len(topo.links))
+    links, routes = _network(env, p, topo, protocol.wire_bytes(p.nbytes_per_chunk(nbytes)))
 
-    def route(src: int, dst: int) -> list[tuple]:
-        """(resource, serialise us, latency us, link) per link, then a reducing switch's unit (link None)."""
-        hops = [(links[k], wire / (topo.links[k].bandwidth_GBps * 1e3), topo.links[k].latency_us, k)
-                for k in topo.route_nodes(node_of[src], node_of[dst])]
-        node = topo.nodes[node_of[dst]]
-        if dst >= p.nranks and node.reduce and (node.reduce_bandwidth_GBps != float("inf") or node.reduce_latency_us):
-            hops.append((units[p.switches[dst - p.nranks]], wire / (node.reduce_bandwidth_GBps * 1e3),
-                         node.reduce_latency_us, None))
-        return hops
-
-    def hold(resource: simpy.Resource, request, until: float):
-        yield env.timeout(until - env.now)
-        resource.release(request)
-
-    def transfer(i: int, hops, ready: simpy.Event):
+    def transfer(i: int, hops: list[Link], ready: simpy.Event) -> Generator[simpy.Event, object, None]:
         yield ready                                   # 1. the data is complete, a buffer slot free
         start[i], sent = env.now, next(launches)
-        requests = [res.request() for res, *_ in hops]  # 2. queue on every link of the route now
+        requests = [link.request() for link in hops]  # 2. queue on every link of the route now
         head = tail = env.now
-        for (res, serialise, latency, link), request in zip(hops, requests):
-            yield request                             # 3. this link is ours ...
-            # begin when the head is here and the previous message has left, computed from the two
-            # times themselves: env.now after a timeout can be one rounding off, and a rounding can
-            # flip which of two same-instant transfers queues first on the next link
-            begin = max(head, res.free_at)
-            if begin > env.now:
-                yield env.timeout(begin - env.now)    # ... and the head of the message is here
-            end = max(begin + serialise, tail)        # no sooner than the tail is in from the last link
-            res.free_at = end
-            env.process(hold(res, request, end))      # busy until the tail has passed
-            if link is not None:
-                link_bytes[link] += wire
-                link_busy[link] += serialise
-            head, tail = begin + latency, end + latency
-        # 4. the tail crossed the last link: arrive at the instant the fast engine files it under (launch
+        for link, request in zip(hops, requests):     # 3. cut-through, link by link
+            head, tail = yield from link.cross(request, head, tail)
+        # 4. the tail crossed the last link: land at the instant the fast engine files it under (launch
         # time + delay, as simpy adds them), exactly, so same-instant arrivals stay same-instant; from
         # within [3/4, 1] of that instant the remaining delay is exact in floating point (Sterbenz)
         due = start[i] + (tail + protocol.hop_latency_us - start[i])
         if env.now < 0.75 * due:
             yield env.timeout(0.75 * due - env.now)
-        yield Arrival(env, due - env.now, sent)
+        yield env.timeout(due - env.now)
         end_us[i] = env.now
-        arrived[i].succeed()
+        delivery.land(sent, i, arrived[i])
 
     start, end_us, launches = np.zeros(p.nops), np.zeros(p.nops), itertools.count()
     arrived = [env.event() for _ in range(p.nops)]
+    delivery = Delivery(env)
     data, window = waits_for(p)
     # data conditions first, then flow control, each in op order: ops that one arrival releases start
     # in that order (the fast engine's); the order decides who queues first on a shared link
     has_data = [env.all_of([arrived[j] for j in after]) for after in data]
     has_slot = [env.all_of([arrived[j] for j in after]) for after in window]
     for i in range(p.nops):
-        env.process(transfer(i, route(int(p.src[i]), int(p.dst[i])), has_data[i] & has_slot[i]))
+        env.process(transfer(i, routes[int(p.src[i]), int(p.dst[i])], has_data[i] & has_slot[i]))
     env.run()
     if not all(a.triggered for a in arrived):
         raise CollsimError(f"{p.algorithm}: some op never became ready (a dependency cycle in the program)")
+    link_bytes = np.array([link.bytes for link in links])
+    link_busy = np.array([link.busy_us for link in links])
     return EngineRun(float(end_us.max()) + protocol.launch_us, start, end_us, np.arange(p.nops), link_bytes,
                      link_busy, False, p.nops)     # events: counted as one process per op

@@ -15,9 +15,10 @@ two equal programs built apart are one input.
 >>> from sim.presets import load_topology
 >>> topo, before = load_topology("switch:n=4"), LEDGER.snapshot()
 >>> from sim.engine.fast import simulate_program
+>>> from sim.nccl.protocols import IDEAL
 >>> def run(p, t, nbytes, proto, engine): return simulate_program(p, t, nbytes, proto)
->>> a = timed(run, build_program("ring", "all_reduce", 4), topo, 1e6)
->>> b = timed(run, build_program("ring", "all_reduce", 4), topo, 1e6)    # built again: the same input
+>>> a = timed(run, build_program("ring", "all_reduce", 4), topo, 1e6, IDEAL)
+>>> b = timed(run, build_program("ring", "all_reduce", 4), topo, 1e6, IDEAL)    # built again: the same input
 >>> a is b, LEDGER.since(before)["engine_runs"]
 (True, 1)
 """
@@ -101,12 +102,10 @@ def topology_digest(topo) -> str:
     return d
 
 
-def timed(run, program, topo, nbytes: float, protocol=None, *, engine: str = "default"):
+def timed(run, program, topo, nbytes: float, protocol, *, engine: str = "default"):
     """``run(program, topo, nbytes, protocol, engine=engine)`` (:func:`sim.engine.run_program` passes
     its engines), once per input: a repeat is answered from the cache and not counted. The returned
     :class:`~sim.engine.fast.EngineRun` is shared: read it, do not change it."""
-    from ..nccl.protocols import IDEAL
-    protocol = IDEAL if protocol is None else protocol
     key = (program_digest(program), topology_digest(topo), float(nbytes), protocol, engine)
     hit = _CACHE.get(key)
     if hit is not None:

@@ -1,6 +1,6 @@
 """Rotation symmetry shared by the engine, the flow model and traces.
 
-A program (``Program.rotation``) and a topology (``meta['symmetry'] == 'rotation'``) that are both
+A program (``Program.rotation``) and a topology (``hardware.symmetry == 'rotation'``) that are both
 invariant under "every rank moves to rank+1" let the engine simulate one op per orbit, each link
 standing for its whole orbit (:func:`link_orbits`); :class:`Quotient` maps any op to its orbit's
 representative, which is how a symmetric run's times are expanded back to every op.
@@ -26,7 +26,9 @@ def cycles(perm: np.ndarray):
     n = len(perm)
     cid = np.full(n, -1, np.int64)
     pos = np.zeros(n, np.int64)
-    members, offsets, lengths = [], [], []
+    members: list[int] = []
+    offsets: list[int] = []
+    lengths: list[int] = []
     for start in range(n):
         if cid[start] >= 0:
             continue
@@ -173,7 +175,10 @@ class Quotient:
     def __init__(self, p: Program, rotation: np.ndarray | None = None, shift: int = 1):
         self.p = p
         self.step_ranks = shift
-        self.cid, self.pos, self.off, self.mem, self.len = cycles(p.rotation if rotation is None else rotation)
+        rot = p.rotation if rotation is None else rotation
+        if rot is None:
+            raise CollsimError(f"program {p.algorithm!r} has no rotation map: symmetry needs one")
+        self.cid, self.pos, self.off, self.mem, self.len = cycles(rot)
         n = p.nranks
         anchor = np.where(p.src < n, p.src, np.where(p.dst < n, p.dst, -1)).astype(np.int64)
         self.shift = np.where(anchor >= 0, anchor // shift, -1)   # shifts that undo to a representative

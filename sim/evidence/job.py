@@ -1,7 +1,7 @@
 """The common record of a real job's communication: one :class:`Call` per collective call on one rank.
 
 Every reader of :mod:`sim.evidence` (profiler traces, NCCL debug logs, flight-recorder dumps) turns what
-it reads into these records, and :mod:`sim.evidence.compare` sets them against the model. Times are in
+it reads into these records, and :mod:`sim.evidence.job_compare` sets them against the model. Times are in
 microseconds, on the clock of the rank that recorded them (profiler traces: microseconds since the epoch
 or since the trace started; flight recorder: converted from nanoseconds).
 

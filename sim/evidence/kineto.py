@@ -26,10 +26,11 @@ import math
 import os
 import re
 import zlib
+from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
-from ..safe_io import load_json, read_input
+from ..io.safe_io import load_json, read_input
 from .job import P2P, Call, Job, dtype_bytes, op_of
 
 MAX_FILE_BYTES = 512 << 20    # the largest published trace is 1.8 MB gzipped; real multi-step traces reach ~1 GB
@@ -240,13 +241,47 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
     rank = _rank_of(data, path, fallback_rank)
     info: dict = data["distributedInfo"] if isinstance(data.get("distributedInfo"), dict) else {}
     world = info.get("world_size") if isinstance(info.get("world_size"), int) and info["world_size"] > 0 else None
-    launch_evs: list = []
-    work: list = []
-    runtime: dict = {}
-    compute: list = []
-    steps: list = []
-    lo, hi = float("inf"), float("-inf")
-    for e in data["traceEvents"]:
+    ev = _sort_events(data["traceEvents"])
+    launches_by_thread = _group_launches(ev.launches)
+    all_launches = sorted((l for ls in launches_by_thread.values() for l in ls), key=lambda l: l.ts)
+    described = {id(l): l.describe() for l in all_launches}
+    matched, used = _match_work(ev, launches_by_thread, all_launches, described)
+    calls = [c for c in (_call_of(path, rank, world, described, *m) for m in matched) if c is not None]
+    for l in all_launches:  # issued calls whose work the trace did not record (CPU-only profile of a GPU job)
+        d = described[id(l)]
+        if id(l) not in used and d["op"] not in (None, "other"):
+            calls.append(Call(source=path, rank=rank, op=d["op"], nbytes=d["nbytes"], dtype=d["dtype"],
+                              group_size=d["group_size"] or world, group_ranks=d["group_ranks"], launch_us=l.ts))
+    calls.sort(key=lambda c: c.launch_us if c.launch_us is not None else (c.start_us or 0.0))
+    for i, c in enumerate(calls):
+        c.seq = i
+    job = Job(calls=calls, sources=[path], world_size=world)
+    if ev.steps:
+        job.spans[rank] = (min(s for s, _ in ev.steps), max(e for _, e in ev.steps))
+        job.steps[rank] = len(ev.steps)
+    elif ev.hi > ev.lo:
+        job.spans[rank] = (ev.lo, ev.hi)
+    if ev.compute:
+        job.compute[rank] = ev.compute
+    return job
+
+
+@dataclass
+class _Events:
+    """One trace's complete events ("ph": "X"), sorted by what they are (times in us)."""
+
+    launches: list = field(default_factory=list)   # host-side collective calls (record_param_comms, nccl:...)
+    work: list = field(default_factory=list)       # (event, (op, algorithm, protocol)): kernels and gloo work
+    runtime: dict = field(default_factory=dict)    # correlation id -> CUDA runtime event (the kernel's launch)
+    compute: list = field(default_factory=list)    # (start, end) of kernels that are not communication
+    steps: list = field(default_factory=list)      # (start, end) of ProfilerStep# spans
+    lo: float = float("inf")                       # first and last instant of any non-"Trace" event
+    hi: float = float("-inf")
+
+
+def _sort_events(events) -> _Events:
+    out = _Events()
+    for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         ts, dur, name, cat = _num(e.get("ts")), _num(e.get("dur")), e.get("name"), e.get("cat")
@@ -255,37 +290,40 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
         args: dict = e["args"] if isinstance(e.get("args"), dict) else {}
         e = {"name": name, "ts": ts, "dur": dur, "pid": e.get("pid"), "tid": e.get("tid"), "args": args, "cat": cat}
         if cat != "Trace":
-            lo, hi = min(lo, ts), max(hi, ts + dur)
+            out.lo, out.hi = min(out.lo, ts), max(out.hi, ts + dur)
         if cat == "kernel":
             k = parse_kernel(name)
             if k:
-                work.append((e, k))
+                out.work.append((e, k))
             else:
-                compute.append((ts, ts + dur))
+                out.compute.append((ts, ts + dur))
         elif cat in _LAUNCH_CATS and name.startswith("gloo:"):
-            work.append((e, (op_of(name) or "other", None, None)))
+            out.work.append((e, (op_of(name) or "other", None, None)))
         elif cat in _LAUNCH_CATS and (name == "record_param_comms" or name.startswith(("nccl:", "c10d::", "symm_mem::"))):
-            launch_evs.append(e)
+            out.launches.append(e)
         elif cat in _RUNTIME_CATS and isinstance(args.get("correlation"), int):
-            runtime[args["correlation"]] = e
+            out.runtime[args["correlation"]] = e
         elif cat in _LAUNCH_CATS and name.startswith("ProfilerStep#"):
-            steps.append((ts, ts + dur))
-    launches_by_thread = _group_launches(launch_evs)
+            out.steps.append((ts, ts + dur))
+    return out
+
+
+def _match_work(ev: _Events, launches_by_thread: dict, all_launches: list, described: dict) -> tuple[list, dict]:
+    """Each work event with the call that launched it: by CUDA correlation, then External id, then the
+    issuing thread; what is left, by order within its kind. Returns (matched, used launch ids)."""
     starts = {k: [l.ts for l in v] for k, v in launches_by_thread.items()}
     by_ext: dict = {}
     for ls in launches_by_thread.values():
         for l in ls:
-            for ev in l.events:
-                if isinstance(ev["args"].get("External id"), int):
-                    by_ext.setdefault(ev["args"]["External id"], l)
-    all_launches = sorted((l for ls in launches_by_thread.values() for l in ls), key=lambda l: l.ts)
-    described = {id(l): l.describe() for l in all_launches}
+            for x in l.events:
+                if isinstance(x["args"].get("External id"), int):
+                    by_ext.setdefault(x["args"]["External id"], l)
     used: dict = {}
     matched = []
     pending = []
-    for e, (op, algo, proto) in sorted(work, key=lambda w: w[0]["ts"]):
+    for e, (op, algo, proto) in sorted(ev.work, key=lambda w: w[0]["ts"]):
         launch = None
-        rt = runtime.get(e["args"].get("correlation")) if e["cat"] == "kernel" else None
+        rt = ev.runtime.get(e["args"].get("correlation")) if e["cat"] == "kernel" else None
         if rt is not None:
             launch = _find(launches_by_thread, starts, (rt.get("pid"), rt.get("tid")), rt["ts"])
         if launch is None and e["cat"] == "kernel" and isinstance(e["args"].get("External id"), int):
@@ -317,48 +355,34 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
         if launch is not None:
             used[id(launch)] = True
         matched.append((launch, e, op, algo, proto))
-    calls = []
-    for launch, e, op, algo, proto in matched:
-        d = described[id(launch)] if launch is not None else {}
-        a = e["args"]
-        kop = op_of(a["Collective name"]) if isinstance(a.get("Collective name"), str) else None
-        call_op = d.get("op") or kop or (op if op in COLLECTIVES or op in P2P else None)
-        if call_op is None or call_op == "other":
-            continue
-        nbytes, dtype = d.get("nbytes"), d.get("dtype")
-        if nbytes is None and isinstance(a.get("In msg nelems"), int) and dtype_bytes(a.get("dtype")):
-            nbytes, dtype = a["In msg nelems"] * dtype_bytes(a.get("dtype")), a.get("dtype")
-        if nbytes is None and e["cat"] != "kernel":
-            dims = a.get("Input Dims")
-            n = _shape_elems(dims[0]) if isinstance(dims, list) and dims else None
-            size = dtype_bytes(_first_type(a))
-            nbytes, dtype = (n * size, _first_type(a)) if n is not None and size else (None, None)
-        group = d.get("group_size") or (a.get("Group size") if isinstance(a.get("Group size"), int) else None)
-        ranks = d.get("group_ranks") or _ranks_arg(a.get("Process Group Ranks"))
-        calls.append(Call(source=path, rank=rank, op=call_op, nbytes=nbytes, dtype=dtype,
-                          group_size=group or (len(ranks) if ranks else None) or world, group_ranks=ranks,
-                          launch_us=launch.ts if launch is not None else None, start_us=e["ts"], duration_us=e["dur"],
-                          nccl_algorithm=algo, nccl_protocol=proto,
-                          choice_source="kernel name" if algo else None,
-                          backend="gloo" if e["cat"] != "kernel" else _backend_of_kernel(e["name"]),
-                          kernel=e["name"].split("(", 1)[0] if e["cat"] == "kernel" else None))
-    for l in all_launches:  # issued calls whose work the trace did not record (CPU-only profile of a GPU job)
-        d = described[id(l)]
-        if id(l) not in used and d["op"] not in (None, "other"):
-            calls.append(Call(source=path, rank=rank, op=d["op"], nbytes=d["nbytes"], dtype=d["dtype"],
-                              group_size=d["group_size"] or world, group_ranks=d["group_ranks"], launch_us=l.ts))
-    calls.sort(key=lambda c: c.launch_us if c.launch_us is not None else (c.start_us or 0.0))
-    for i, c in enumerate(calls):
-        c.seq = i
-    job = Job(calls=calls, sources=[path], world_size=world)
-    if steps:
-        job.spans[rank] = (min(s for s, _ in steps), max(e for _, e in steps))
-        job.steps[rank] = len(steps)
-    elif hi > lo:
-        job.spans[rank] = (lo, hi)
-    if compute:
-        job.compute[rank] = compute
-    return job
+    return matched, used
+
+
+def _call_of(path: str, rank: int, world, described: dict, launch, e: dict, op, algo, proto) -> Call | None:
+    """The :class:`Call` of one work event and its launch (None: not a collective or p2p call)."""
+    d = described[id(launch)] if launch is not None else {}
+    a = e["args"]
+    kop = op_of(a["Collective name"]) if isinstance(a.get("Collective name"), str) else None
+    call_op = d.get("op") or kop or (op if op in COLLECTIVES or op in P2P else None)
+    if call_op is None or call_op == "other":
+        return None
+    nbytes, dtype = d.get("nbytes"), d.get("dtype")
+    if nbytes is None and isinstance(a.get("In msg nelems"), int) and dtype_bytes(a.get("dtype")):
+        nbytes, dtype = a["In msg nelems"] * dtype_bytes(a.get("dtype")), a.get("dtype")
+    if nbytes is None and e["cat"] != "kernel":
+        dims = a.get("Input Dims")
+        n = _shape_elems(dims[0]) if isinstance(dims, list) and dims else None
+        size = dtype_bytes(_first_type(a))
+        nbytes, dtype = (n * size, _first_type(a)) if n is not None and size else (None, None)
+    group = d.get("group_size") or (a.get("Group size") if isinstance(a.get("Group size"), int) else None)
+    ranks = d.get("group_ranks") or _ranks_arg(a.get("Process Group Ranks"))
+    return Call(source=path, rank=rank, op=call_op, nbytes=nbytes, dtype=dtype,
+                group_size=group or (len(ranks) if ranks else None) or world, group_ranks=ranks,
+                launch_us=launch.ts if launch is not None else None, start_us=e["ts"], duration_us=e["dur"],
+                nccl_algorithm=algo, nccl_protocol=proto,
+                choice_source="kernel name" if algo else None,
+                backend="gloo" if e["cat"] != "kernel" else _backend_of_kernel(e["name"]),
+                kernel=e["name"].split("(", 1)[0] if e["cat"] == "kernel" else None)
 
 
 def _family(op) -> str | None:

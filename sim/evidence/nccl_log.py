@@ -14,7 +14,7 @@ What is read (every item optional; NCCL prints different lines across versions):
   ``AllReduce: opCount ...`` line: the numbers are NCCL's ``NCCL_ALGO_*`` / ``NCCL_PROTO_*``). NCCL counts those bytes as its tuner does (the larger of the send and receive
   buffers: an all_gather's gathered output), so all_gather calls are divided by the rank count to get
   torch's per-rank input (:mod:`sim.evidence.job`);
-- an nccl-tests result table printed into the same log (:func:`sim.nccl_tests_format.parse_nccl_tests`),
+- an nccl-tests result table printed into the same log (:func:`sim.io.nccl_tests_format.parse_nccl_tests`),
   whose rows may be cut by other ranks' lines.
 
 Logs as machines print them are tolerated: ``[1,N]<stdout>:`` prefixes from Open MPI, lines of several
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
-from ..nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
-from ..safe_io import read_input
+from ..io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from ..io.safe_io import read_input
 from .job import Call, Job
 from .kineto import ALGORITHMS, PROTOCOLS
 

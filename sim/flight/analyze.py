@@ -195,7 +195,7 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
                                     f"at seq {s}: the others' calls from seq {s} match theirs from seq {s - k} ({said})", ev)
             hint = ""
             if what == "op" and not tie:  # a skipped call also shows up as one call of that kind fewer
-                count = lambda r: sum(1 for q, e in pg.by_rank[r].items() if q <= s and e["op"] == major)
+                count = lambda r, s=s, major=major: sum(1 for q, e in pg.by_rank[r].items() if q <= s and e["op"] == major)
                 ref = count(groups[major][0])
                 fewer = [r for r in culprits if count(r) < ref]
                 if fewer:
@@ -311,9 +311,9 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     "secondary", "other_findings", "ranks", "refused"}``; ``error_type`` is ``"none"`` when nothing is
     wrong. ``straggler_ms``: lateness that counts as straggling; ``slow_factor``: how much slower a
     group must be than its peers to blame a link."""
-    refused_files, refused = ({}, ())
+    refused_files, refused, other_job = ({}, (), {})
     if isinstance(dumps, DumpSet):
-        refused_files, refused, dumps = dumps.refused, dumps.refused_ranks, dumps.dumps
+        refused_files, refused, other_job, dumps = dumps.refused, dumps.refused_ranks, dumps.other_job, dumps.dumps
     members = _members(dumps, refused)
     pgs = [_Pg(n, m, dumps, refused) for n, m in sorted(members.items(), key=lambda x: (len(x[0]), x[0]))]
     findings = []
@@ -360,6 +360,6 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     out = strip(main)
     secondary, primary = [strip(f) for f in secondary], [strip(f) for f in primary]
     out.update(secondary=[f for f in secondary if f != out], other_findings=primary[1:],
-               ranks=sorted(dumps), refused=refused_files,
+               ranks=sorted(dumps), refused=refused_files, other_job=other_job,
                process_groups={p.name: {"desc": p.desc, "ranks": list(p.members)} for p in pgs})
     return out

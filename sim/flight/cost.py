@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field, replace
 
-from ..analytic import ring_steps
+from ..algorithms.analytic import ring_steps
 from ..errors import CollsimError
 
 # (latency steps, traffic factor) per collective for a ring of n ranks: the classical alpha-beta model.
@@ -161,11 +161,11 @@ class LinkModel:
         bw0, lat0 = _ring_speed(topo, members)
         try:
             faulty = type(topo).build(topo.name + "+faults", topo.nodes,
-                                      [l for i, l in enumerate(links) if i not in removed], topo.meta)
+                                      [l for i, l in enumerate(links) if i not in removed], topo.hardware)
         except CollsimError:  # a GPU lost its last route: rings that cross the dead link cannot run
             if {i for a, b in ring_hops(members) for i in topo.route(a, b)} & removed:
                 return 1.0, 1.0, True
-            faulty = type(topo).build(topo.name + "+faults", topo.nodes, links, topo.meta)
+            faulty = type(topo).build(topo.name + "+faults", topo.nodes, links, topo.hardware)
         bw, lat = _ring_speed(faulty, members)
         return bw0 / bw, (lat / lat0 if lat0 > 0 else 1.0), False
 

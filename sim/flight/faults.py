@@ -29,8 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import CollsimError
+from ..io.validation import MAX_RANKS, MAX_US, number, whole
 from ..units import parse_size
-from .workload import COLLECTIVES, DTYPES, Call, Compute, Workload
+from .rank_workload import COLLECTIVES, DTYPES, Call, Compute, Workload
 
 RANK_FAULTS = ("skip", "wrong_collective", "size", "dtype", "straggler")
 KINDS = RANK_FAULTS + ("crash", "degraded_link", "link_down")
@@ -72,6 +73,11 @@ class LinkFault:
     links: tuple = ()  # topology link labels ("gpu2->switch") instead of the route between a and b
 
 
+def _rank(value, kind: str, low: int = 0) -> int:
+    """A rank named in a fault: a whole number (1.7 is refused, not cut to 1), checked against the world later."""
+    return whole(value, f"fault {kind!r} rank", low=low, high=MAX_RANKS)
+
+
 def _need(d: dict, key: str, kind: str):
     if key not in d:
         raise CollsimError(f"fault {kind!r} needs {key}: (see `sim.flight.faults` for the fields)")
@@ -91,7 +97,7 @@ def parse_faults(raw: list | None, world_size: int | None = None) -> list:
             raise CollsimError(f"fault {d!r} has no known kind: use kind: one of {', '.join(KINDS)}")
         kind = d["kind"]
         if kind in RANK_FAULTS:
-            f = RankFault(kind, int(_need(d, "rank", kind)), int(_need(d, "call", kind)))
+            f = RankFault(kind, _rank(_need(d, "rank", kind), kind), whole(_need(d, "call", kind), f"fault {kind!r} call", low=0, high=1 << 40))
             if kind == "wrong_collective":
                 op = _need(d, "collective", kind)
                 if op not in COLLECTIVES:
@@ -101,27 +107,32 @@ def parse_faults(raw: list | None, world_size: int | None = None) -> list:
                 if "nbytes" not in d and "factor" not in d:
                     raise CollsimError("fault 'size' needs nbytes: N or factor: F")
                 f = replace(f, nbytes=parse_size(d["nbytes"]) if "nbytes" in d else None,
-                            factor=float(d["factor"]) if "factor" in d else None)
+                            factor=number(d["factor"], "fault size factor", low=0, low_open=True, high=1e6) if "factor" in d else None)
             elif kind == "dtype":
                 dt = _need(d, "dtype", kind)
                 if dt not in DTYPES:
                     raise CollsimError(f"fault dtype {dt!r} unknown: use one of {', '.join(DTYPES)}")
                 f = replace(f, dtype=dt)
             elif kind == "straggler":
-                f = replace(f, delay_us=float(_need(d, "delay_us", kind)))
+                f = replace(f, delay_us=number(_need(d, "delay_us", kind), "straggler delay_us", high=MAX_US))
                 if f.delay_us < 0:
                     raise CollsimError(f"straggler delay_us {f.delay_us} is negative: give a delay >= 0")
         elif kind == "crash":
-            f = Crash(int(_need(d, "rank", kind)), float(_need(d, "at_us", kind)))
+            f = Crash(_rank(_need(d, "rank", kind), kind), number(_need(d, "at_us", kind), "crash at_us", low=0, high=MAX_US))
         else:
-            a, b = d["ranks"] if "ranks" in d else (-1, -1)
+            pair = d["ranks"] if "ranks" in d else (-1, -1)
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise CollsimError(f"fault {kind!r}: ranks must be a pair [a, b], not {str(pair)[:60]}")
+            a, b = pair
             if "ranks" not in d and "links" not in d:
                 raise CollsimError(f"fault {kind!r} needs ranks: [a, b] (or links: [labels] with a topology)")
-            frac = 0.0 if kind == "link_down" else float(_need(d, "bandwidth_fraction", kind))
+            frac = 0.0 if kind == "link_down" else number(_need(d, "bandwidth_fraction", kind), "bandwidth_fraction", low=0, high=1)
             if kind == "degraded_link" and not 0 < frac <= 1:
                 raise CollsimError(f"bandwidth_fraction {frac} must be in (0, 1]: it is the share of bandwidth left")
-            f = LinkFault(kind, int(a), int(b), float(d.get("at_us", 0.0)), frac, d.get("reroute", "auto"),
-                          float(d.get("reroute_bandwidth_fraction", 0.5)), tuple(d.get("links", ())))
+            f = LinkFault(kind, _rank(a, kind, -1), _rank(b, kind, -1), number(d.get("at_us", 0.0), f"{kind} at_us", low=0, high=MAX_US),
+                          frac, d.get("reroute", "auto"),
+                          number(d.get("reroute_bandwidth_fraction", 0.5), "reroute_bandwidth_fraction", low=0, high=1),
+                          tuple(d.get("links", ()) if isinstance(d.get("links", ()), (list, tuple)) else ()))
         for r in ([f.rank] if hasattr(f, "rank") else [f.a, f.b] if "ranks" in d else []):
             if world_size is not None and not 0 <= r < world_size:
                 raise CollsimError(f"fault {kind!r} names rank {r}: ranks are 0..{world_size - 1}")

@@ -204,6 +204,7 @@ class DumpSet:
     refused: dict = field(default_factory=dict)
     refused_ranks: tuple = ()
     skipped: tuple = ()
+    other_job: dict = field(default_factory=dict)   # path -> why it belongs to another job (left out)
 
 
 _RANK = re.compile(r"(\d+)$")
@@ -223,7 +224,7 @@ def load_dir(directory: str) -> DumpSet:
     """Every rank's dump in ``directory`` (one file per rank, the rank at the end of its name)."""
     if not os.path.isdir(directory):
         raise CollsimError(f"{directory!r} is not a directory: give the directory holding rank_0, rank_1, ... dumps")
-    dumps, refused, refused_ranks, skipped, ranks_cache = {}, {}, [], [], {}
+    dumps, refused, refused_ranks, skipped, ranks_cache, paths = {}, {}, [], [], {}, {}
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         rank = rank_of(name)
@@ -236,6 +237,7 @@ def load_dir(directory: str) -> DumpSet:
             raw = read_raw(path)
             try:
                 dumps[rank] = normalise(raw, ranks_cache)
+                paths[rank] = path
             except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as e:
                 # a field of the wrong type (entries: 5, pg_config: [1], ranks: [0, "a"]): refuse the
                 # file like any other non-dump, so one bad rank does not hide the others' findings
@@ -246,8 +248,54 @@ def load_dir(directory: str) -> DumpSet:
     if not dumps:
         why = "; ".join(refused.values()) or "no file named like rank_0, rank_1, ..."
         raise CollsimError(f"no readable flight-recorder dump in {directory!r} ({why})")
+    dumps, other = split_jobs(dumps, paths)
     check_one_job(dumps, directory)
-    return DumpSet(dumps, refused, tuple(refused_ranks), tuple(skipped))
+    return DumpSet(dumps, refused, tuple(refused_ranks), tuple(skipped), other)
+
+
+def _job_of(d: dict):
+    """What identifies a dump's job: the recorder version and its default group's members (None: unknown)."""
+    for name, cfg in d["pg_config"].items():
+        if (cfg.get("desc") == "default_pg" or name == "0") and cfg.get("ranks"):
+            return d.get("version"), tuple(cfg["ranks"])
+    return None
+
+
+def split_jobs(dumps: dict, paths: dict) -> tuple[dict, dict]:
+    """Keep the dumps of one job and name the others: where dumps disagree on their default group (or
+    version), and one job's members hold none of the other dumps' ranks, that job (the newest such) is this
+    one and the rest, stale dumps of another job, are returned as ``{path: why}`` and left out; where the
+    ranks overlap nothing is left out (:func:`check_one_job` then refuses the mix)."""
+    jobs: dict = {}
+    for rank, d in dumps.items():
+        jobs.setdefault(_job_of(d), []).append(rank)
+    known = [j for j in jobs if j is not None]
+    if len(known) <= 1:
+        return dumps, {}
+
+    def newest(job):
+        times = []
+        for r in jobs[job]:
+            try:
+                times.append(os.stat(paths[r]).st_mtime)
+            except (OSError, KeyError):
+                pass
+        return max(times, default=0.0), len(jobs[job])
+    # "this job" can only be one whose members do not include the other jobs' dump ranks (an older, larger
+    # job's rank_6 left beside a 4-rank job's rank_0..3); otherwise which dump is whose is not known: refuse
+    fits = [j for j in known if all(r not in j[1] for o in known if o != j for r in jobs[o])]
+    if not fits:
+        return dumps, {}    # check_one_job names the disagreement
+    mine = max(fits, key=newest)
+    keep = {r: d for r, d in dumps.items() if _job_of(d) in (mine, None)}
+    other = {}
+    for job in known:
+        if job == mine:
+            continue
+        for r in sorted(jobs[job]):
+            other[paths.get(r, f"rank {r}")] = (f"rank {r}'s dump is of another job (its default group has {len(job[1])} ranks, "
+                                                f"this job's {len(mine[1])}): left out")
+    return keep, other
 
 
 def check_one_job(dumps: dict, directory: str = "") -> None:

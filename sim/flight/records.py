@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import os
 
+from ..collectives import COLLECTIVES
 from ..errors import CollsimError
-from ..safe_io import write_output
-from .workload import DTYPES
+from ..io.safe_io import write_output
+from .rank_workload import DTYPES
 
 VERSION = "2.10"  # the flight-recorder format version torch 2.13 writes
 
@@ -35,10 +36,10 @@ def shapes(op: str, count: int, group_size: int) -> tuple[list, list]:
     """(input_sizes, output_sizes) for ``count`` elements in nccl-tests' convention."""
     if op == "barrier":
         return [[1]], [[1]]  # ProcessGroupNCCL's barrier is an all_reduce of one element
-    if op == "all_gather":
-        return [[count // group_size]], [[count]]
-    if op == "reduce_scatter":
-        return [[count]], [[count // group_size]]
+    coll = COLLECTIVES.get(op)
+    if coll is not None and coll.sharded:   # all_gather gathers shards; reduce_scatter (reduces) leaves one
+        shard, whole = [[count // group_size]], [[count]]
+        return (whole, shard) if coll.reduces else (shard, whole)
     return [[count]], [[count]]
 
 

@@ -19,17 +19,17 @@ from __future__ import annotations
 import os
 
 from ..errors import CollsimError
-from ..safe_io import load_yaml, read_input
+from ..io.safe_io import load_yaml, read_input
+from ..io.validation import MAX_US, number, whole
 from ..units import format_size
-from ..validation import MAX_US, number
 from . import recovery as rec
 from .analyze import analyze
 from .cost import make_cost
-from .engine import DEFAULT_TIMEOUT_MS, run
 from .faults import LinkFault, apply_rank_faults, parse_faults
 from .loader import normalise
+from .rank_workload import from_dict
 from .records import write_dumps
-from .workload import from_dict
+from .replay import DEFAULT_TIMEOUT_MS, run
 
 _DDP = {"builtin": "ddp_step", "world_size": 4, "buckets": 3, "bucket_nbytes": "4M", "steps": 2}
 _TPDP = {"builtin": "tp_dp_step", "world_size": 8, "tp": 2, "layers": 3, "steps": 2}
@@ -117,10 +117,16 @@ def run_scenario(sc: dict, dump_dir: str | None = None) -> dict:
     if "recovery" in sc:
         spec = sc["recovery"] or {}
         p = rec.RecoveryParams.from_dict(spec.get("params"))
-        rows = rec.compare(tuple(int(n) for n in spec.get("ranks", (64, 512, 4096))), int(spec.get("failed", 1)), p)
-        biggest = max(int(n) for n in spec.get("ranks", (64, 512, 4096)))
+        raw_ranks = spec.get("ranks", (64, 512, 4096))
+        if not isinstance(raw_ranks, (list, tuple)) or not 1 <= len(raw_ranks) <= 64:
+            raise CollsimError("recovery ranks must be a list of 1 to 64 world sizes, e.g. [64, 512, 4096]")
+        # every rank is a simpy process: the world sizes are whole numbers with a limit, checked before any runs
+        ranks = tuple(whole(n, "recovery ranks", low=2, high=rec.MAX_RANKS) for n in raw_ranks)
+        failed = whole(spec.get("failed", 1), "recovery failed", low=1, high=max(ranks) - 1)
+        rows = rec.compare(ranks, failed, p)
+        biggest = max(ranks)
         out["recovery"] = {"params": p.__dict__, "rows": rows, "timelines": {
-            m: rec.simulate(m, biggest, int(spec.get("failed", 1)), p)["timeline"] for m in rec.METHODS}}
+            m: rec.simulate(m, biggest, failed, p)["timeline"] for m in rec.METHODS}}
     if len(out) == 1:
         raise CollsimError("scenario has neither workload: nor recovery: (see `collsim flight simulate --help`)")
     return out

@@ -105,7 +105,7 @@ def traffic(ns):
 
 
 def performance(ns):
-    from sim.analytic import ring_time_us
+    from sim.algorithms.analytic import ring_time_us
     from sim.engine import simulate_program
     from sim.presets import load_topology
     n = PERF_N

@@ -72,8 +72,9 @@ def neighbours(ns):
 
 
 def _times(ns, nbytes):
-    from sim.analytic import ring_time_us
+    from sim.algorithms.analytic import ring_time_us
     from sim.engine import simulate_program
+
     from .torus import torus2d
     rows, cols = PERF_SHAPE
     p = _program(ns, rows, cols)

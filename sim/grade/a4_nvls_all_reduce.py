@@ -21,7 +21,7 @@ collsim's ring (within 1 %); and ``traffic_saving`` is the ratio 2(n-1)/(n+1), w
 """
 from __future__ import annotations
 
-from .checks import Fail, close, need, program_from, run_checks, call
+from .checks import Fail, call, close, need, program_from, run_checks
 
 TITLE = "the NVLS all-reduce and its 2x traffic saving"
 NOTEBOOK = "a4_nvls_all_reduce.ipynb"

@@ -40,11 +40,12 @@ def _seed(student) -> int:
 
 def _diagnosis(student, seed: int, kind: str | None = None) -> tuple[dict, dict]:
     """(the student's diagnosis, the truth) for the job of ``seed``."""
-    folder = tempfile.mkdtemp(prefix="collsim-a5-")
+    share = getattr(student, "share_dir", None)   # a sandboxed student sees only the session's share folder
+    folder = tempfile.mkdtemp(prefix="collsim-a5-", dir=share)
     try:
         write_job(folder, seed, kind)
         os.chmod(folder, 0o755)
-        got = call(student, "diagnose", folder, forbid=("analyzer",))
+        got = call(student, "diagnose", student.seen_as(folder) if share else folder, forbid=("analyzer",))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if not isinstance(got, dict) or not all(k in got for k in FIELDS):

@@ -1,9 +1,10 @@
 """Grade many submissions at once, and write what courses read: a CSV grade sheet, Gradescope's
 ``results.json``, one feedback file per student.
 
-Each submission is graded by :func:`sim.grade.runner.grade` in a worker process (several at once where
-cores allow); a submission that cannot be graded (unreadable, unknown assignment, a grader failure)
-becomes a row with its error and never stops the others.
+Each submission is graded by :func:`sim.grade.runner.grade` in its own worker process
+(:mod:`sim.grade.submission_worker`; ``--jobs`` of them at once); a submission that cannot be graded (unreadable, a
+link or special file, unknown assignment, a worker that died) becomes a row with its error and never
+stops the others. Student text is made one line (and Markdown-quoted) in every format (:mod:`sim.grade.quote`).
 
 >>> r = GradeReport("a1", "t", "alice.ipynb", (Check("defines f", True, points=0), Check("correct", False, "n=4: wrong", points=2)))
 >>> gradescope(r)["score"], [(t["name"], t["score"], t["max_score"]) for t in gradescope(r)["tests"]]
@@ -14,12 +15,14 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from ..errors import CollsimError
 from .checks import Check, GradeReport
+from .quote import md, one_line
 from .sandbox import Limits
+from .submission_worker import grade_one, refused  # noqa: F401  (one submission, graded or refused: API)
 
 SUFFIXES = (".ipynb", ".py")
 
@@ -44,40 +47,52 @@ def collect(paths: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def grade_one(path: str, shown: str, assignment: str | None, limits: Limits) -> GradeReport:
-    """Grade one file; any failure to grade becomes a report with ``error`` set, never an exception."""
-    from .runner import grade
-    try:
-        report = grade(path, assignment, limits=limits)
-    except CollsimError as e:
-        return GradeReport(assignment or "?", "", shown, (), str(e))
-    except Exception as e:  # a grader bug must not stop the batch; the row says what happened
-        return GradeReport(assignment or "?", "", shown, (), f"the grader failed on this file ({type(e).__name__}: {e}); please report it")
-    return GradeReport(report.assignment, report.title, shown, report.checks, report.error, report.warnings,
-                       report.output, report.seconds, report.extra)
-
-
 def grade_many(files: list[tuple[str, str]], assignment: str | None, limits: Limits, jobs: int,
                progress=None) -> list[GradeReport]:
-    """Grade ``files`` with ``jobs`` workers; reports in the order of ``files``."""
+    """Grade ``files``, each in its own worker process (:mod:`sim.grade.submission_worker`), ``jobs`` of them at once;
+    reports in the order of ``files``. A worker that dies or runs out of time ends its own row only."""
+    import tempfile
+    import time
+
+    from ..io.containment import available, not_contained_notice, project_root
+    from .runner import clean_report
+    from .submission_worker import finish, job_for, start
+    if not available():
+        not_contained_notice("the students' code")
+    # every submission's folder is hidden from every sandbox (besides the project's own)
+    hidden = sorted({os.path.dirname(os.path.abspath(p)) for p, _ in files})
+    root = project_root()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys([root, *(p for p in sys.path if p)])))
     reports: list[GradeReport | None] = [None] * len(files)
-    if jobs <= 1 or len(files) == 1:
-        for i, (path, shown) in enumerate(files):
-            reports[i] = grade_one(path, shown, assignment, limits)
-            if progress:
-                progress(i + 1, len(files), reports[i])
-        return reports
-    with ProcessPoolExecutor(max_workers=min(jobs, len(files))) as pool:
-        futures = {pool.submit(grade_one, path, shown, assignment, limits): i for i, (path, shown) in enumerate(files)}
-        for done, fut in enumerate(as_completed(futures), start=1):
-            i = futures[fut]
-            try:
-                reports[i] = fut.result()
-            except Exception as e:  # a worker that died (killed, out of memory): this file's row says so
-                reports[i] = GradeReport(assignment or "?", "", files[i][1], (), f"its grading worker died ({type(e).__name__})")
-            if progress:
-                progress(done, len(files), reports[i])
-    return reports
+    todo, done = list(range(len(files))), 0
+    running: dict[int, tuple] = {}
+    with tempfile.TemporaryDirectory(prefix="collsim-batch-") as tmp:
+        while todo or running:
+            while todo and len(running) < max(1, jobs):
+                i = todo.pop(0)
+                path, shown = files[i]
+                why = refused(path)
+                if why:   # refused before any process is started
+                    reports[i] = clean_report(GradeReport(assignment or "?", "", shown, (), why))
+                    done += 1
+                    if progress:
+                        progress(done, len(files), reports[i])
+                    continue
+                job = job_for(path, shown, assignment, limits, hidden)
+                proc, report_file = start(job, tmp, i, env)
+                running[i] = (proc, report_file, job, time.monotonic())
+            for i, (proc, report_file, job, t0) in list(running.items()):
+                late = time.monotonic() - t0 > job["budget_s"]
+                if proc.poll() is None and not late:
+                    continue
+                del running[i]
+                reports[i] = finish(proc, report_file, job, late and proc.poll() is None)
+                done += 1
+                if progress:
+                    progress(done, len(files), reports[i])
+            if running:
+                time.sleep(0.05)
+    return reports  # type: ignore[return-value]
 
 
 class ProgressBar:
@@ -108,65 +123,88 @@ def csv_text(reports: list[GradeReport]) -> str:
         names += [c.name for c in r.checks if c.name not in names]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["file", "assignment", "score", "max_score", "error", *names])
+    w.writerow(["file", "assignment", "score", "max_score", "error", *[_cell(n) for n in names]])
     for r in reports:
         got, most = r.score
         by_name = {c.name: c for c in r.checks}
-        w.writerow([r.path, r.assignment, f"{got:g}", f"{most:g}", r.error or "",
+        w.writerow([_cell(r.path), _cell(r.assignment), f"{got:g}", f"{most:g}", _cell(r.error or ""),
                     *[f"{by_name[n].score:g}" if n in by_name else "" for n in names]])
     return buf.getvalue()
 
 
+def _cell(text: str) -> str:
+    """A CSV cell: one line, and never read as a spreadsheet formula (a leading = + - @ gets a quote)."""
+    text = one_line(text)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
 def _check_output(c: Check) -> str:
-    text = c.message
+    text = one_line(c.message)
     if not c.ok and (c.expected or c.got):
-        text += f"\nexpected: {c.expected or '-'}\ngot: {c.got or '-'}"
+        text += f"\nexpected: {one_line(c.expected or '-')}\ngot: {one_line(c.got or '-')}"
     return text
 
 
 def gradescope(report: GradeReport) -> dict:
     """Gradescope's autograder ``results.json``: score, and one test per check (name, score, max_score, output)."""
     got, _most = report.score
-    tests = [{"name": c.name, "score": c.score, "max_score": c.points, "status": "passed" if c.ok else "failed",
+    tests = [{"name": one_line(c.name, 200), "score": c.score, "max_score": c.points, "status": "passed" if c.ok else "failed",
               "output": _check_output(c)} for c in report.checks]
-    lines = [f"note: {w}" for w in report.warnings] + ([f"ERROR {report.error}"] if report.error else [])
+    lines = [f"note: {one_line(w)}" for w in report.warnings] + ([f"ERROR {one_line(report.error)}"] if report.error else [])
     return {"score": got, "execution_time": round(report.seconds, 2), "output": "\n".join(lines) or "graded by collsim",
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
 
 
 def feedback_markdown(report: GradeReport) -> str:
-    """The feedback file for one student."""
+    """The feedback file for one student; every text field one line and Markdown-escaped (:func:`md`)."""
     got, most = report.score
-    lines = [f"# {report.assignment}: {report.title}", "", f"File: `{report.path}`  ", f"**Score: {got:g} / {most:g}**", ""]
+    lines = [f"# {md(report.assignment)}: {md(report.title)}", "", f"File: {md(report.path)}  ", f"**Score: {got:g} / {most:g}**", ""]
     if report.error:
-        lines += [f"**Could not finish grading:** {report.error}", ""]
+        lines += [f"**Could not finish grading:** {md(report.error)}", ""]
     for w in report.warnings:
-        lines.append(f"- note: {w}")
+        lines.append(f"- note: {md(w)}")
     if report.warnings:
         lines.append("")
     lines += ["| check | points | result |", "|---|---|---|"]
     for c in report.checks:
         tag = "pass" if c.ok else ("skipped" if c.skipped else "**fail**")
-        lines.append(f"| {c.name} | {c.score:g}/{c.points:g} | {tag} |")
+        lines.append(f"| {md(c.name, 200)} | {c.score:g}/{c.points:g} | {tag} |")
     lines.append("")
     for c in report.checks:
         if not c.ok and not c.skipped:
-            lines += [f"## {c.name}", "", c.message.replace("\n", "  \n"), ""]
+            lines += [f"## {md(c.name, 200)}", "", md(c.message), ""]
             if c.expected or c.got:
-                lines += [f"- expected: {c.expected or '-'}", f"- got: {c.got or '-'}", ""]
+                lines += [f"- expected: {md(c.expected or '-')}", f"- got: {md(c.got or '-')}", ""]
     return "\n".join(lines)
 
 
 def feedback_name(shown: str) -> str:
     """A flat file name for a submission's feedback (``group1/alice.ipynb`` -> ``group1__alice.md``)."""
     stem = shown.replace(os.sep, "__").replace("/", "__").lstrip(".")
-    return os.path.splitext(stem)[0] + ".md"
+    # a student names their file: only letters, digits and . _ - reach the feedback file's name
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.splitext(stem)[0])[:150] or "submission"
+    return stem + ".md"
+
+
+def feedback_names(shown: list[str]) -> list[str]:
+    """:func:`feedback_name` of each submission, made unique: where two map to the same name (``alice.py``
+    and ``alice.ipynb``; ``a/b.py`` and ``a__b.py``), the later ones get ``-2``, ``-3``, ... before ``.md``."""
+    out, taken = [], set()
+    for s in shown:
+        base = feedback_name(s)
+        name, k = base, 1
+        while name.lower() in taken:   # case-insensitive: the same file on macOS and Windows
+            k += 1
+            name = f"{base[:-3]}-{k}.md"
+        taken.add(name.lower())
+        out.append(name)
+    return out
 
 
 def write_atomic(path: str, text: str, inputs: list[str], flag: str = "output") -> None:
-    """Write ``text`` to ``path`` through :mod:`sim.safe_io` (a temporary file and a rename; never through a
+    """Write ``text`` to ``path`` through :mod:`sim.io.safe_io` (a temporary file and a rename; never through a
     link, never over a file the command reads); a path among the submissions being graded is refused too."""
-    from ..safe_io import check_not_input, write_output
+    from ..io.safe_io import check_not_input, write_output
     real = os.path.realpath(path)
     for i in inputs:
         if os.path.exists(i) and (os.path.realpath(i) == real or (os.path.isdir(i) and real.startswith(os.path.realpath(i) + os.sep)
@@ -175,5 +213,5 @@ def write_atomic(path: str, text: str, inputs: list[str], flag: str = "output") 
     check_not_input(path, flag, [i for i in inputs if os.path.isfile(i)])
     write_output(path, text, flag)
 
-__all__ = ["collect", "grade_one", "grade_many", "csv_text", "gradescope", "feedback_markdown", "feedback_name", "ProgressBar",
+__all__ = ["collect", "grade_one", "grade_many", "csv_text", "gradescope", "feedback_markdown", "feedback_name", "feedback_names", "refused", "ProgressBar",
            "write_atomic"]

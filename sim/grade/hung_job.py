@@ -34,9 +34,9 @@ def _fault(rng: random.Random, kind: str, world: int, calls: int) -> dict:
 
 def make_job(seed: int, kind: str | None = None) -> dict:
     """The job for ``seed``: ``{"scenario": ..., "truth": {"rank", "seq", "collective", "kind"}}``."""
-    from ..flight.engine import run
     from ..flight.faults import apply_rank_faults, parse_faults
-    from ..flight.workload import from_dict
+    from ..flight.rank_workload import from_dict
+    from ..flight.replay import run
     rng = random.Random(int(seed))
     world, buckets = rng.choice([4, 6, 8]), rng.choice([2, 3, 4])
     kind = kind or rng.choice(sorted(KINDS))

@@ -40,8 +40,9 @@ def assignment_module(key: str):
 
 
 def grade(path: str, assignment: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-          limits: Limits | None = None) -> GradeReport:
-    """Grade ``path`` (.ipynb or .py) for ``assignment`` (default: detected from the file)."""
+          limits: Limits | None = None, hidden: tuple[str, ...] = ()) -> GradeReport:
+    """Grade ``path`` (.ipynb or .py) for ``assignment`` (default: detected from the file). ``hidden``: folders
+    never mounted in the sandbox besides the project and the submission's own folder (the other submissions)."""
     cells, meta = read_submission(path)
     key = assignment or detect_assignment(path, cells, meta, ASSIGNMENTS)
     mod = assignment_module(key)
@@ -52,7 +53,8 @@ def grade(path: str, assignment: str | None = None, timeout_s: float = DEFAULT_T
     with tempfile.TemporaryDirectory(prefix="collsim-grade-") as tmp:
         session = None
         try:
-            session = Session([[c.label, c.code] for c in cells], tmp, limits)
+            session = Session([[c.label, c.code] for c in cells], tmp, limits,
+                              hidden=(os.path.dirname(os.path.abspath(path)), *hidden))
             checks, error = tuple(mod.check(session)), None
             notes = tuple(session.notes)
         except StudentGone as e:
@@ -62,7 +64,22 @@ def grade(path: str, assignment: str | None = None, timeout_s: float = DEFAULT_T
                 session.close()
         output = _tail(os.path.join(tmp, "output.txt"))
         gone = next((c.message for c in checks if c.got == "stopped"), None)
-    return GradeReport(key, mod.TITLE, path, checks, error or gone, notes, output, time.monotonic() - start)
+    return clean_report(GradeReport(key, mod.TITLE, path, checks, error or gone, notes, output, time.monotonic() - start))
+
+
+def clean_report(r: GradeReport) -> GradeReport:
+    """Every text field on one line (:func:`sim.grade.quote.one_line`): student text cannot forge a report line."""
+    from dataclasses import replace
+
+    from .quote import one_line
+
+    def opt(s):
+        return None if s is None else one_line(s)
+    checks = tuple(replace(c, name=one_line(c.name, 200), message=one_line(c.message), expected=opt(c.expected), got=opt(c.got))
+                   for c in r.checks)
+    output = "\n".join(one_line(line, 500) for line in r.output.splitlines())
+    return replace(r, path=one_line(r.path, 500), checks=checks, error=opt(r.error),
+                   warnings=tuple(one_line(w) for w in r.warnings), output=output)
 
 
 def _all_failed(mod, why: str) -> tuple[Check, ...]:
@@ -81,4 +98,4 @@ def _tail(file: str) -> str:
         return f.read().decode(errors="replace")[-OUTPUT_TAIL:]
 
 
-__all__ = ["grade", "ASSIGNMENTS", "assignment_module", "execute_cells"]
+__all__ = ["grade", "clean_report", "ASSIGNMENTS", "assignment_module", "execute_cells"]

@@ -17,8 +17,12 @@ Three processes per submission::
   go to one capped file; SIGXFSZ is ignored so a flood gets ``OSError: File too large``), open files,
   and processes (``RLIMIT_NPROC``; the kernel does not apply it to root: grade as an unprivileged user).
 
-Not covered (see docs/teaching.md): the student's process can read what the grading user can read,
-use the network, and write many files into its folder or ``/tmp``; use a container for those.
+Where bubblewrap works (:mod:`sim.io.containment`), the supervisor starts the student's process inside
+it: a new PID, user (uid 65534), network, IPC and UTS namespace, a read-only filesystem of Python and
+``sim`` only, a private tmpfs; so it cannot signal the supervisor or the checker, read the solutions or
+other submissions, use the network, or leave a process behind, and ``RLIMIT_NPROC`` applies (it is
+counted in its own user namespace). Elsewhere it runs as the grading user with the limits above, and
+a one-line notice says what is not contained (docs/teaching.md).
 """
 from __future__ import annotations
 
@@ -41,7 +45,8 @@ class Limits:
     wall_s: float = 120.0           # total time the student's code may take, cells and calls together
     memory_mb: int = 4096           # address space (RLIMIT_AS)
     output_mb: int = 16             # any one file written, its stdout/stderr included (RLIMIT_FSIZE)
-    processes: int = 64             # more processes of the grading user (RLIMIT_NPROC; not for root)
+    processes: int = 64             # processes (RLIMIT_NPROC: in the sandbox's user namespace; without
+                                    # bubblewrap, more than the grading user runs, and not for root)
     open_files: int = 256
 
 
@@ -146,10 +151,17 @@ def supervise(cfg: dict) -> int:
     if os.getppid() != cfg["checker_pid"]:   # the checker died before we could ask to be told
         return 1
     limits = cfg["limits"]
-    nproc = None if os.getuid() == 0 else _user_processes() + limits["processes"]
+    if cfg.get("contain"):   # bwrap: a new user namespace counts processes afresh, root outside or not
+        from ..io.containment import CONFIG_MOUNT, wrap
+        cmd = wrap(["-m", "sim.grade.student", CONFIG_MOUNT], cfg["student_config"], cfg.get("hidden", []),
+                   share=cfg.get("share"))
+        nproc = limits["processes"]
+    else:
+        cmd = [sys.executable, "-m", "sim.grade.student", cfg["student_config"]]
+        nproc = None if os.getuid() == 0 else _user_processes() + limits["processes"]
     proc = None
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "sim.grade.student", cfg["student_config"]], cwd=cfg["workdir"],
+        proc = subprocess.Popen(cmd, cwd=cfg["workdir"],
                                 env=cfg["env"], stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=sys.stdout,
                                 pass_fds=(cfg["request_fd"], cfg["reply_fd"]), start_new_session=True,
                                 preexec_fn=lambda: _apply_limits(limits, nproc))
@@ -171,7 +183,7 @@ class StudentGone(Exception):
 class Session:
     """The checker's handle on one sandboxed student process (use as a context manager)."""
 
-    def __init__(self, cells: list[tuple[str, str]], tmpdir: str, limits: Limits = Limits()):
+    def __init__(self, cells: list[tuple[str, str]], tmpdir: str, limits: Limits = Limits(), hidden: tuple[str, ...] = ()):
         self.limits, self.remaining_s = limits, limits.wall_s   # spent only while the student's code runs
         self.output_file = os.path.join(tmpdir, "output.txt")
         workdir = os.path.join(tmpdir, "work")
@@ -187,8 +199,17 @@ class Session:
         student_config = os.path.join(tmpdir, "student.json")
         with open(student_config, "w") as f:
             json.dump({"cells": cells, "request_fd": req_r, "reply_fd": rep_w}, f)
+        from ..io.containment import available, not_contained_notice
+        self.contained = available()
+        # files the checks hand the student's code to read (a5's dumps): read-only inside the sandbox
+        self.share_dir = os.path.join(tmpdir, "share")
+        os.makedirs(self.share_dir)
+        os.chmod(self.share_dir, 0o755)
+        if not self.contained:
+            not_contained_notice("the student's code")
         cfg = {"limits": asdict(limits), "workdir": workdir, "env": env, "student_config": student_config,
-               "request_fd": req_r, "reply_fd": rep_w, "checker_pid": os.getpid()}
+               "request_fd": req_r, "reply_fd": rep_w, "checker_pid": os.getpid(), "contain": self.contained, "share": self.share_dir,
+               "hidden": [os.path.abspath(h) for h in hidden]}
         config_file = os.path.join(tmpdir, "supervisor.json")
         with open(config_file, "w") as f:
             json.dump(cfg, f)
@@ -207,6 +228,13 @@ class Session:
             raise
         self.names = self.ready.get("names") if isinstance(self.ready.get("names"), dict) else {}
         self.notes = [str(n)[:2000] for n in self.ready.get("notes", [])][:200] if isinstance(self.ready.get("notes"), list) else []
+
+    def seen_as(self, path: str) -> str:
+        """Where the student's process sees ``path`` (a file or folder under :attr:`share_dir`)."""
+        if not self.contained:
+            return path
+        from ..io.containment import SHARE_MOUNT
+        return os.path.join(SHARE_MOUNT, os.path.relpath(path, self.share_dir))
 
     def _read(self) -> dict:
         started = time.monotonic()

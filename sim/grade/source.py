@@ -43,8 +43,8 @@ def read_submission(path: str) -> tuple[list[Cell], dict]:
     if size > MAX_SOURCE_BYTES:
         raise CollsimError(f"{path} is {size} bytes: clear the notebook's outputs (Kernel > Restart & Clear Output) and save")
     if path.endswith(".py"):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return code_cells_from_text(f.read(), os.path.basename(path)), {}
+        from ..io.safe_io import read_input
+        return code_cells_from_text(read_input(path, "submission", MAX_SOURCE_BYTES), os.path.basename(path)), {}
     if not path.endswith(".ipynb"):
         raise CollsimError(f"{path}: grade a notebook (.ipynb) or a Python file (.py)")
     nb = read_notebook(path)
@@ -70,12 +70,13 @@ def _source(cell: dict, where: str) -> str:
 def read_notebook(path: str) -> dict:
     """A v4 notebook as plain JSON (no nbformat: it is slow to import and not needed to read cells), with
     every cell's ``source`` joined into one string and ``metadata`` a dict."""
-    import json
+    from ..io.safe_io import load_json, read_input
+    # through the safe reader: regular files only (a FIFO would hang), size-capped, nesting bounded
+    text = read_input(path, "notebook", MAX_SOURCE_BYTES)
     try:
-        with open(path, encoding="utf-8") as f:
-            nb = json.load(f)
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise CollsimError(f"{path} is not a readable notebook ({type(e).__name__}): open it in Jupyter and save it again") from None
+        nb = load_json(text, path)
+    except CollsimError as e:
+        raise CollsimError(f"{e}: not a readable notebook: open it in Jupyter and save it again") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         hint = " (an nbformat 3 notebook: open and save it in a current Jupyter)" if isinstance(nb, dict) and "worksheets" in nb else ""
         raise CollsimError(f"{path} is not a Jupyter notebook: it has no list of cells{hint}")

@@ -39,6 +39,7 @@ class Opaque:
 def encode(value, depth: int = 0):
     """Student side: ``value`` as JSON-ready data (raises :class:`WireError` when too big)."""
     import numpy as np
+
     import sim
     if depth > MAX_DEPTH:
         raise WireError(f"the value is nested more than {MAX_DEPTH} deep")
@@ -109,6 +110,7 @@ def decode(data, depth: int = 0):
 def decode_program(body: dict):
     """A :class:`sim.Program` rebuilt, and shape-checked, in this process from plain op columns."""
     import numpy as np
+
     import sim
     cols = {}
     for c in PROGRAM_COLUMNS:

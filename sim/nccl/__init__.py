@@ -5,7 +5,7 @@
 * :mod:`sim.nccl.protocols`   LL / LL128 / Simple (and ``ideal``) as the engine sees them; chunk sizes.
 * :mod:`sim.nccl.machine`     what NCCL sees of a machine (topology detection) and its channel search.
 * :mod:`sim.nccl.tuner`       NCCL's cost model: (latency, bandwidth) per (algorithm, protocol).
-* :mod:`sim.nccl.plan`        how NCCL runs one collective (channels over NICs, chunks, latency term),
+* :mod:`sim.nccl.execution`        how NCCL runs one collective (channels over NICs, chunks, latency term),
                               and the engine run under that plan.
 * :mod:`sim.nccl.select`      which (algorithm, protocol) NCCL picks, and whether another is faster.
 

@@ -45,44 +45,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ..errors import CollsimError
-
-
-@dataclass(frozen=True)
-class Fabric:
-    """A scale-out network as NCCL drives it. ``efficiency`` and ``latency_us`` here are the priors
-    (a public figure, used when no public case of the fabric is left to fit on); the fitted values
-    live in :data:`VALUES` under ``efficiency.<name>`` and ``latency.<name>``."""
-
-    name: str
-    title: str
-    efficiency: float
-    latency_us: float
-    source: str
-    # share of ``efficiency`` many-peer point-to-point (all_to_all) keeps over this fabric; 1.0 where no
-    # public figure says otherwise
-    p2p_share: float = 1.0
-    p2p_source: str = ""
-
-
-# Priors: public figures independent of the cases they are later fitted on (docs/nccl-model.md, Fabrics).
-FABRICS: dict[str, Fabric] = {f.name: f for f in (
-    Fabric("ib", "InfiniBand (RDMA verbs, ConnectX)", 0.96, 0.0,
-           "ib_write_bw reaches ~97% of HDR/NDR line rate (NVIDIA perftest); NCCL's NET hop latencies "
-           "(tuning.cc hwLat) were measured on InfiniBand, so IB adds nothing beyond them"),
-    Fabric("roce", "RoCE v2 (RDMA over Converged Ethernet, ConnectX)", 0.94, 1.0,
-           "same NICs and verbs path as IB, Ethernet framing and a lossless-Ethernet fabric (a few % of "
-           "line rate, ~1 us more switch latency)"),
-    Fabric("efa", "AWS Elastic Fabric Adapter (SRD via libfabric, aws-ofi-nccl)", 0.85, 15.0,
-           "aws-ofi-nccl: SRD is a reliable-datagram protocol run by the EFA device and libfabric; "
-           "sjeaugey (nccl #320): ~20 GB/s per 200 Gb/s NIC"),
-    Fabric("slingshot", "HPE Slingshot 11 (Cassini, libfabric cxi via aws-ofi-nccl)", 0.75, 6.0,
-           "HPE Slingshot 11 200 Gb/s; NCCL over libfabric cxi through the aws-ofi-nccl plugin (ALCF docs)",
-           0.76, "nccl #1272 (CSCS, 4 GH200 per node, Slingshot via aws-ofi-nccl, NCCL 2.20): sendrecv_perf "
-           "18.3 GB/s with NCCL's default p2p channels per network peer, 24.2 with NCCL_NCHANNELS_PER_NET_PEER=4"),
-    Fabric("tcpxo", "Google GPUDirect-TCPXO (A3 Mega; host-mediated TCP, not RDMA)", 0.85, 40.0,
-           "GPUDirect-TCPX/O moves payload GPU-direct but runs TCP control through host CPUs and the "
-           "NCCL FasTrak plugin: far more latency per message than RDMA (Google Cloud A3 Mega docs)"),
-)}
+from ..topology.fabrics import FABRICS, Fabric, get_fabric  # the fabrics and their priors (topology layer)
 
 # In-sample fit on all public cases (``collsim validate --cross-validate`` prints it as "fit on every case";
 # docs/nccl-model.md, Calibration); overridden per fold by --cross-validate.
@@ -157,13 +120,6 @@ def use(calibration: Calibration):
         _CURRENT.reset(token)
 
 
-def get_fabric(name) -> Fabric:
-    """The fabric called ``name``; a clear error naming the fabrics otherwise."""
-    key = str(name).strip().lower()
-    if key not in FABRICS:
-        raise CollsimError(f"fabric={name!r} is not a fabric collsim knows: use one of {', '.join(FABRICS)} "
-                           f"({'; '.join(f'{f.name} = {f.title}' for f in FABRICS.values())})")
-    return FABRICS[key]
 
 
 def value(key: str) -> float:

@@ -12,6 +12,20 @@ the model's own engineering choices (e.g. the engine's op budget) stay with the 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+# NCCL_MAX_NVLS_ARITY shapes the NVLS program itself, so it is defined with that algorithm (a lower layer)
+from ..algorithms.nvls import NVLS_MAX_HEADS  # noqa: F401 (re-exported with NCCL's other numbers)
+from ..collectives import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    ALL_TO_ALL,
+    BROADCAST,
+    REDUCE,
+    REDUCE_SCATTER,
+    Collective,
+)
+
 # ---- NCCL's wire formats (src/include/device.h) -------------------------------------------------------
 NCCL_STEPS = 8                       # slots per connection buffer
 LL_LINE_BYTES, LL_DATA_BYTES = 16, 8           # ncclLLFifoLine: data1 flag1 data2 flag2 (4 B each)
@@ -20,10 +34,19 @@ LL128_LINE_BYTES, LL128_DATA_BYTES = 128, 120  # 16 uint64 per line, 15 carry da
 # 640 threads x 8 steps x 8 B; Simple NCCL_BUFFSIZE = 4 MiB.
 BUFFER_BYTES = {"LL": 8 * 512 * NCCL_STEPS * LL_LINE_BYTES, "LL128": 120 * 640 * NCCL_STEPS * 8, "Simple": 4 << 20}
 CHUNK_STEPS = NCCL_STEPS // 2        # ring all_reduce/all_gather/reduce_scatter (Simple)
+# Chunk rules of enqueue.cc (topoGetAlgoInfo / computeColl): CollNet chains cap the chunk at 256 KiB; for
+# pipelined algorithms NCCL halves the chunk while a channel holds fewer than depth x 8 chunks, down to 32 KiB.
+COLLNET_CHAIN_MAX_CHUNK_BYTES = 256 << 10
+MIN_CHUNKS_PER_CHANNEL = 8
+MIN_CHUNK_BYTES = 32 << 10
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}      # bytes per thread before NCCL adds channels (comm.h)
 
 NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
 MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}   # NCCL_LL/LL128/SIMPLE_MAX_NTHREADS (device.h)
+# enqueue.cc topoGetAlgoInfo: on a small message NCCL drops channels, then halves the threads while they
+# are a multiple of 128, not below 64 (rings and trees only)
+THREAD_HALVING_MULTIPLE, MIN_THREADS = 128, 64
+SMALL_MESSAGE_ALGORITHMS = ("ring", "tree")
 
 # ---- NCCL's latency tables (src/graph/tuning.cc, NCCL 2.27.7), microseconds ---------------------------
 # Index order of NCCL's enums: algorithms Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree (PAT has
@@ -48,6 +71,29 @@ HW_LATENCY_US = {  # [link class][algorithm] -> (LL, LL128, Simple): latency of 
             "pat": (0.0, 0.0, 14.0), "p2p": (2.7, 4.0, 14.0)},
 }
 
+
+
+# ---- NCCL's per-collective rules (src/enqueue.cc, src/graph/tuning.cc) --------------------------------
+@dataclass(frozen=True)
+class NcclRules:
+    """What NCCL does differently per collective. ``algorithms``: the ones it has for it (tuning.cc's
+    algorithm loops and enqueue.cc's checks; all_to_all is not an NCCL collective but grouped send/recv,
+    ``p2p`` here). ``allreduce_terms``: tuning.cc applies treeCorrectionFactor and the ring "plateau"
+    latency factor only when ``coll == ncclFuncAllReduce``."""
+
+    algorithms: tuple[str, ...]
+    allreduce_terms: bool = False
+
+
+NCCL_RULES: dict[Collective, NcclRules] = {
+    ALL_REDUCE: NcclRules(("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree"), allreduce_terms=True),
+    ALL_GATHER: NcclRules(("ring", "pat", "nvls", "collnet_direct")),
+    REDUCE_SCATTER: NcclRules(("ring", "pat", "nvls", "collnet_direct")),
+    BROADCAST: NcclRules(("ring",)),
+    REDUCE: NcclRules(("ring",)),
+    ALL_TO_ALL: NcclRules(("p2p",)),
+}
+
 # ---- NCCL 2.27.7 constants (tuning.cc, search.cc, topo.h) ---------------------------------------------
 ARCHS = ("volta", "ampere", "hopper", "blackwell")
 NVLINK_LINK_GBps = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}  # SM70/80/90/100_NVLINK_BW
@@ -69,11 +115,31 @@ SPEEDS_INTER = {"hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
                 None: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2,
                        0.24, 0.12)}
 MAX_SEARCH_CHANNELS = 32          # MAXCHANNELS / 2: what one search may find before duplication
+MAX_RUNTIME_CHANNELS = 32         # connect.cc ncclTopoPostset: duplicated channels stay within this cap
+# connect.cc (sm90+, several nodes): a search channel faster than 45 GB/s becomes 4 compute channels
+# (doubled once more) while there are fewer than 16
+DUPLICATE_AGAIN_MIN_GBps, DUPLICATE_AGAIN_BELOW = 45.0, 16
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
-NVLS_MAX_HEADS = 32              # NCCL_MAX_NVLS_ARITY (device.h): NVLS graph channels = heads per NVLink domain
 NVLS_CHUNK_BYTES = 128 << 10     # NCCL_NVLS_CHUNKSIZE default (transport/nvls.cc)
+# enqueue.cc: NVLS halves its chunk to ``chunk`` bytes when the size is below ``factor`` x concurrent ops x
+# chunk; (factor, chunk) in order. NVLSTree from NVLS_TREE_SMALL_CHUNK_NODES nodes starts at 64 KiB.
+NVLS_CHUNK_STEPS = {"nvls": ((64, 65536), (8, 32768), (2, 16384)),
+                    "nvls_tree": ((16, 131072), (4, 65536), (1, 32768))}
+NVLS_TREE_SMALL_CHUNK_NODES, NVLS_TREE_SMALL_CHUNK_BYTES = 4, 65536
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 32, "blackwell_one_domain": 24}   # NVLS_NCHANNELS_SM90/SM100/SM100_NVL
 NVLS_BUS_TO_ALG = 5.0 / 6.0       # 2.21-2.27: NVLS/NVLSTree algBw = busBw * 5/6
+
+# ---- tuning.cc's model refinements (ncclTopoTuneModel, NCCL 2.27.7): factors on busBw and latency -------
+RING_LL_BW_FACTOR = 0.5           # ring (and p2p) LL: busBw x 1/2, capped by llMaxBw
+LL128_BW_FACTOR = 0.92            # ring LL128 and tree all_reduce: busBw x 0.92, capped per channel
+TREE_LL_BW_DIVISOR = 3.8          # tree LL: busBw / 3.8, capped by llMaxBw
+TREE_LL128_BW_FACTOR = (7 / 9, 120 / 128)   # tree LL128: one node, several nodes
+PAT_BW_FACTOR = 0.75              # PAT: busBw x 0.75
+COLLNET_DIRECT_SM90_FACTOR = 0.85  # CollNetDirect on sm90+: busBw x 0.85
+NET_SHARE_FACTOR = 0.9            # NVLS all_gather/reduce_scatter and CollNetDirect: bwInter x 0.9
+TREE_BUS_TO_ALG = 0.5             # trees and CollNet: algBw = busBw / 2
+RING_PLATEAU_LATENCY = (1.9, 1.4)  # ring Simple all_reduce across nodes: latency x 1.9 on Volta, x 1.4 later
+RING_PLATEAU_MIN_BYTES = 64       # ... once each rank's share per channel reaches 64 bytes
 P2P_LL_THRESHOLD = 16384          # NCCL_P2P_LL_THRESHOLD: p2p sends of at most this many bytes use LL
 
 # ---- link efficiencies NCCL's model credits (tuning.cc, topo.h) ---------------------------------------

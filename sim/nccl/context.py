@@ -33,7 +33,7 @@ def key(cal: calibration.Calibration | None = None) -> tuple:
 
 def _nccl_config() -> tuple:
     try:   # sim.nccl.config (NCCL releases and variables) arrives with issue 23; keyed by it when present
-        from . import config
+        from . import config  # type: ignore[attr-defined]
     except ImportError:
         return ()
     return (config.current(),)
@@ -64,8 +64,12 @@ def cached(maxsize: int = 4096):
                 store.popitem(last=False)
             return value
 
-        inner.info = lambda: dict(counts, size=len(store))          # type: ignore[attr-defined]
-        inner.clear = lambda: (store.clear(), counts.update(hits=0, misses=0))  # type: ignore[attr-defined]
+        def clear() -> None:
+            store.clear()
+            counts.update(hits=0, misses=0)
+
+        inner.info = lambda: dict(counts, size=len(store))   # type: ignore[attr-defined]
+        inner.clear = clear                                  # type: ignore[attr-defined]
         return inner
     return wrap
 

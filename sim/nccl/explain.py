@@ -28,10 +28,15 @@ from __future__ import annotations
 
 import math
 
-from .constants import NCCL_ALGORITHMS, NVLS_CHANNELS
-from .machine import machine, nvls_graph, ring_graph, tree_graph
+from .constants import (
+    DUPLICATE_AGAIN_BELOW,
+    MAX_RUNTIME_CHANNELS,
+    NCCL_ALGORITHMS,
+    DUPLICATE_AGAIN_MIN_GBps,
+)
+from .machine import graph_for, machine, nvls_channels, ring_graph
 
-MAXCHANNELS = 32          # NCCL's MAXCHANNELS
+MAXCHANNELS = MAX_RUNTIME_CHANNELS   # NCCL's cap on duplicated channels (sim.nccl.constants)
 DIFFERENCE_NOTE = 0.15    # name the terms when the engine and the tuner differ by more than this share
 
 
@@ -42,14 +47,11 @@ def nccl_runtime_channels(topo, algorithm: str) -> tuple[int, int] | None:
         return None
     m = machine(topo)
     if algorithm.startswith("nvls"):
-        g = nvls_graph(m).nchannels
-        arch = "blackwell" if m.arch == "blackwell" and m.nnodes > 1 else \
-            "blackwell_one_domain" if m.arch == "blackwell" else "hopper"
-        return NVLS_CHANNELS[arch], g
-    graph = tree_graph(m) if algorithm != "ring" else ring_graph(m)
-    found = graph.nchannels
+        return nvls_channels(m), graph_for(m, algorithm).nchannels
+    found = graph_for(m, algorithm).nchannels
     runs = min(MAXCHANNELS, 2 * found)                       # ncclTopoPostset: "Duplication should be complete now"
-    if m.arch in ("hopper", "blackwell") and m.nnodes > 1 and ring_graph(m).bw_intra > 45.0 and runs < 16:
+    fast = ring_graph(m).bw_intra > DUPLICATE_AGAIN_MIN_GBps
+    if m.arch in ("hopper", "blackwell") and m.nnodes > 1 and fast and runs < DUPLICATE_AGAIN_BELOW:
         runs = min(MAXCHANNELS, 2 * runs)                    # "4 compute channels per search channel" on sm90+
     return runs, found
 

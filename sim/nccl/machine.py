@@ -4,7 +4,7 @@ NCCL reads the node (GPUs, NVLinks, NVSwitches, NICs, PCIe) into a graph and sea
 many rings/trees/NVLS heads, at which speed each (``src/graph/topo.cc``, ``search.cc``). collsim reads the
 same facts off a :class:`~sim.topology.Topology` (hardware presets' ``meta``, else the links) and emulates
 the search with NCCL's speed lists (:mod:`sim.nccl.constants`). The tuner (:mod:`sim.nccl.tuner`) and the
-plan (:mod:`sim.nccl.plan`) read only this view.
+plan (:mod:`sim.nccl.execution`) read only this view.
 
 >>> from sim.presets import load_topology
 >>> m = machine(load_topology("dgx-h100:nodes=2"))
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import CollsimError
 from . import calibration
-from .constants import ARCHS, MAX_SEARCH_CHANNELS, NVLINK_LINK_GBps, SPEEDS_INTER, SPEEDS_INTRA
+from .constants import ARCHS, MAX_SEARCH_CHANNELS, NVLS_CHANNELS, NVLS_MAX_HEADS, SPEEDS_INTER, SPEEDS_INTRA, NVLINK_LINK_GBps
+
 
 # ---- the machine as NCCL sees it ---------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -99,11 +100,11 @@ def machine(topo) -> Machine:
 
 
 def _read_machine(topo) -> Machine:
-    meta = topo.meta
+    hw = topo.hardware
     hosts = topo.hosts
     n, nnodes = topo.nranks, len(hosts)
     ppn = max(len(h) for h in hosts)
-    arch = meta.get("gpu_arch")
+    arch = hw.gpu_arch
     intra_class, intra_wire, pair, gpu = None, 0.0, 0.0, 0.0
     if ppn > 1:
         a, b = hosts[0][0], hosts[0][1]
@@ -111,8 +112,8 @@ def _read_machine(topo) -> Machine:
         pair = topo.path_bandwidth_GBps(a, b)
         gpu_node = topo.nodes[topo.gpus[a]].name
         gpu = sum(l.bandwidth_GBps for l in topo.links if l.src == gpu_node and l.kind == intra_class)
-        if intra_class == "nvlink" and meta.get("nvlink_links") and arch in NVLINK_LINK_GBps:
-            per_link = meta["nvlink_GBps"] / meta["nvlink_links"]
+        if intra_class == "nvlink" and hw.nvlink_links and hw.nvlink_GBps and arch in NVLINK_LINK_GBps:
+            per_link = hw.nvlink_GBps / hw.nvlink_links
             scale = NVLINK_LINK_GBps[arch] / per_link  # NCCL counts an NVLink at its own speed, not the raw rate
             gpu, pair = gpu * scale, pair * scale
         elif intra_class == "pcie" and arch:
@@ -121,21 +122,22 @@ def _read_machine(topo) -> Machine:
     if nnodes > 1:
         a, b = hosts[0][0], hosts[1][0]
         inter_class, inter_wire = _route_class(topo, a, b)
-        if meta.get("nic_GBps"):
-            nic, nics = float(meta["nic_GBps"]), int(meta.get("nics_per_node") or 1)
+        if hw.nic_GBps:
+            nic, nics = float(hw.nic_GBps), int(hw.nics_per_node or 1)
         else:  # a flat network: the GPU's own link is its NIC
             nic, nics = topo.path_bandwidth_GBps(a, b), 1
     return Machine(arch, n, nnodes, ppn, intra_class, inter_class, gpu, pair, nic, nics,
-                   bool(meta.get("nvswitch")), bool(topo.reducing_switches("nvls")), bool(topo.reducing_switches("sharp")),
-                   bool(meta.get("nvls_sharp", not meta.get("gpu_arch"))), str(meta.get("cpu", "intel")),
-                   float(meta.get("nic_latency_us", 0.0)) if nnodes > 1 else 0.0,
-                   intra_wire, inter_wire, meta.get("fabric", "ib" if arch else None) if nnodes > 1 else None,
-                   int(meta.get("gpus_per_process", 1)))
+                   bool(hw.nvswitch), bool(topo.reducing_switches("nvls")), bool(topo.reducing_switches("sharp")),
+                   # a textbook topology without the fact: multi-node NVLS allowed; a preset says it
+                   bool(hw.nvls_sharp if hw.nvls_sharp is not None else not arch), hw.cpu or "intel",
+                   float(hw.nic_latency_us or 0.0) if nnodes > 1 else 0.0,
+                   intra_wire, inter_wire, (hw.fabric or ("ib" if arch else None)) if nnodes > 1 else None,
+                   int(hw.gpus_per_process or 1))
 
 
 def with_gpus_per_process(topo, gpus_per_process: int | None):
     """``topo`` run the way nccl-tests ``-g N`` runs: one thread launching ``gpus_per_process`` GPUs per
-    call (the launch mode travels in ``meta['gpus_per_process']``, so every model sees it).
+    call (the launch mode travels in ``hardware.gpus_per_process``, so every model sees it).
 
     >>> from sim.presets import load_topology
     >>> machine(with_gpus_per_process(load_topology("dgx-a100"), 8)).gpus_per_process
@@ -143,13 +145,13 @@ def with_gpus_per_process(topo, gpus_per_process: int | None):
     """
     from ..topology import Topology
     n = gpus_per_process
-    if n is None or n == topo.meta.get("gpus_per_process", 1):
+    if n is None or n == (topo.hardware.gpus_per_process or 1):
         return topo
     ppn = max(len(h) for h in topo.hosts)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= ppn:
         raise CollsimError(f"--gpus-per-process {n!r}: one process drives GPUs of its own node, so it is a whole "
                            f"number from 1 to {ppn} (the GPUs per node of {topo.name}), like nccl-tests' -g N")
-    return Topology.build(topo.name, topo.nodes, topo.links, {**topo.meta, "gpus_per_process": n})
+    return Topology.build(topo.name, topo.nodes, topo.links, replace(topo.hardware, gpus_per_process=n))
 
 
 # ---- topology search (search.cc, simplified) ---------------------------------------------------------
@@ -164,7 +166,7 @@ class Graph:
 
 def search_speeds(m: Machine, inter: bool) -> tuple[float, ...]:
     table = SPEEDS_INTER if inter else SPEEDS_INTRA
-    return table.get(m.arch if m.arch in ("hopper", "blackwell") else None)
+    return table[m.arch if m.arch in ("hopper", "blackwell") else None]
 
 
 def fastest_speed(speeds, limit: float) -> float:
@@ -215,10 +217,28 @@ def tree_graph(m: Machine, max_channels: int = 2 * MAX_SEARCH_CHANNELS) -> Graph
 def nvls_graph(m: Machine) -> Graph:
     """NVLS: one channel (head) per GPU of the node, each at the speed the GPU's NVLinks give all heads;
     bwInter climbs to (at most) twice bwIntra inside a node, to the NIC speed across nodes."""
-    nch = min(32, m.ppn)
+    nch = min(NVLS_MAX_HEADS, m.ppn)
     intra = fastest_speed(search_speeds(m, m.nnodes > 1), m.gpu_GBps / nch)
     if m.nnodes == 1:
         inter = fastest_speed(search_speeds(m, False), 2 * intra * (1 - 1e-9))
     else:
         inter = fastest_speed(search_speeds(m, True), m.nic_GBps)
     return Graph(nch, intra, inter)
+
+
+def graph_for(m: Machine, algorithm: str) -> Graph:
+    """The search graph NCCL's tuner reads for ``algorithm``: NVLS heads, trees (CollNetDirect at most 8
+    channels), else rings. The one home of which graph (and so how many search channels) an algorithm gets."""
+    if algorithm.startswith("nvls"):
+        return nvls_graph(m)
+    if algorithm in ("tree", "collnet_direct", "collnet_chain"):
+        return tree_graph(m, 8 if algorithm == "collnet_direct" else 2 * MAX_SEARCH_CHANNELS)
+    return ring_graph(m)
+
+
+def nvls_channels(m: Machine) -> int:
+    """Channels NCCL's NVLS kernels run (``NVLS_NCHANNELS``, transport/nvls.cc): 16 on Hopper; on Blackwell
+    24 inside one NVLink domain, 32 across domains."""
+    if m.arch == "blackwell":
+        return NVLS_CHANNELS["blackwell" if m.nnodes > 1 else "blackwell_one_domain"]
+    return NVLS_CHANNELS["hopper"]

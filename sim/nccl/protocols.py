@@ -20,45 +20,55 @@ latency L takes L + B/W. NCCL's protocols change three things (numbers from NCCL
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..engine.transfer import IDEAL, Protocol
 from ..errors import CollsimError
-from .constants import (BASE_LATENCY_US, BUFFER_BYTES, CHUNK_STEPS, HW_LATENCY_US, LL128_DATA_BYTES, LL128_LINE_BYTES,
-                        LL_DATA_BYTES, LL_LINE_BYTES, NCCL_PROTOCOLS, NCCL_STEPS)
+from .constants import (
+    BASE_LATENCY_US,
+    BUFFER_BYTES,
+    CHUNK_STEPS,
+    COLLNET_CHAIN_MAX_CHUNK_BYTES,
+    HW_LATENCY_US,
+    LL128_DATA_BYTES,
+    LL128_LINE_BYTES,
+    LL_DATA_BYTES,
+    LL_LINE_BYTES,
+    MIN_CHUNK_BYTES,
+    MIN_CHUNKS_PER_CHANNEL,
+    NCCL_PROTOCOLS,
+    NCCL_STEPS,
+    NVLS_CHUNK_BYTES,
+)
 
 
-@dataclass(frozen=True)
-class Protocol:
-    """How transfers behave on the wire.
-
-    payload_efficiency: data bytes per wire byte (LL 0.5, LL128 120/128, Simple 1.0).
-    hop_latency_us: extra latency per transfer, on top of the links' own (the engine adds it to every op).
-    chunk_bytes: pipeline granularity: algorithms that pipeline cut each channel's data into pieces of
-        about this many bytes (None: the algorithm's own default).
-    launch_us: fixed cost per collective (kernel launch and base latency), added once.
-    """
-
-    name: str
-    payload_efficiency: float = 1.0
-    hop_latency_us: float = 0.0
-    chunk_bytes: int | None = None
-    launch_us: float = 0.0
-
-    def wire_bytes(self, nbytes: float) -> float:
-        """Bytes on the wire for ``nbytes`` of payload."""
-        return nbytes / self.payload_efficiency
+def _chunk(algorithm: str, p: str) -> int:
+    """NCCL's chunk per channel for ``algorithm`` with protocol name ``p`` before the small-size rule:
+    the one home of the chunk size (:func:`nccl_chunk_bytes` and the protocols' defaults read it)."""
+    step = BUFFER_BYTES[p] // NCCL_STEPS
+    chunk = step * (CHUNK_STEPS if (p == "Simple" and algorithm == "ring") else 1)
+    if p == "LL":
+        chunk //= 2
+    elif p == "LL128":
+        chunk = chunk * LL128_DATA_BYTES // LL128_LINE_BYTES
+    if algorithm == "collnet_chain":
+        chunk = min(chunk, COLLNET_CHAIN_MAX_CHUNK_BYTES)
+    elif algorithm in ("nvls", "nvls_tree"):
+        chunk = min(chunk, NVLS_CHUNK_BYTES)
+    return chunk
 
 
-IDEAL = Protocol("ideal")
+def _nvlink_ring_hop_us(p: str) -> float:
+    return HW_LATENCY_US["nvlink"]["ring"][NCCL_PROTOCOLS.index(p)]
+
+
 # The NCCL protocols as seen by the engine when no hardware is known: payload efficiency from the wire
-# format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl.plan`` specialises them
+# format, NVLink ring per-hop latency from NCCL's table, a ring chunk. ``sim.nccl.execution`` specialises them
 # per algorithm and topology (latency by link class, NCCL's chunk rules).
-LL = Protocol("LL", payload_efficiency=LL_DATA_BYTES / LL_LINE_BYTES, hop_latency_us=0.6,
-              chunk_bytes=BUFFER_BYTES["LL"] // NCCL_STEPS // 2)
-LL128 = Protocol("LL128", payload_efficiency=LL128_DATA_BYTES / LL128_LINE_BYTES, hop_latency_us=1.9,
-                 chunk_bytes=BUFFER_BYTES["LL128"] // NCCL_STEPS * LL128_DATA_BYTES // LL128_LINE_BYTES)
-SIMPLE = Protocol("Simple", payload_efficiency=1.0, hop_latency_us=3.4,
-                  chunk_bytes=BUFFER_BYTES["Simple"] // NCCL_STEPS * CHUNK_STEPS)
+LL = Protocol("LL", payload_efficiency=LL_DATA_BYTES / LL_LINE_BYTES, hop_latency_us=_nvlink_ring_hop_us("LL"),
+              chunk_bytes=_chunk("ring", "LL"))
+LL128 = Protocol("LL128", payload_efficiency=LL128_DATA_BYTES / LL128_LINE_BYTES, hop_latency_us=_nvlink_ring_hop_us("LL128"),
+                 chunk_bytes=_chunk("ring", "LL128"))
+SIMPLE = Protocol("Simple", payload_efficiency=1.0, hop_latency_us=_nvlink_ring_hop_us("Simple"),
+                  chunk_bytes=_chunk("ring", "Simple"))
 
 PROTOCOLS = {p.name: p for p in (IDEAL, LL, LL128, SIMPLE)}
 
@@ -111,18 +121,8 @@ def nccl_chunk_bytes(algorithm: str, proto: str, nbytes_per_channel: float | Non
     >>> nccl_chunk_bytes("collnet_chain", "Simple", nbytes_per_channel=4 << 20, depth=16)
     32768
     """
-    p = get_protocol(proto).name
-    step = BUFFER_BYTES[p] // NCCL_STEPS
-    chunk = step * (CHUNK_STEPS if (p == "Simple" and algorithm == "ring") else 1)
-    if p == "LL":
-        chunk //= 2
-    elif p == "LL128":
-        chunk = chunk * LL128_DATA_BYTES // LL128_LINE_BYTES
-    if algorithm == "collnet_chain":
-        chunk = min(chunk, 256 << 10)
-    elif algorithm in ("nvls", "nvls_tree"):
-        chunk = min(chunk, 128 << 10)
+    chunk = _chunk(algorithm, get_protocol(proto).name)
     if nbytes_per_channel is not None and algorithm != "ring":
-        while nbytes_per_channel / chunk < 8 * depth and chunk > 32 << 10:
+        while nbytes_per_channel / chunk < MIN_CHUNKS_PER_CHANNEL * depth and chunk > MIN_CHUNK_BYTES:
             chunk //= 2
     return chunk

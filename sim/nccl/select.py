@@ -21,11 +21,11 @@ chosen model's times.
 from __future__ import annotations
 
 from ..algorithms import candidates
+from ..engine.result import Result
 from ..errors import CollsimError
-from ..recipe import protocols_for
-from ..result import Result
 from .constants import NCCL_ALGORITHMS
 from .protocols import IDEAL
+from .recipe import protocols_for
 
 SELECTIONS = ("nccl", "fastest")
 NOTE_MARGIN = 0.10     # an alternative is worth a note when it is more than 10% faster than NCCL's pick

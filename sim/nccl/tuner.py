@@ -20,15 +20,36 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from . import calibration
-from .context import cached
-from ..analytic import ring_steps
-from ..collectives import get_collective
+from ..algorithms.analytic import ring_steps
+from ..collectives import Collective, get_collective
 from ..errors import CollsimError
-from .constants import (LL_MAX_BW, MAX_SEARCH_CHANNELS, NCCL_ALGORITHMS, NCCL_PROTOCOLS, NET_OVERHEAD_US, NVLS_BUS_TO_ALG,
-                        NVLS_MAX_HEADS,
-                        P2P_LL_THRESHOLD, PER_CH_MAX_RING_LL128, PER_CH_MAX_TREE, PER_CH_MAX_TREE_LL128, TREE_CORRECTION)
-from .machine import Machine, machine, nvls_graph, ring_graph, tree_graph
+from . import calibration
+from .constants import (
+    COLLNET_DIRECT_SM90_FACTOR,
+    LL128_BW_FACTOR,
+    LL_MAX_BW,
+    NCCL_ALGORITHMS,
+    NCCL_PROTOCOLS,
+    NCCL_RULES,
+    NET_OVERHEAD_US,
+    NET_SHARE_FACTOR,
+    NVLS_BUS_TO_ALG,
+    NVLS_MAX_HEADS,
+    P2P_LL_THRESHOLD,
+    PAT_BW_FACTOR,
+    PER_CH_MAX_RING_LL128,
+    PER_CH_MAX_TREE,
+    PER_CH_MAX_TREE_LL128,
+    RING_LL_BW_FACTOR,
+    RING_PLATEAU_LATENCY,
+    RING_PLATEAU_MIN_BYTES,
+    TREE_BUS_TO_ALG,
+    TREE_CORRECTION,
+    TREE_LL128_BW_FACTOR,
+    TREE_LL_BW_DIVISOR,
+)
+from .context import cached
+from .machine import Machine, graph_for, machine
 from .protocols import base_latency_us, get_protocol, hop_latency_us
 
 
@@ -48,25 +69,23 @@ class Terms:
     detail: dict = field(default_factory=dict)
 
 
-def _disabled(a: str, p: str, coll: str, m: Machine) -> str | None:
+def _disabled(a: str, p: str, coll: Collective, m: Machine) -> str | None:
     """Why NCCL would not use (a, p) here, or None."""
-    if coll in ("broadcast", "reduce") and a != "ring":
-        return "NCCL runs broadcast/reduce with rings only"
-    if coll in ("all_gather", "reduce_scatter") and a not in ("ring", "pat", "nvls", "collnet_direct"):
-        return f"NCCL has no {a} {coll}"
-    if (coll == "all_to_all") != (a == "p2p"):
-        return ("NCCL runs all_to_all as grouped point-to-point sends (p2p)" if coll == "all_to_all"
-                else "p2p is how NCCL runs all_to_all only")
+    allowed = NCCL_RULES[coll].algorithms
+    if a not in allowed:
+        if coll.nccl_p2p:
+            return f"NCCL runs {coll.name} as grouped point-to-point sends (p2p)"
+        if a == "p2p":
+            return "p2p is how NCCL runs all_to_all only"
+        return f"NCCL has no {a} {coll.name}: it runs it with {', '.join(allowed)}"
     if a == "p2p" and p == "LL128":
         return "NCCL's point-to-point sends use LL (small) or Simple"
-    if coll == "all_reduce" and a == "pat":
-        return "PAT serves all_gather/reduce_scatter only"
     if a in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") and p != "Simple":
         return f"{a} runs the Simple protocol only"
     if a in ("nvls", "nvls_tree") and (not m.nvls or m.cc_index < 2):
         return "NVLS needs an NVLink SHARP switch (Hopper or later)"
-    if a == "nvls" and coll in ("all_gather", "reduce_scatter") and m.ppn > NVLS_MAX_HEADS:
-        return f"NCCL runs NVLS {coll} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
+    if a == "nvls" and coll.sharded and m.ppn > NVLS_MAX_HEADS:
+        return f"NCCL runs NVLS {coll.name} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
     if a == "nvls_tree" and m.nnodes == 1:
         return "NCCL disables NVLSTree on a single node"
     if a == "nvls" and m.nnodes > 1 and not m.sharp:
@@ -103,7 +122,7 @@ def _once_per_inputs(fn):
 @_once_per_inputs
 def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m: Machine | None = None) -> Terms:
     """NCCL's (latency, bandwidth, time) for one pair; ``alg_GBps == 0`` when NCCL would not use it."""
-    coll = get_collective(collective).name
+    coll = get_collective(collective)
     p = get_protocol(protocol).name
     if p not in NCCL_PROTOCOLS:
         raise CollsimError(f"the tuner models NCCL's protocols ({', '.join(NCCL_PROTOCOLS)}), not {p!r}")
@@ -117,61 +136,60 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         return Terms(algorithm, p, 0, 0.0, 0.0, math.inf, math.inf, {"disabled": why})
     bus, nch, detail = _bus_bandwidth(coll, algorithm, p, m)
     n = m.nranks
-    nsteps = ring_steps(coll, n) if coll in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") else n
+    nsteps = n if coll.rooted else coll.ring_steps(n)   # tuning.cc: broadcast/reduce count n steps
     alg = bus
-    if not (algorithm != "ring" and coll in ("all_gather", "reduce_scatter")):
-        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else 0.5)
+    if not (algorithm != "ring" and coll.sharded):
+        alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else NVLS_BUS_TO_ALG if algorithm.startswith("nvls") else TREE_BUS_TO_ALG)
     lat = _latency(coll, algorithm, p, m, nsteps)
     bw = alg
     log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
-    if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < len(TREE_CORRECTION[p]):
+    allreduce_terms = NCCL_RULES[coll].allreduce_terms
+    if algorithm == "tree" and allreduce_terms and 0 <= log_size < len(TREE_CORRECTION[p]):
         bw *= TREE_CORRECTION[p][log_size]
         detail["tree_correction"] = TREE_CORRECTION[p][log_size]
-    if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and coll == "all_reduce" and nbytes / (nch * n) >= 64:
-        lat *= 1.9 if m.cc_index == 0 else 1.4   # "plateau effect of ring"
+    if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and allreduce_terms and nbytes / (nch * n) >= RING_PLATEAU_MIN_BYTES:
+        lat *= RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1]   # "plateau effect of ring"
         detail["ring_plateau"] = True
     lat += m.call_overhead_us
     time = lat + nbytes / (1000 * bw) if bw > 0 else math.inf
     return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
 
 
-def _bus_bandwidth(coll: str, a: str, p: str, m: Machine) -> tuple[float, int, dict]:
-    graph = (nvls_graph(m) if a.startswith("nvls") else
-             tree_graph(m, 8 if a == "collnet_direct" else 2 * MAX_SEARCH_CHANNELS) if a in ("tree", "collnet_direct", "collnet_chain")
-             else ring_graph(m))
+def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine) -> tuple[float, int, dict]:
+    graph = graph_for(m, a)
     nch, ppn, ci, col = graph.nchannels, m.ppn, m.cc_index, m.node_column
     bw = graph.bw_intra if (m.nnodes <= 2 or a.startswith("collnet")) else graph.bw_inter
     if a == "nvls":
-        bw = min(graph.bw_intra, graph.bw_inter) if coll == "all_reduce" else \
-            min(graph.bw_intra * (ppn - 1) / ppn, graph.bw_inter * 0.9)
+        bw = min(graph.bw_intra, graph.bw_inter) if not coll.sharded else \
+            min(graph.bw_intra * (ppn - 1) / ppn, graph.bw_inter * NET_SHARE_FACTOR)
     if a == "nvls_tree":
         bw = min(graph.bw_intra, graph.bw_inter if m.nnodes <= 2 else graph.bw_inter / 2)
     bus = nch * bw
     ll_max = LL_MAX_BW[ci if m.nnodes == 1 else int(m.cpu == "amd")][col]
     if a in ("ring", "p2p") and p == "LL":
-        bus = min(ll_max, bus * 0.5)
+        bus = min(ll_max, bus * RING_LL_BW_FACTOR)
     if a == "ring" and p == "LL128":
-        bus = min(bus * 0.92, nch * PER_CH_MAX_RING_LL128[ci][col])
-    if a == "tree" and coll == "all_reduce":
-        bus = min(bus * 0.92, nch * PER_CH_MAX_TREE[ci][col])
+        bus = min(bus * LL128_BW_FACTOR, nch * PER_CH_MAX_RING_LL128[ci][col])
+    if a == "tree" and NCCL_RULES[coll].allreduce_terms:
+        bus = min(bus * LL128_BW_FACTOR, nch * PER_CH_MAX_TREE[ci][col])
     if a == "tree" and p == "LL":
-        bus = min(bus / 3.8, ll_max)
+        bus = min(bus / TREE_LL_BW_DIVISOR, ll_max)
     if a == "tree" and p == "LL128":
-        bus = min(bus * (7 / 9 if m.nnodes == 1 else 120 / 128), nch * PER_CH_MAX_TREE_LL128[ci][col])
+        bus = min(bus * TREE_LL128_BW_FACTOR[0 if m.nnodes == 1 else 1], nch * PER_CH_MAX_TREE_LL128[ci][col])
     if a == "pat":
-        bus *= 0.75
+        bus *= PAT_BW_FACTOR
     if a == "collnet_direct":
-        if coll in ("all_gather", "reduce_scatter"):
-            bus = ppn * min(graph.bw_intra, graph.bw_inter * 0.9)
+        if coll.sharded:
+            bus = ppn * min(graph.bw_intra, graph.bw_inter * NET_SHARE_FACTOR)
         else:
             factor = ppn / nch
             bus /= factor - (factor - 1) / 2
             if ci >= 2:
-                bus *= 0.85
+                bus *= COLLNET_DIRECT_SM90_FACTOR
     return bus, nch, {"graph": graph}
 
 
-def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
+def _latency(coll: Collective, a: str, p: str, m: Machine, nsteps: int) -> float:
     # NCCL's per-hop latencies. On hardware presets they stand for the whole hop (NCCL measured them on
     # such machines); a textbook topology's own wire latency counts where it is larger.
     textbook = m.arch is None
@@ -182,7 +200,7 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
     inter = 0.0
     if m.nnodes > 1:
         row = "tree" if m.ppn == 1 else a
-        inter = hop_latency_us(m.inter_class, row, p)
+        inter = hop_latency_us(m.inter_class or "net", row, p)
         inter = max(inter, m.inter_wire_us) if textbook else inter
         inter += m.net_latency_us   # NCCL's graph.latencyInter (the net plugin's latency)
         if p == "Simple":
@@ -190,14 +208,14 @@ def _latency(coll: str, a: str, p: str, m: Machine, nsteps: int) -> float:
     lat = base_latency_us(a, p)
     nodes, ppn, n = m.nnodes, m.ppn, m.nranks
     if a == "ring":
-        if coll in ("broadcast", "reduce"):
+        if coll.rooted:
             hw = inter if nodes > 1 else intra
             if p == "Simple":
-                hw = max(hop_latency_us(m.inter_class if nodes > 1 else (m.intra_class or "nvlink"), "tree", p), hw)
+                hw = max(hop_latency_us((m.inter_class or "net") if nodes > 1 else (m.intra_class or "nvlink"), "tree", p), hw)
             return lat + nsteps * hw
         if nodes > 1:
             intra = max(intra, NET_OVERHEAD_US.get(m.cpu, 1.0) * (3 if p == "Simple" else 1))
-        inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if coll == "all_reduce" else nodes - 1
+        inter_steps = 0 if nodes == 1 else coll.passes * (nodes - 1)
         return lat + (nsteps - inter_steps) * intra + inter_steps * inter
     lg = int(math.log2(nodes)) if nodes > 1 else 0
     if a == "tree":
@@ -232,8 +250,8 @@ def rank_pairs(collective, nbytes: int, topo, algorithms, protocols=NCCL_PROTOCO
 
 
 def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
-    """The tuner's prediction for one pair as a :class:`~sim.result.Result` (model ``"tuner"``)."""
-    from ..result import Result
+    """The tuner's prediction for one pair as a :class:`~sim.engine.result.Result` (model ``"tuner"``)."""
+    from ..engine.result import Result
     coll = get_collective(coll)
     p = get_protocol(proto).name
     t = tuner_terms(coll, nbytes, topo, algorithm, p)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..errors import CollsimError
+from ..io.validation import MAX_GBPS, MAX_PARAM, MAX_RANKS, MAX_US, number, parse_number, whole
 from ..topology import Topology
-from ..validation import MAX_RANKS, number, parse_number, whole
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,9 @@ def presets() -> dict[str, Preset]:
 
 
 def _load_builtin() -> None:
-    from . import simple  # noqa: F401  (registers ring, fully-connected, switch)
     import importlib.util
+
+    from . import simple  # noqa: F401  (registers ring, fully-connected, switch)
     if importlib.util.find_spec(f"{__name__}.hardware") is not None:
         from . import hardware  # noqa: F401  (dgx-*, gb200-nvl72, hgx-a100-4, pcie)
 
@@ -74,8 +75,17 @@ def _convert(preset: Preset, key: str, raw: str):
         except ValueError:
             raise CollsimError(f"{what}={raw!r} is not a valid int: give a whole number such as 8") from None
         return whole(number(value, what, example="8"), what, high=MAX_RANKS)
-    if typ is float:  # finite here; the builder and Topology.build check the range with their own messages
-        return parse_number(raw, what)
+    if typ is float:  # finite and within the documented limits (sim.io.validation); builders check the rest
+        value = parse_number(raw, what)
+        # the upper limits here; a zero or negative value gets the builder's own message
+        if key.endswith("GBps"):
+            return number(value, what, high=MAX_GBPS, example="100")
+        if key.endswith("gbps"):   # a NIC speed in Gb/s: the same limit, in bits
+            return number(value, what, high=8 * MAX_GBPS, example="400")
+        if key.endswith("_us"):
+            return number(value, what, high=MAX_US, example="1.5")
+        return number(value, what, high=MAX_PARAM)
+    return raw
     return raw
 
 
@@ -108,17 +118,17 @@ def split_xml_spec(spec: str):
 
 def load_topology_xml(path: str, params: dict[str, str]) -> Topology:
     """The cluster an NCCL topology XML file describes: its node as the matching hardware preset
-    (:mod:`sim.topology_xml` says what is read), with the spec's other keys passed to that preset."""
-    from ..topology_xml import node_preset_from_xml
+    (:mod:`sim.topology.nccl_xml` says what is read), with the spec's other keys passed to that preset."""
+    from ..topology.nccl_xml import node_preset_from_xml
     preset_spec, read = node_preset_from_xml(path, params)
     topo = load_topology(preset_spec)
-    meta = dict(topo.meta, source_xml=os.path.abspath(path), xml_preset=preset_spec, xml_read=read)
-    return Topology.build(f"{os.path.basename(path)}({topo.name})", topo.nodes, topo.links, meta)
+    hardware = replace(topo.hardware, source_xml=os.path.abspath(path), xml_preset=preset_spec, xml_read=tuple(read))
+    return Topology.build(f"{os.path.basename(path)}({topo.name})", topo.nodes, topo.links, hardware)
 
 
 def load_topology(spec: "str | Topology") -> Topology:
     """A topology from a preset spec, a ``.yaml``/``.yml``/``.json`` path, an NCCL topology ``.xml``
-    (``FILE.xml[:nodes=N,...]``, :mod:`sim.topology_xml`), or a Topology (returned as is)."""
+    (``FILE.xml[:nodes=N,...]``, :mod:`sim.topology.nccl_xml`), or a Topology (returned as is)."""
     if isinstance(spec, Topology):
         return spec
     if not isinstance(spec, str) or not spec.strip():
@@ -127,7 +137,7 @@ def load_topology(spec: "str | Topology") -> Topology:
     if xml is not None:   # NCCL's topology XML, FILE.xml[:nodes=N,...]
         return load_topology_xml(*xml)
     if spec.lower().endswith((".yaml", ".yml", ".json")) or os.sep in spec:
-        from ..topology_file import load_topology_file
+        from ..topology.files import load_topology_file
         return load_topology_file(spec)
     name, raw = parse_spec(spec)
     table = presets()

@@ -43,9 +43,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..nccl.calibration import get_fabric
 from ..errors import CollsimError
 from ..topology import Link, Node, Topology, paused_gc
+from ..topology.fabrics import get_fabric
+from ..topology.hardware import Hardware
 from . import register
 
 NVLINK_HOP_US = 0.35      # GPU <-> NVSwitch, per hop
@@ -59,10 +60,11 @@ GPU_LIMIT = f"collsim builds at most {MAX_GPUS:,} GPUs"   # the one wording of t
 MAX_NICS_PER_NODE = 32    # NCCL: one channel per NIC, at most MAXCHANNELS/2 = 32 per topology search
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Platform:
     """Public facts about one server model (per node), and the preset's text: ``summary`` (the line of
-    ``collsim topo``) and ``sources`` (the builder's docstring: where each fact comes from)."""
+    ``collsim topo``) and ``sources`` (the builder's docstring: where each fact comes from). Rows are
+    keyword-only: thirteen facts in a row read only by name."""
 
     preset: str
     gpu: str
@@ -91,7 +93,8 @@ class Platform:
 # NVLink4: 25 GB/s per link per direction (H100/H200: 18 links = 450 GB/s/dir, "900 GB/s").
 # NVLink5: 50 GB/s per link per direction (B200: 18 links = 900 GB/s/dir, "1.8 TB/s").
 DGX_A100 = Platform(
-    "dgx-a100", "A100-SXM4", "ampere", 8, 12, 25.0, True, False, 4, 8, 200.0, "amd", 20,
+    preset="dgx-a100", gpu="A100-SXM4", gpu_arch="ampere", gpus=8, nvlink_links=12, nvlink_link_GBps=25.0,
+    nvswitch=True, nvls_capable=False, pcie_gen=4, nics=8, nic_gbps=200.0, cpu="amd", nodes_per_leaf=20,
     summary="NVIDIA DGX A100: 8 A100 on NVSwitch (NVLink3 300 GB/s/dir), 8x 200G ConnectX-6",
     sources="""DGX A100 nodes. Source: NVIDIA DGX A100 datasheet and System Architecture whitepaper: 8x A100-SXM4,
     6 second-generation NVSwitches, 12 NVLink3 links per GPU (600 GB/s bidirectional = 300 GB/s per
@@ -103,7 +106,8 @@ DGX_A100 = Platform(
     12.5
     """)
 DGX_H100 = Platform(
-    "dgx-h100", "H100-SXM", "hopper", 8, 18, 25.0, True, True, 5, 8, 400.0, "intel", 32,
+    preset="dgx-h100", gpu="H100-SXM", gpu_arch="hopper", gpus=8, nvlink_links=18, nvlink_link_GBps=25.0,
+    nvswitch=True, nvls_capable=True, pcie_gen=5, nics=8, nic_gbps=400.0, cpu="intel", nodes_per_leaf=32,
     summary="NVIDIA DGX H100: 8 H100 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7",
     sources="""DGX H100 nodes. Source: NVIDIA DGX H100 datasheet / user guide: 8x H100-SXM5, 4 third-generation
     NVSwitches (NVLink SHARP), 18 NVLink4 links per GPU (900 GB/s bidirectional = 450 GB/s per direction),
@@ -111,21 +115,24 @@ DGX_H100 = Platform(
     architecture: 32 nodes per scalable unit (one QM9700 leaf per rail).
     """)
 DGX_H200 = Platform(
-    "dgx-h200", "H200-SXM", "hopper", 8, 18, 25.0, True, True, 5, 8, 400.0, "intel", 32,
+    preset="dgx-h200", gpu="H200-SXM", gpu_arch="hopper", gpus=8, nvlink_links=18, nvlink_link_GBps=25.0,
+    nvswitch=True, nvls_capable=True, pcie_gen=5, nics=8, nic_gbps=400.0, cpu="intel", nodes_per_leaf=32,
     summary="NVIDIA DGX H200: 8 H200 on NVSwitch (NVLink4 450 GB/s/dir, NVLS), 8x 400G ConnectX-7",
     sources="""DGX H200 nodes. Source: NVIDIA DGX H200 datasheet: 8x H200 (141 GB), 4 NVSwitches, NVLink4 900 GB/s
     bidirectional per GPU (18 links, 450 GB/s per direction), 8x ConnectX-7 400 Gb/s, PCIe Gen5, 2x Intel
     Xeon Platinum 8480C. The interconnect is the DGX H100's; only the GPU (memory) differs.
     """)
 DGX_B200 = Platform(
-    "dgx-b200", "B200", "blackwell", 8, 18, 50.0, True, True, 5, 8, 400.0, "intel", 32,
+    preset="dgx-b200", gpu="B200", gpu_arch="blackwell", gpus=8, nvlink_links=18, nvlink_link_GBps=50.0,
+    nvswitch=True, nvls_capable=True, pcie_gen=5, nics=8, nic_gbps=400.0, cpu="intel", nodes_per_leaf=32,
     summary="NVIDIA DGX B200: 8 B200 on NVSwitch (NVLink5 900 GB/s/dir, NVLS), 8x 400G ConnectX-7",
     sources="""DGX B200 nodes. Source: NVIDIA DGX B200 datasheet / user guide: 8x B200, 2 fifth-generation NVLink
     switch chips, 18 NVLink5 links per GPU (1.8 TB/s bidirectional = 900 GB/s per direction), 8x ConnectX-7
     400 Gb/s compute NICs, PCIe Gen5, 2x Intel Xeon Platinum 8570.
     """)
 GB200_NVL72 = Platform(
-    "gb200-nvl72", "GB200", "blackwell", 72, 18, 50.0, True, True, 5, 72, 400.0, "arm", 32,
+    preset="gb200-nvl72", gpu="GB200", gpu_arch="blackwell", gpus=72, nvlink_links=18, nvlink_link_GBps=50.0,
+    nvswitch=True, nvls_capable=True, pcie_gen=5, nics=72, nic_gbps=400.0, cpu="arm", nodes_per_leaf=32,
     summary="NVIDIA GB200 NVL72: a rack of 72 Blackwell GPUs on NVLink5 switches (900 GB/s/dir), a 400G NIC per GPU",
     sources="""GB200 NVL72 racks; a node is one NVLink domain (a rack). Source: NVIDIA GB200 NVL72 product page and
     datasheet: 72 Blackwell GPUs and 36 Grace (Arm) CPUs, 18 NVLink5 switch chips in 9 trays, 1.8 TB/s
@@ -137,7 +144,8 @@ GB200_NVL72 = Platform(
     900.0
     """)
 HGX_A100_4 = Platform(
-    "hgx-a100-4", "A100-SXM4", "ampere", 4, 12, 25.0, False, False, 4, 2, 200.0, "amd", 32,
+    preset="hgx-a100-4", gpu="A100-SXM4", gpu_arch="ampere", gpus=4, nvlink_links=12, nvlink_link_GBps=25.0,
+    nvswitch=False, nvls_capable=False, pcie_gen=4, nics=2, nic_gbps=200.0, cpu="amd", nodes_per_leaf=32,
     summary="4 A100 on a direct NVLink3 mesh (4 links = 100 GB/s/dir per pair), 2x 200G NICs (ALCF Polaris-like)",
     sources="""HGX A100 4-GPU nodes, as in ALCF Polaris. Sources: NVIDIA HGX A100 datasheet (4-GPU board: A100s
     joined directly by NVLink3, no NVSwitch; each A100 has 12 links of 25 GB/s per direction, 4 to each
@@ -273,18 +281,16 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
                 duplex([(leaf, "spine")], up, SPINE_HOP_US, "net")
         node_list.append(Node("spine", "switch", reduce=reduce, label="spine (aggregated)"))
 
-    meta = {
-        "gpu_arch": pf.gpu_arch, "gpu": pf.gpu, "nvlink_GBps": nvl, "nvlink_links": pf.nvlink_links,
-        "intra": "nvlink", "nvswitch": pf.nvswitch, "pcie_gen": pf.pcie_gen, "p2p": True,
-        "nodes": nodes, "gpus_per_node": gpn, "nics_per_node": nics, "nic_GBps": nic_GBps, "nic_gbps": float(gbps),
-        "sharp": bool(sharp), "nvls": use_nvls, "nvls_sharp": bool(nvls_sharp and sharp and use_nvls), "cpu": pf.cpu, "nic_latency_us": NIC_LATENCY_US,
-        "pcie_GBps": pcie_GBps, "nvlink_latency_us": 2 * NVLINK_HOP_US, "oversubscription": float(oversubscription),
-        "nodes_per_leaf": per_leaf, "fabric": fab, "nic_ports": ports if nodes > 1 else 0,
-    }
-    if not pf.nvswitch:
-        meta["nvlink_pair_GBps"] = mesh_GBps
-    if nodes == 1:
-        meta["symmetry"] = "rotation"  # only GPU<->NVSwitch links (or a full mesh): GPU i -> i+1 maps links onto links
+    hardware = Hardware(
+        gpu_arch=pf.gpu_arch, gpu=pf.gpu, nvlink_GBps=nvl, nvlink_links=pf.nvlink_links,
+        intra="nvlink", nvswitch=pf.nvswitch, pcie_gen=pf.pcie_gen, p2p=True,
+        nodes=nodes, gpus_per_node=gpn, nics_per_node=nics, nic_GBps=nic_GBps, nic_gbps=float(gbps),
+        sharp=bool(sharp), nvls=use_nvls, nvls_sharp=bool(nvls_sharp and sharp and use_nvls), cpu=pf.cpu,
+        nic_latency_us=NIC_LATENCY_US, pcie_GBps=pcie_GBps, nvlink_latency_us=2 * NVLINK_HOP_US,
+        oversubscription=float(oversubscription), nodes_per_leaf=per_leaf, fabric=fab, nic_ports=ports if nodes > 1 else 0,
+        nvlink_pair_GBps=None if pf.nvswitch else mesh_GBps,
+        # only GPU<->NVSwitch links (or a full mesh): GPU i -> i+1 maps links onto links
+        symmetry="rotation" if nodes == 1 else None)
     params = [f"nodes={nodes}"] if nodes > 1 else []
     if gpn != pf.gpus:
         params.append(f"gpus_per_node={gpn}")
@@ -295,7 +301,7 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     params += [f"nvls={int(use_nvls)}"] if use_nvls != pf.nvls_capable else []
     params += ["nvls_sharp=1"] if nvls_sharp else []
     params += [f"oversubscription={oversubscription:g}"] if oversubscription != 1 else []
-    return Topology.build(name + (":" + ",".join(params) if params else ""), node_list, links, meta)
+    return Topology.build(name + (":" + ",".join(params) if params else ""), node_list, links, hardware)
 
 
 def _leaf(su: int, rail: int, nsu: int) -> str:
@@ -363,8 +369,8 @@ def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cp
         for g in gpu_nodes:
             links += [Link(g.name, "pcie.up", bw, PCIE_HOP_US, "pcie"), Link("pcie.down", g.name, bw, PCIE_HOP_US, "pcie")]
         links += [Link("pcie.up", "cpu", bw, PCIE_HOP_US, "pcie"), Link("cpu", "pcie.down", bw, PCIE_HOP_US, "pcie")]
-    meta = {"gpu_arch": arch, "gpu": f"PCIe GPU ({arch})", "nvlink_GBps": 0.0, "nvlink_links": 0, "intra": "pcie",
-            "nvswitch": False, "pcie_gen": gen, "p2p": bool(p2p), "nodes": 1, "gpus_per_node": gpus, "nics_per_node": 0,
-            "nic_GBps": 0.0, "nic_gbps": 0.0, "sharp": False, "nvls": False, "cpu": cpu, "nic_latency_us": NIC_LATENCY_US,
-            "pcie_GBps": bw}
-    return Topology.build(f"pcie:gpus={gpus},gen={gen},p2p={int(bool(p2p))}", gpu_nodes + extra, links, meta)
+    hardware = Hardware(gpu_arch=arch, gpu=f"PCIe GPU ({arch})", nvlink_GBps=0.0, nvlink_links=0, intra="pcie",
+                        nvswitch=False, pcie_gen=gen, p2p=bool(p2p), nodes=1, gpus_per_node=gpus, nics_per_node=0,
+                        nic_GBps=0.0, nic_gbps=0.0, sharp=False, nvls=False, cpu=cpu, nic_latency_us=NIC_LATENCY_US,
+                        pcie_GBps=bw)
+    return Topology.build(f"pcie:gpus={gpus},gen={gen},p2p={int(bool(p2p))}", gpu_nodes + extra, links, hardware)

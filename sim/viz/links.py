@@ -5,7 +5,7 @@ time) and its topology. :func:`link_windows` recovers when each link was *serial
 replaying the engine's link rule (FIFO, cut-through: see :mod:`sim.engine.fast`) over the traced start
 times; every replayed arrival is checked against the engine's own, so the pictures show the engine's
 run, not a second model. Where the replay does not reproduce the trace (the NCCL protocols run the
-engine on an effective topology and add a latency term: :mod:`sim.nccl.plan`), the windows fall back to
+engine on an effective topology and add a latency term: :mod:`sim.nccl.execution`), the windows fall back to
 each transfer from issue to arrival on every link of its route, ``exact`` is False and the pictures
 say so; link utilisation figures always come from the engine's own ``Result.link_busy_us``.
 
@@ -27,8 +27,8 @@ from matplotlib.colors import BoundaryNorm, ListedColormap, Normalize
 from matplotlib.figure import Figure
 
 from ..errors import CollsimError
-from ..presets import load_topology
 from ..nccl.protocols import get_protocol
+from ..presets import load_topology
 from .style import size_label
 
 

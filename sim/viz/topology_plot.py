@@ -100,7 +100,7 @@ def plot_topology(topo, path: str | None = None, max_nodes: int = 600):
     ax.margins(0.08, 0.2)
     fig.tight_layout()
     if path:
-        from ..safe_io import output_path
+        from ..io.safe_io import output_path
         with output_path(path, "--plot") as tmp:  # atomic; never over an input, never through a link
             fig.savefig(tmp, dpi=130)
     return fig

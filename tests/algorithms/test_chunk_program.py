@@ -22,7 +22,7 @@ def test_rank_and_chunk_arithmetic_wraps_around():
 
 def test_steps_loop_numbers_steps_consecutively_across_loops():
     p = ChunkProgram("all_reduce", 2, chunks=2)
-    for s in p.steps(1):
+    for _s in p.steps(1):
         p.send(0, 1, chunk=0, reduce=True)
     for s in p.steps(2):
         p.send(1, 0, chunk=s)

@@ -3,9 +3,9 @@ import json
 
 import pytest
 import yaml
+from compareutil import SIZES, bench_doc, gloo_time_us, write_doc
 
 import sim
-from compareutil import SIZES, bench_doc, gloo_time_us, write_doc
 from real.compare.calibrate import calibrate
 from real.compare.hostmodel import host_bytes
 from real.compare.measured import read_measurement

@@ -3,8 +3,8 @@
 1-step one unbiased. Without the flag the measured value is only recorded."""
 import pytest
 import yaml
-
 from compareutil import SIZES, bench_doc, gloo_time_us, write_doc
+
 from real.compare.calibrate import calibrate, measured_latency_us
 from real.compare.measured import read_measurement
 from sim.errors import CollsimError

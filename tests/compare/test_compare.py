@@ -3,8 +3,8 @@ import json
 import math
 
 import pytest
-
 from compareutil import bench_doc, fixture, write_doc
+
 from real.compare.measured import MeasuredRow, Measurement, read_measurement
 from real.compare.predict import Predictor
 from real.compare.score import compare, summarize

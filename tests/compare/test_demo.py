@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from real.demo import _sweep_len, gpu_topology
+from real.measure.demo_run import _sweep_len, gpu_topology
 from sim.presets import load_topology
 
 
@@ -27,7 +27,7 @@ def test_sweep_length():
 @pytest.mark.slow
 def test_cpu_demo_end_to_end(tmp_path, capsys):
     pytest.importorskip("torch", reason="the real run needs torch (pip install torch==2.13.0)")
-    from real.demo import run_real_demo
+    from real.measure.demo_run import run_real_demo
     assert run_real_demo(nprocs=2, report=str(tmp_path)) == 0
     out = capsys.readouterr().out
     assert "Calibrated on all_gather, predicted all_reduce (held out)" in out

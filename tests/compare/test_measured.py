@@ -1,7 +1,7 @@
 """Reading measurements: raw nccl-tests text (current and older layouts) and collsim bench JSON."""
 import pytest
-
 from compareutil import bench_doc, fixture, write_doc
+
 from real.compare.measured import read_measurement, read_measurement_text
 from sim.errors import CollsimError
 

@@ -6,9 +6,10 @@ import struct
 from html.parser import HTMLParser
 
 from compareutil import SIZES, bench_doc, fixture, gloo_time_us, write_doc
+
 from real.compare.calibrate import calibrate
+from real.compare.markdown_report import write_report
 from real.compare.measured import read_measurement
-from real.compare.report import write_report
 from real.compare.score import compare
 
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 import yaml
-
 from compareutil import SIZES, bench_doc, gloo_time_us, write_doc
+
 from real.compare.calibrate import calibrate
 from real.compare.measured import measurement_from_json, with_statistic
 from real.compare.score import compare

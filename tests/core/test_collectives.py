@@ -1,7 +1,7 @@
 """nccl-tests' bus factors and byte conventions."""
 import pytest
 
-from sim.analytic import algbw_GBps, busbw_GBps
+from sim.algorithms.analytic import algbw_GBps, busbw_GBps
 from sim.collectives import COLLECTIVES, get_collective
 from sim.errors import CollsimError
 

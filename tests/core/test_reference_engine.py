@@ -12,9 +12,9 @@ import pytest
 import sim
 from sim.algorithms import algorithms, build_program, why_not
 from sim.engine import simulate_program as fast
-from sim.presets import load_topology
-from sim.nccl.protocols import IDEAL, SIMPLE
 from sim.engine.reference import simulate_program as reference
+from sim.nccl.protocols import IDEAL, SIMPLE
+from sim.presets import load_topology
 
 # small worlds that between them let every algorithm run: a ring, IB SHARP, two NVLS nodes, one NVLS node
 TOPOLOGIES = ["ring:n=5", "switch:n=6,sharp=1", "dgx-h100:nodes=2,gpus_per_node=2,sharp=1", "dgx-h100:gpus_per_node=4"]

@@ -2,8 +2,7 @@
 import numpy as np
 import pytest
 
-from sim import analytic
-from sim.algorithms import build_program
+from sim.algorithms import analytic, build_program
 from sim.engine import simulate_program
 from sim.presets import load_topology
 

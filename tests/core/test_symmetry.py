@@ -47,9 +47,9 @@ def test_host_rotation_equals_op_by_op(spec, collective, proto):
     # invariant under "every host to the next"; simulating one host's ops must change nothing: the
     # time, every link's bytes and busy time, and every op's start and end (what the trace shows)
     from sim.collectives import get_collective
-    from sim.nccl.plan import effective_topology, plan_nccl, spread_program
+    from sim.engine.trace_export import expand_times
+    from sim.nccl.execution import effective_topology, plan_nccl, spread_program
     from sim.nccl.protocols import IDEAL
-    from sim.trace import expand_times
     topo, coll = load_topology(spec), get_collective(collective)
     if proto == "ideal":
         prog, t, p = build_program("ring", coll, topo.nranks, topology=topo, nchannels=2), topo, IDEAL

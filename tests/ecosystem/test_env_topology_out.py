@@ -13,11 +13,11 @@ import sys
 import pytest
 import yaml
 
-from real.commands import topology_out
-from real.topo_dump import merge_nodes, nccl_topology_dump, nic_legend
+from real.measure.topo_dump import merge_nodes, nccl_topology_dump, nic_legend
+from real.measure_cli import topology_out
 from sim.presets import load_topology
-from sim.topology_nvsmi import parse_nvidia_smi_topo
-from sim.topology_xml import parse_topology_xml
+from sim.topology.nccl_xml import parse_topology_xml
+from sim.topology.nvidia_smi import parse_nvidia_smi_topo
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "nccl_topo")
 H20 = open(os.path.join(DATA, "h20-nvidia-smi-topo.txt")).read()
@@ -62,7 +62,7 @@ def test_merge_rules_full_dump_vm_dump_and_names():
 
 
 def XmlSlice(node, n):
-    from sim.topology_xml import XmlNode
+    from sim.topology.nccl_xml import XmlNode
     return XmlNode(gpus=node.gpus[:n], nics=node.nics[:n], cpus=node.cpus)
 
 

@@ -9,7 +9,7 @@ import yaml
 import sim
 from sim.errors import CollsimError
 from sim.presets import load_topology
-from sim.topology_nvsmi import load_topology_nvsmi, parse_nvidia_smi_topo
+from sim.topology.nvidia_smi import load_topology_nvsmi, parse_nvidia_smi_topo
 
 H20 = os.path.join(os.path.dirname(__file__), "..", "data", "nccl_topo", "h20-nvidia-smi-topo.txt")
 
@@ -39,7 +39,7 @@ def test_gpu_name_from_the_text_and_errors(tmp_path):
 
 
 def test_env_topology_out_writes_a_loadable_file(tmp_path):
-    from real.commands import topology_out
+    from real.measure_cli import topology_out
     out = tmp_path / "me.yaml"
     said = topology_out(str(out), {"nvidia_smi_topo": open(H20).read(), "gpus": ["NVIDIA H20"]})
     assert "wrote" in said and "GPU name in the text: NVIDIA H20" in said

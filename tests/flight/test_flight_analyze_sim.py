@@ -81,9 +81,9 @@ def test_straggler_threshold_is_a_parameter():
 
 
 def _dumps(name):
-    from sim.flight.engine import run
     from sim.flight.faults import apply_rank_faults, parse_faults
-    from sim.flight.workload import from_dict
+    from sim.flight.rank_workload import from_dict
+    from sim.flight.replay import run
     sc = load_scenario(name)
     w = from_dict(sc["workload"])
     return run(apply_rank_faults(w, parse_faults(sc["faults"]))).dumps()

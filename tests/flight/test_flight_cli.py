@@ -52,7 +52,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
 
 
 def test_sim_never_imports_torch():
-    code = ("import sys, sim.flight.commands, sim.flight.scenarios, sim.flight.analyze, sim.cli;"
+    code = ("import sys, sim.commands.flight_command, sim.flight.scenarios, sim.flight.analyze, sim.cli;"
             "sim.cli.main(['flight', 'simulate', 'ddp-crash']);"
             "assert 'torch' not in sys.modules, 'torch imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -61,6 +61,7 @@ def test_sim_never_imports_torch():
 
 def test_collsim_cost_model_when_the_core_simulator_exists(tmp_path, capsys):
     import pytest
+
     import sim
     if not hasattr(sim, "simulate"):
         pytest.skip("sim.simulate is not built yet")

@@ -3,9 +3,9 @@ import pytest
 
 from sim.errors import CollsimError
 from sim.flight.cost import AlphaBeta
-from sim.flight.engine import run
 from sim.flight.faults import LinkFault, apply_rank_faults, parse_faults
-from sim.flight.workload import ddp_step, from_dict, tp_dp_step
+from sim.flight.rank_workload import ddp_step, from_dict, tp_dp_step
+from sim.flight.replay import run
 
 AB = AlphaBeta(alpha_us=5.0, bandwidth_GBps=100.0)
 FIELDS = {"record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "op_id", "profiling_name",

@@ -15,7 +15,7 @@ GENERATOR = "/work/shared/checks/lib/fr_skip.py"
 
 
 def test_demo_skip_pickles_name_rank_2(tmp_path):
-    from real.flight_demo import run_demo
+    from real.measure.flight_demo import run_demo
     info = run_demo(str(tmp_path), nprocs=3, fault="skip", timeout_s=3)
     assert sorted(info["files"]) == ["rank_0", "rank_1", "rank_2"]
     d = analyze(load_dir(str(tmp_path)))
@@ -24,7 +24,7 @@ def test_demo_skip_pickles_name_rank_2(tmp_path):
 
 
 def test_demo_dtype_json_names_rank_2(tmp_path):
-    from real.flight_demo import run_demo
+    from real.measure.flight_demo import run_demo
     run_demo(str(tmp_path), nprocs=3, fault="dtype", timeout_s=3, form="json")
     d = analyze(load_dir(str(tmp_path)))
     # gloo may abort a rank that receives the wrong byte count (it then leaves no dump); rank 2's own

@@ -2,7 +2,7 @@
 import yaml
 
 from sim.flight.faults import apply_rank_faults, parse_faults
-from sim.flight.workload import Call, Compute, Wait, fsdp_step, from_dict, tp_dp_step
+from sim.flight.rank_workload import Call, Compute, Wait, from_dict, fsdp_step, tp_dp_step
 
 SPEC = """
 world_size: 4

@@ -5,7 +5,7 @@ import pytest
 
 import sim
 from sim.nccl import calibration
-from sim.nccl.plan import effective_topology
+from sim.nccl.execution import effective_topology
 from sim.presets import load_topology
 
 

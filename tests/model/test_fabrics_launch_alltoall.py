@@ -10,14 +10,14 @@ import sys
 import pytest
 
 import sim
-from sim.nccl import calibration
 from sim.commands import crossval
 from sim.commands.validate import PUBLIC_CASES, score_case
 from sim.errors import CollsimError
-from sim.nccl_tests_format import parse_nccl_tests_meta
-from sim.presets import load_topology
-from sim.topology_file import topology_from_dict
+from sim.io.nccl_tests_format import parse_nccl_tests_meta
+from sim.nccl import calibration
 from sim.nccl.machine import machine, with_gpus_per_process
+from sim.presets import load_topology
+from sim.topology.files import topology_from_dict
 
 CASES = {c["id"]: c for c in json.load(open(PUBLIC_CASES))["cases"]}
 

@@ -16,8 +16,8 @@ import sim
 from sim.commands import crossval
 from sim.commands.validate import PUBLIC_CASES
 from sim.nccl import calibration
+from sim.nccl.execution import nvls_loop
 from sim.nccl.machine import machine
-from sim.nccl.plan import nvls_loop
 from sim.presets import load_topology
 
 ONE_RACK_8G_BUSBW = 834.57     # 72 GPUs, 8 GiB

@@ -1,15 +1,13 @@
 """The engine under NCCL's protocols: latency term + data movement, channels over NICs, chunk
 pipelines with steady-state extrapolation; ``ideal`` stays the pure latency-bandwidth model."""
-import numpy as np
 import pytest
 
 import sim
-import sim.nccl.plan as nr
-from sim.nccl import calibration
-from sim.algorithms import build_program
+import sim.nccl.execution as nr
 from sim.collectives import get_collective
-from sim.presets import load_topology
+from sim.nccl import calibration
 from sim.nccl.tuner import tuner_terms
+from sim.presets import load_topology
 from sim.verify import verify
 
 AR = get_collective("all_reduce")

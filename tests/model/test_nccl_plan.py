@@ -1,14 +1,14 @@
-"""One NCCL recipe (sim.nccl.plan.plan_nccl) for the engine and the flow model; NCCL's tree correction."""
+"""One NCCL recipe (sim.nccl.execution.plan_nccl) for the engine and the flow model; NCCL's tree correction."""
 import dataclasses
 
 import pytest
 
 import sim
-from sim import analytic
+from sim.algorithms import analytic
 from sim.collectives import get_collective
-from sim.nccl.plan import nccl_channels, plan_nccl
-from sim.presets import load_topology
+from sim.nccl.execution import nccl_channels, plan_nccl
 from sim.nccl.machine import machine
+from sim.presets import load_topology
 
 AR = get_collective("all_reduce")
 C6 = "hgx-a100-4:nodes=8,nics_per_node=2,nic_gbps=200"

@@ -2,7 +2,7 @@
 import pytest
 
 from sim.errors import CollsimError
-from sim.nccl_tests_format import KEYS, parse_nccl_tests, parse_nccl_tests_meta
+from sim.io.nccl_tests_format import KEYS, parse_nccl_tests, parse_nccl_tests_meta
 
 CURRENT = """# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
 #

@@ -6,12 +6,12 @@ import pytest
 
 import sim
 from sim.errors import CollsimError
-from sim.presets import load_topology
-from sim.nccl.constants import BUFFER_BYTES, NCCL_STEPS
-from sim.nccl.protocols import base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from sim.nccl import calibration
-from sim.nccl.tuner import rank_pairs, tuner_result, tuner_terms
+from sim.nccl.constants import BUFFER_BYTES, NCCL_STEPS
 from sim.nccl.machine import machine, nvls_graph, ring_graph, tree_graph
+from sim.nccl.protocols import base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
+from sim.nccl.tuner import rank_pairs, tuner_result, tuner_terms
+from sim.presets import load_topology
 
 
 def test_payload_efficiency_and_wire_bytes():

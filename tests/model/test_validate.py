@@ -26,8 +26,8 @@ def test_scores_of_fast_cases():
     e1 = score_case(cases["E1"])
     assert len(e1["bw_errors"]) == 5 and set(e1["chosen"]) == {"ring/LL", "ring/Simple"}
     c6 = score_case(cases["C6-2"])
-    from sim.nccl import calibration
     from sim.commands import crossval
+    from sim.nccl import calibration
     fitted = crossval.fit([crossval.Case(cases[k]) for k in ("E1-AG", "E1-BC", "E1-RD", "E1-A2A")])
     with calibration.override(fitted):
         assert score_case(cases["E1"])["bw_median"] < 0.10

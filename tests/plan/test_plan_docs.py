@@ -1,12 +1,12 @@
-"""The examples in sim.plan's docstrings run and say what they claim."""
+"""The examples in sim.planning's docstrings run and say what they claim."""
 import doctest
 import importlib
 
 import pytest
 
-MODULES = ["sim.plan", "sim.plan.workload", "sim.plan.layout", "sim.plan.subtopo", "sim.plan.costs",
-           "sim.plan.schedule", "sim.plan.step", "sim.plan.plan", "sim.plan.report", "sim.plan.whatif",
-           "sim.plan.plot", "sim.plan.flight"]
+MODULES = ["sim.planning", "sim.planning.training_workload", "sim.planning.layout", "sim.planning.subtopo", "sim.planning.costs",
+           "sim.planning.schedule", "sim.planning.step", "sim.planning.planner", "sim.planning.plan_report", "sim.planning.cluster_whatif",
+           "sim.planning.plot", "sim.planning.flight_export"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -18,6 +18,6 @@ def test_docstring_examples(name):
 def test_plan_does_not_import_torch():
     import subprocess
     import sys
-    code = "import sys, sim.plan, sim.commands.plan, sim.plan.flight, sim.plan.plot; print('torch' in sys.modules)"
+    code = "import sys, sim.planning, sim.commands.plan, sim.planning.flight_export, sim.planning.plot; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

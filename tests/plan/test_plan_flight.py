@@ -1,8 +1,8 @@
 """The same planned step feeds the flight recorder: a rank that skips a bucket hangs the job."""
 import pytest
 
-from sim.plan import plan_step
-from sim.plan.flight import flight_scenario, flight_workload_spec, rank_sequences
+from sim.planning import plan_step
+from sim.planning.flight_export import flight_scenario, flight_workload_spec, rank_sequences
 
 WL = {"model": {"params": "100M", "layers": 4, "dtype": "bfloat16"},
       "parallelism": {"strategy": "ddp", "bucket_mb": 25}, "compute": {"layer_forward_ms": 2}}
@@ -20,7 +20,7 @@ def test_every_rank_calls_the_same_sequence_on_its_own_groups():
 
 
 def test_flight_workload_keeps_calls_and_groups():
-    flight = pytest.importorskip("sim.flight.workload")
+    flight = pytest.importorskip("sim.flight.rank_workload")
     p = plan_step(WL, "dgx-h100")
     w = flight.from_dict(flight_workload_spec(p))
     assert w.world_size == 8

@@ -6,8 +6,8 @@ import pytest
 
 import sim
 from sim.errors import CollsimError
-from sim.plan import Layout, from_dict, load_workload, plan_step, sub_topology
-from sim.plan.workload import parse_count
+from sim.planning import Layout, from_dict, load_workload, plan_step, sub_topology
+from sim.planning.training_workload import parse_count
 from sim.presets import load_topology
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -107,7 +107,7 @@ def test_subgroup_of_a_ring_forwards_through_the_gpus_between():
 
 @pytest.mark.parametrize("spec", ["dgx-h100:nodes=2", "ring:n=6", "dgx-a100:nodes=2,nics_per_node=4", "fully-connected:n=4"])
 def test_one_search_per_member_gives_the_topology_routes(spec):
-    from sim.plan.subtopo import shortest_path_tree
+    from sim.planning.subtopo import shortest_path_tree
     t = load_topology(spec)
     out = [[] for _ in t.nodes]
     for li, l in enumerate(t.links):

@@ -2,8 +2,8 @@
 collective times (the stream model is under test here, not the collective model)."""
 import pytest
 
-from sim.plan import plan_step
-from sim.plan.schedule import Task, buckets, run_streams
+from sim.planning import plan_step
+from sim.planning.schedule import Task, buckets, run_streams
 
 FLAT = "switch:n=4,bandwidth_GBps=100,kind=nvlink"
 LAYER_PARAMS = 13_107_200  # bf16: exactly 25 MiB of gradients per layer

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from sim.plan import plan_step
+from sim.planning import plan_step
 
 H100 = "dgx-h100"
 P = 1_000_000_000  # 1e9 bf16 parameters: 2e9 gradient bytes

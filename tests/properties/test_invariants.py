@@ -131,12 +131,12 @@ def test_verify_holds_for_every_algorithm_at_every_supported_world_size(name, co
     assert verify(build_program(name, coll, n, topology=topo, root=root)).ok
 
 
-# documented tolerances: sim.replica within 2% of the engine (docs/performance.md: equal where neither
+# documented tolerances: sim.prediction.replica within 2% of the engine (docs/performance.md: equal where neither
 # extrapolates, the two extrapolate from different ops budgets past it),
-# sim.flow_alltoall is within about 10% (the engine's start-up queue), the textbook algorithms' step model within sim.flow_steps.TOLERANCE, and the
+# sim.prediction.flow_alltoall is within about 10% (the engine's start-up queue), the textbook algorithms' step model within sim.prediction.flow_steps.TOLERANCE, and the
 # ring's flows within 2.25 chunk times where nodes share the aggregated spine (docs/performance.md,
 # "The flow model's rings"; rooted chains across nodes are its documented weak spot and are left out)
-EXACT = {"tree": 0.02, "nvls_tree": 0.02, "nvls": 0.02, "p2p": 0.10}   # p2p: the engine queues up to ~10% more (sim.flow_alltoall)
+EXACT = {"tree": 0.02, "nvls_tree": 0.02, "nvls": 0.02, "p2p": 0.10}   # p2p: the engine queues up to ~10% more (sim.prediction.flow_alltoall)
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
@@ -145,8 +145,8 @@ EXACT = {"tree": 0.02, "nvls_tree": 0.02, "nvls": 0.02, "p2p": 0.10}   # p2p: th
        st.sampled_from(["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]),
        st.sampled_from(["LL", "LL128", "Simple"]), st.integers(1 << 10, 1 << 26), st.data())
 def test_large_scale_models_agree_with_the_engine(spec, coll, proto, nbytes, data):
-    from sim.flow import flow_covers
-    from sim.flow_steps import TOLERANCE
+    from sim.prediction.flow import flow_covers
+    from sim.prediction.flow_steps import TOLERANCE
     topo = load_topology(spec)
     covered = [a for a in algorithms() if why_not(a, coll, topo.nranks, topo) is None and flow_covers(get_collective(coll), a, topo) is None]
     assume(covered)

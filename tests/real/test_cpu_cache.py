@@ -8,7 +8,7 @@ from real.compare.calibrate import calibrate
 from real.compare.hostmodel import cache_factor
 from real.compare.measured import measurement_from_json
 from real.compare.score import compare
-from real.cpucache import cache_record, parse_cache_size, private_cache_bytes, read_caches
+from real.measure.cpucache import cache_record, parse_cache_size, private_cache_bytes, read_caches
 
 C, K, BW, T0 = 2 << 20, 4.0, 1.5, 200.0
 SIZES = tuple(4096 * 4 ** i for i in range(7))     # 4 KiB .. 16 MiB

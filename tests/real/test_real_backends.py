@@ -1,6 +1,5 @@
-"""What real.backends says about gloo is what torch 2.x's gloo does (if torch changes, this fails first)."""
+"""What real.measure.backends says about gloo is what torch 2.x's gloo does (if torch changes, this fails first)."""
 import pytest
-
 from realutil import spawn_gloo
 
 torch = pytest.importorskip("torch", reason="needs torch (pip install torch==2.13.0)")
@@ -28,7 +27,7 @@ def _probe(rank, n):
 
 
 def test_gloo_capabilities_match_the_notes():
-    from real.backends import GLOO_UNSUPPORTED
+    from real.measure.backends import GLOO_UNSUPPORTED
     for rank, got in enumerate(spawn_gloo(_probe, 2)):
         assert got["avg_float"] and not got["avg_int"]
         assert not got["uint32"] and not got["f8e4m3"] and got["bfloat16"]
@@ -37,7 +36,7 @@ def test_gloo_capabilities_match_the_notes():
 
 
 def test_notes_say_what_gloo_does_differently():
-    from real.backends import notes_for
+    from real.measure.backends import notes_for
     text = " ".join(notes_for("gloo", "reduce_scatter", "torch"))
     assert "CPU over TCP" in text and "host-side" in text and "all-reduces the whole input" in text
     assert not any("reduce_scatter" in n for n in notes_for("gloo", "reduce_scatter", "program:ring"))

@@ -2,7 +2,6 @@
 import json
 
 import pytest
-
 from realutil import new_env, processes_with, run_bench
 
 pytest.importorskip("torch", reason="collsim bench needs torch (pip install torch==2.13.0)")

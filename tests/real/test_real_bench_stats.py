@@ -3,7 +3,6 @@ import json
 import statistics
 
 import pytest
-
 from realutil import run_bench
 
 pytest.importorskip("torch", reason="collsim bench needs torch (pip install torch==2.13.0)")

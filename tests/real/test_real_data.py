@@ -3,8 +3,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the real/ package needs torch (pip install torch==2.13.0)")
 
-from real import collectives as C  # noqa: E402
-from real.options import DTYPES, layout  # noqa: E402
+from real.measure import torch_collectives as C  # noqa: E402
+from real.measure.options import DTYPES, layout  # noqa: E402
 
 
 def _inputs(coll, lay, op, dname, n, root):

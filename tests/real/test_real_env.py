@@ -7,7 +7,7 @@ import pytest
 
 
 def test_commands_module_does_not_import_torch():
-    code = ("import sys, real, real.commands, real.options, real.report, real.launch, real.nccl; "
+    code = ("import sys, real, real.measure_cli, real.measure.options, real.measure.bench_report, real.measure.launch, real.measure.nccl_ctypes; "
             "from sim.cli import build_parser; build_parser(); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
@@ -29,7 +29,7 @@ def test_env_text_and_json(cli):
 
 def test_gloo_bench_checks_arguments_without_importing_torch():
     """The launcher only validates and starts ranks; importing torch there would cost ~1 s per run."""
-    code = ("import sys; from sim.cli import build_parser; from real.commands import build_options; "
+    code = ("import sys; from sim.cli import build_parser; from real.measure_cli import build_options; "
             "build_options(build_parser().parse_args(['bench', '--backend', 'gloo', '--impl', 'program:ring'])); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -2,15 +2,15 @@
 import textwrap
 
 import pytest
-
 from realutil import run_bench, spawn_gloo
+
 from sim.algorithms import build_program
 from sim.errors import CollsimError
 from sim.program import Program
 
 torch = pytest.importorskip("torch", reason="the executor needs torch (pip install torch==2.13.0)")
 
-from real.executor import Executor, load_program, split  # noqa: E402
+from real.measure.executor import Executor, load_program, split  # noqa: E402
 
 
 def _ring_vs_torch(rank, n, count, nchannels, pipeline):
@@ -113,7 +113,7 @@ def _switch_program(n=2):
 
 
 def test_switch_programs_are_refused(tmp_path):
-    from real.executor import check_program
+    from real.measure.executor import check_program
     with pytest.raises(CollsimError, match="hosts cannot play a SHARP/NVLS switch"):
         check_program(_switch_program(), "all_reduce", 2)
     with pytest.raises(CollsimError, match="computes all_reduce, not all_gather"):

@@ -5,7 +5,6 @@ Skipped (with the reason) where torch sees no CUDA GPU; scripts/gpu_check.sh run
 import json
 
 import pytest
-
 from realutil import new_env, processes_with, run_bench
 
 torch = pytest.importorskip("torch", reason="needs torch with CUDA")

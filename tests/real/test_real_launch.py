@@ -5,7 +5,6 @@ import subprocess
 import time
 
 import pytest
-
 from realutil import bench_cmd, new_env, processes_with, run_bench
 
 pytest.importorskip("torch", reason="collsim bench needs torch (pip install torch==2.13.0)")

@@ -14,7 +14,7 @@ import time
 import pytest
 from realutil import bench_cmd, free_port, new_env, processes_with
 
-from real import launchers, pairs, pairs_report
+from real.measure import launchers, pairs, pairs_report
 from sim.errors import CollsimError
 
 SMALL = ["--backend", "gloo", "-b", "1K", "-e", "16K", "-f", "4", "-n", "2", "-w", "1", "--format", "json"]
@@ -94,7 +94,7 @@ def test_stale_or_partial_launcher_variables_are_refused(env, message):
 # ---- where the store listens (sockets only, no torch) --------------------------------------------------------
 
 def test_the_store_socket_binds_the_one_address_asked_for():
-    from real import rendezvous
+    from real.measure import rendezvous
     s = rendezvous.listener("127.0.0.1", 0, spans_hosts=False)
     try:
         assert s.getsockname()[0] == "127.0.0.1"

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from real import nccl
+from real.measure import nccl_ctypes as nccl
 
 LIB = nccl.find_library()
 needs_lib = pytest.mark.skipif(LIB is None, reason="libnccl.so.2 not found: pip install nvidia-nccl-cu12 or set NCCL_LIBRARY")

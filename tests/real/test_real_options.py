@@ -1,7 +1,7 @@
 """nccl-tests' size conventions and the flag checks that run before any process starts."""
 import pytest
 
-from real.options import BenchOptions, check_sweep, layout, nccl_env, parse_dtypes, parse_impl, parse_ops, sweep_sizes
+from real.measure.options import BenchOptions, check_sweep, layout, nccl_env, parse_dtypes, parse_impl, parse_ops, sweep_sizes
 from sim.errors import CollsimError
 
 

@@ -1,18 +1,17 @@
-"""collsim bench measures the message latency between ranks 0 and 1 before its sweep (real.harness.p2p_latency)
+"""collsim bench measures the message latency between ranks 0 and 1 before its sweep (real.measure.harness.p2p_latency)
 and records it in the JSON env and the table header, where collsim calibrate finds it."""
 import json
 import math
 import time
 
 import pytest
-
 from realutil import run_bench, spawn_gloo
 
 torch = pytest.importorskip("torch", reason="needs torch (pip install torch==2.13.0)")
 
 
 def _p2p(rank, n):
-    from real.harness import p2p_latency
+    from real.measure.harness import p2p_latency
     t0 = time.perf_counter()
     got = p2p_latency(rank, n, torch.device("cpu"))
     return got, time.perf_counter() - t0

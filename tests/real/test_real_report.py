@@ -3,7 +3,7 @@ import csv
 import io
 import json
 
-from real import report
+from real.measure import bench_report as report
 
 ROW = {"nbytes": 1048576, "count": 262144, "dtype": "float", "redop": "sum", "root": -1,
        "time_us": 1234.5, "algbw_GBps": 0.8494, "busbw_GBps": 0.8494, "wrong": 0,

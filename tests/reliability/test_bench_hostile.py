@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, refused
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
@@ -25,8 +24,8 @@ def test_stale_torchrun_variables_are_refused(user, env):
 
 def test_options_travel_in_a_private_file_not_the_environment(monkeypatch):
     """-b 64K -e 1G -i 64K is 16,384 sizes: as an environment variable that is 'Argument list too long'."""
-    from real import launch
-    from real.options import BenchOptions
+    from real.measure import launch
+    from real.measure.options import BenchOptions
     seen = []
 
     class FakeRank:

@@ -1,6 +1,5 @@
 """Every number a user gives is finite, in range and of the right type, or a one-line refusal."""
 import pytest
-
 from conftest import refused
 
 RING4 = "".join(f"  - {{name: gpu{i}}}\n" for i in range(4))

@@ -2,10 +2,10 @@
 import os
 
 import pytest
-
 from conftest import refused
+
 from sim.errors import CollsimError
-from sim import safe_io
+from sim.io import safe_io
 
 TOPO = "gpus: 2\nlinks: [{src: gpu0, dst: gpu1, bandwidth_GBps: 10, duplex: true}]\n"
 

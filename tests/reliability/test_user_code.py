@@ -3,7 +3,6 @@ program for the wrong collective or world size, an exit() or an endless loop is 
 import importlib.util
 
 import pytest
-
 from conftest import refused
 
 MISMATCH = ('from sim.algorithms import build_program\nCOLLECTIVES = ["all_reduce", "all_gather"]\n'

@@ -5,8 +5,8 @@ import pytest
 
 import sim
 from sim import api
-from sim.budget import engine_estimate, parse_memory
 from sim.errors import CollsimError
+from sim.prediction.budget import engine_estimate, parse_memory
 from sim.presets import load_topology
 
 
@@ -42,7 +42,7 @@ def test_engine_refuses_over_the_memory_budget_with_the_estimate_and_the_options
 def test_estimate_matches_the_measured_16384_rank_ring():
     # issue 14 measured `collsim simulate -t ring:n=16384 -a ring -p ideal` at 21.5 GB peak (symmetric run)
     topo = load_topology("ring:n=64")   # the estimate only reads nranks and the symmetry flag
-    est = engine_estimate("ring", "all_reduce", type("T", (), {"nranks": 16384, "meta": topo.meta, "nhosts": 16384})(),
+    est = engine_estimate("ring", "all_reduce", type("T", (), {"nranks": 16384, "hardware": topo.hardware, "nhosts": 16384})(),
                           1, 1, nccl=False)
     assert est.program_ops == 16384 * 2 * 16383 and est.simulated_ops == 2 * 16383
     assert 0.8 * 21.5e9 < est.bytes < 1.25 * 21.5e9

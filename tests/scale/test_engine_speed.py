@@ -5,10 +5,10 @@ import pytest
 
 import sim.engine.loop as loop
 from sim.algorithms import build_program
-from sim.engine.fast import dependencies
 from sim.engine import simulate_program
-from sim.presets import load_topology
+from sim.engine.fast import dependencies
 from sim.nccl.protocols import get_protocol
+from sim.presets import load_topology
 
 CASES = [  # (topology, collective, nchannels, pipeline, protocol): links shared, not shared, multi-hop
     ("switch:n=64", "all_reduce", 3, 1, "ideal"),          # 3 channels queue on every port (FIFO)

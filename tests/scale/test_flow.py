@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 import sim
-import sim.flow as flow
+import sim.prediction.flow as flow
 from sim.errors import CollsimError
-from sim.flow import flow_simulate, ring_flows, ring_time_us
+from sim.prediction.flow import flow_simulate, ring_flows, ring_time_us
 from sim.presets import load_topology
 
 COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"]
@@ -65,7 +65,7 @@ def test_within_one_percent_of_the_engine_at_128_ranks_despite_the_shared_spine(
 @pytest.mark.parametrize("spec", ["dgx-h100:nodes=40", "gb200-nvl72:gpus_per_node=8,nodes=6", "hgx-a100-4:nodes=6"])
 def test_tier_aggregation_equals_counting_every_route(spec):
     # dgx-h100:nodes=40 spans two scalable units (32 + 8 nodes): the partial one must look the same
-    from sim.nccl.plan import channel_order, link_efficiency
+    from sim.nccl.execution import channel_order, link_efficiency
     topo = load_topology(spec)
     nch = topo.meta["nics_per_node"]
     for orders in (None, [channel_order(topo, c, nch) for c in range(nch)]):

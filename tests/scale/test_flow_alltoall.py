@@ -1,10 +1,9 @@
-"""The large-scale all_to_all model (sim.flow_alltoall) against the engine, where both run, and what it
+"""The large-scale all_to_all model (sim.prediction.flow_alltoall) against the engine, where both run, and what it
 does at scale."""
 import pytest
 
 import sim
 from sim.errors import CollsimError
-
 
 CASES = [("dgx-h100:nodes=4", proto, size) for proto in ("Simple", "LL128", "LL") for size in (64 << 10, 16_000_000, 1 << 30)]
 CASES += [("dgx-h100:nodes=8", "Simple", 1 << 30), ("gb200-nvl72:gpus_per_node=8,nodes=4", "LL128", 16_000_000),
@@ -63,7 +62,7 @@ def test_flow_model_refuses_the_ideal_protocol_and_single_nodes_clearly():
 @pytest.mark.parametrize("spec", ["dgx-h100:nodes=2", "dgx-h100:nodes=5", "dgx-a100:nodes=3,nics_per_node=4", "dgx-h100"])
 def test_the_budget_counts_the_p2p_programs_ops(spec):
     from sim.algorithms import build_program
-    from sim.budget import ops_per_piece
+    from sim.prediction.budget import ops_per_piece
     from sim.presets import load_topology
     topo = load_topology(spec)
     built = build_program("p2p", "all_to_all", topo.nranks, topology=topo).nops

@@ -1,11 +1,11 @@
-"""The large-scale model of the textbook algorithms (sim.flow_steps) against the engine, where both run."""
+"""The large-scale model of the textbook algorithms (sim.prediction.flow_steps) against the engine, where both run."""
 import time
 
 import pytest
 
 import sim
 from sim.collectives import get_collective
-from sim.flow_steps import SPINE_TOLERANCE, TOLERANCE, covers
+from sim.prediction.flow_steps import SPINE_TOLERANCE, TOLERANCE, covers
 from sim.presets import load_topology
 
 CASES = [("hierarchical_ring", "all_reduce"), ("recursive_hd", "all_reduce"), ("recursive_hd", "all_gather"),
@@ -45,8 +45,8 @@ def test_unanchored_loads_are_the_closed_form_of_a_binomial_broadcast():
     # binomial broadcast on one switch: ceil(log2 8) = 3 steps, each the whole buffer from one rank to
     # another (the preset's 1 us and 100 GB/s GPU to GPU): the textbook alpha-beta sum, not the engine
     topo = load_topology("switch:n=8,bandwidth_GBps=100,latency_us=1")
-    from sim.flow_steps import _predict
     from sim.nccl.protocols import get_protocol
+    from sim.prediction.flow_steps import _predict
     r = _predict(get_collective("broadcast"), 1 << 20, topo, "binomial", get_protocol("ideal"), None, None, 0)
     assert r.time_us == pytest.approx(3 * (1.0 + (1 << 20) / 100e3), rel=1e-9)
 

@@ -4,10 +4,10 @@ import glob
 
 import pytest
 
-from sim.budget import MAX_PLAN_TASKS, plan_tasks
-from sim.plan import plan_step
-from sim.plan.layout import Layout
-from sim.plan.workload import load_workload
+from sim.planning import plan_step
+from sim.planning.layout import Layout
+from sim.planning.training_workload import load_workload
+from sim.prediction.budget import MAX_PLAN_TASKS, plan_tasks
 from sim.presets import load_topology
 
 

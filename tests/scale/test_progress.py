@@ -1,7 +1,8 @@
 """Progress bars: on stderr, only on a terminal, only for long work."""
 import io
 
-from sim import progress, sweep
+from sim.engine import progress
+from sim.prediction import sweep
 
 
 class Terminal(io.StringIO):

@@ -1,10 +1,10 @@
-"""The large-scale model for trees, NVLS and CollNet (sim.replica) against the engine, where both run."""
+"""The large-scale model for trees, NVLS and CollNet (sim.prediction.replica) against the engine, where both run."""
 import pytest
 
 import sim
 from sim.algorithms import build_program
+from sim.prediction.replica import replica_spec, tree_levels
 from sim.presets import load_topology
-from sim.replica import replica_spec, tree_levels
 
 
 @pytest.mark.parametrize("spec, algo, proto, size", [

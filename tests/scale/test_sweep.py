@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from sim import sweep
 from sim.errors import CollsimError
+from sim.prediction import sweep
 
 
 def test_parallel_equals_serial_in_order():

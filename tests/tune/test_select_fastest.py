@@ -7,10 +7,10 @@ import pytest
 
 import sim
 from sim.errors import CollsimError
-from sim.presets import load_topology
 from sim.nccl.constants import NCCL_PROTOCOLS
 from sim.nccl.select import nccl_env
 from sim.nccl.tuner import rank_pairs
+from sim.presets import load_topology
 
 TOPO = "dgx-h100:nodes=2"
 

@@ -3,8 +3,6 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 import sim
 from sim.commands.tune import config_lines
 

@@ -6,7 +6,7 @@ tests/algorithms/test_legacy_equivalence.py can check that every rewritten algor
 exactly the same Program: same op columns in the same order, same chunks, steps, rotation, switches
 and params. Never edit them to make a test pass: a difference is a change of behaviour.
 """
+from . import classic, collnet, hierarchical, nvls, ring, tree  # noqa: F401,E402  (they register themselves)
 from .registry import LEGACY
-from . import ring, tree, collnet, nvls, classic, hierarchical  # noqa: F401,E402  (they register themselves)
 
 __all__ = ["LEGACY"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.program import Program
+
 from .registry import algorithm
 from .tree import tile
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from sim.errors import CollsimError
 from sim.program import Program
+
 from .registry import algorithm
 from .tree import WINDOW, concat, host_groups, tile, uniform_hosts
 

@@ -29,8 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 from sim.program import Program
-from .registry import algorithm
+
 from .collnet import SwitchAgents, nearest_reducer, switch_tree_ops
+from .registry import algorithm
 from .tree import WINDOW, concat, double_tree, tile, tree_ops
 
 _EXAMPLES = "e.g. dgx-h100 (nvls=1 by default), gb200-nvl72 or switch:n=8,nvls=1"

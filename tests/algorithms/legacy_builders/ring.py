@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.program import Program
+
 from .registry import algorithm
 
 _ALL = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.program import Program
+
 from .registry import algorithm
 
 # Pieces in flight per (src, dst) connection: NCCL's NCCL_STEPS buffer slots. The engine honours

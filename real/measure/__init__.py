@@ -1,0 +1,1 @@
+"""Measurements on real hardware: launch ranks, run collectives with torch.distributed, report them."""

@@ -1,0 +1,128 @@
+"""``collsim flight``: analyze flight-recorder dumps, simulate faulty jobs, run a real faulty gloo job.
+
+- ``collsim flight analyze DIR [--format text|json]``: name the culprit rank(s) from the dumps in DIR
+  (PyTorch's pickles or JSON, or the simulator's ``rank_N.json``);
+- ``collsim flight simulate SCENARIO [--format text|json] [--dump DIR]``: run a built-in scenario or a
+  YAML file, print the timeline and the diagnosis;
+- ``collsim flight demo [--nprocs 3] [--fault skip|size|dtype|type]``: a real gloo job with one faulty
+  rank (needs torch; imported only here, inside the handler).
+
+All exit 0 when the work was done (whatever it found), 2 on bad input.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+from ..errors import CollsimError
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=1, default=str))
+
+
+def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
+    """The analyzer's answer as a few lines and a per-rank table."""
+    lines = [f"ranks read: {d['ranks']}" + (f"; refused: {len(d['refused'])} file(s)" if d["refused"] else "")]
+    for why in d["refused"].values():
+        lines.append(f"  refused {why}")
+    for path, why in (d.get("other_job") or {}).items():
+        lines.append(f"  left out {path}: {why}")
+    for name, g in d["process_groups"].items():
+        lines.append(f"process group {name!r} ({g['desc'] or 'no description'}): ranks {g['ranks']}")
+    lines.append(f"diagnosis: {d['error_type']}")
+    lines.append(f"culprit rank(s): {d['culprits'] or 'none named'}")
+    if d["collective_seq_id"] is not None:
+        lines.append(f"where: process group {d['process_group']!r} ({d['pg_desc']}), collective_seq_id {d['collective_seq_id']}")
+    lines.append(f"why: {d['details']}")
+    if d["evidence"]:
+        lines.append("evidence:")
+        for rank, ev in d["evidence"].items():
+            lines.append(f"  rank {rank}: {ev if not isinstance(ev, dict) else ', '.join(f'{k}={v}' for k, v in ev.items())}")
+    for f in d["secondary"]:
+        lines.append(f"also (explained by the above): {f['error_type']} in group {f['process_group']} seq "
+                     f"{f['collective_seq_id']}: {f['details']}")
+    for f in d["other_findings"]:
+        lines.append(f"also: {f['error_type']} culprits {f['culprits']} in group {f['process_group']} seq "
+                     f"{f['collective_seq_id']}: {f['details']}")
+    if elapsed_s is not None:
+        lines.append(f"(analyzed in {elapsed_s:.2f} s)")
+    return "\n".join(lines)
+
+
+def _analyze(args) -> int:
+    from ..flight.analyze import analyze
+    from ..flight.loader import load_dir
+    from ..io.validation import number
+    number(args.straggler_ms, "--straggler-ms", low=0, example="10")
+    number(args.slow_factor, "--slow-factor", low=1, low_open=True, example="1.5")
+    t0 = time.perf_counter()
+    d = analyze(load_dir(args.dir), straggler_ms=args.straggler_ms, slow_factor=args.slow_factor)
+    if args.format == "json":
+        _print_json(d)
+    else:
+        print(format_diagnosis(d, time.perf_counter() - t0))
+    return 0
+
+
+def _simulate(args) -> int:
+    from ..flight.scenarios import format_text, load_scenario, run_scenario
+    out = run_scenario(load_scenario(args.scenario), dump_dir=args.dump)
+    if args.format == "json":
+        _print_json(out)
+    else:
+        print(format_text(out))
+    return 0
+
+
+def _demo(args) -> int:
+    try:
+        from real.measure.flight_demo import run_demo  # imports torch: only here
+    except ImportError as e:
+        raise CollsimError(f"the demo needs torch and the real/ package ({e}): pip install torch==2.13.0") from None
+    from ..flight.analyze import analyze
+    from ..flight.loader import load_dir
+    from ..io.validation import number
+    number(args.timeout_s, "--timeout-s", low=0, low_open=True, high=3600, example="5")
+    directory = args.dump or tempfile.mkdtemp(prefix="collsim-flight-")
+    os.makedirs(directory, exist_ok=True)
+    info = run_demo(directory, nprocs=args.nprocs, fault=args.fault, timeout_s=args.timeout_s)
+    d = analyze(load_dir(directory))
+    if args.format == "json":
+        _print_json({"demo": info, "dump_dir": directory, "diagnosis": d})
+    else:
+        print(f"gloo job: {args.nprocs} ranks; injected: {info['injected']}; exit codes {info['exitcodes']}"
+              + (" (negative: killed by a signal; gloo aborts a rank that receives the wrong byte count)"
+                 if any(c and c < 0 for c in info["exitcodes"]) else ""))
+        print(f"dumps (PyTorch's flight recorder) in {directory}")
+        print(format_diagnosis(d))
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("flight", help="flight recorder: analyze dumps, simulate hangs and faults, recovery",
+                              description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="flight_command", metavar="SUBCOMMAND", parser_class=type(p))
+    a = sub.add_parser("analyze", help="name the culprit rank(s) from flight-recorder dumps in DIR")
+    a.add_argument("dir", metavar="DIR", help="directory with one dump per rank (rank_0, rank_1.json, ...)")
+    a.add_argument("--format", choices=("text", "json"), default="text")
+    a.add_argument("--straggler-ms", type=float, default=10.0,
+                   help="a rank enqueuing this much later than the median member is a straggler (default 10)")
+    a.add_argument("--slow-factor", type=float, default=1.5,
+                   help="a group this many times slower than its peers points at a slow link (default 1.5)")
+    a.set_defaults(func=_analyze)
+    s = sub.add_parser("simulate", help="run a fault scenario (built-in name or YAML file) and diagnose it")
+    s.add_argument("scenario", metavar="SCENARIO", help="a .yaml file or a built-in: see sim/flight/scenarios.py")
+    s.add_argument("--format", choices=("text", "json"), default="text")
+    s.add_argument("--dump", metavar="DIR", help="also write the simulated dumps (rank_N.json) here")
+    s.set_defaults(func=_simulate)
+    d = sub.add_parser("demo", help="a real gloo job with one faulty rank, its dumps, and their analysis (needs torch)")
+    d.add_argument("--nprocs", type=int, default=3)
+    d.add_argument("--fault", choices=("skip", "size", "dtype", "type"), default="skip")
+    d.add_argument("--dump", metavar="DIR", help="write the dumps here (default: a new temporary directory)")
+    d.add_argument("--timeout-s", type=float, default=5.0, help="gloo timeout: how long ranks wait (default 5)")
+    d.add_argument("--format", choices=("text", "json"), default="text")
+    d.set_defaults(func=_demo)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

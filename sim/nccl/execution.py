@@ -1,0 +1,469 @@
+"""Run the engine the way NCCL runs a collective: protocols, channels, chunks and the latency term.
+
+With an NCCL protocol (LL, LL128, Simple) the engine prediction is
+
+    time = latency term (NCCL's: base latency + per-hop latencies)  +  data movement (the engine)
+
+* The latency term is the tuner's (:func:`sim.nccl.tuner.tuner_terms`): NCCL's base latency plus its per-hop
+  latency by link class, or the topology's own wire latency where that is larger.
+* Data movement is the engine on an *effective* copy of the topology: every link runs at what NCCL's
+  own model credits that kind of link with (:data:`sim.nccl.constants.NVLINK_EFFICIENCY`, PCIe at 3/4 of raw) or at a
+  calibrated fraction (:mod:`sim.nccl.calibration`: fabric efficiency, host bounce); NVLS algorithms also
+  pay NCCL's ``nvlsEfficiency`` on NVLink; links carry no latency (it is in the latency term). The
+  protocol's payload share is the tuner's bandwidth of that protocol over Simple's (LL 1/2 capped by
+  ``llMaxBw``, LL128 0.92 capped per channel), so LL and LL128 lose what NCCL says they lose; tree
+  all_reduce also takes NCCL's ``treeCorrectionFactor`` (mid sizes run below the model bandwidth).
+* One recipe: :func:`plan_nccl` computes all of the above once (:class:`NcclPlan`), for :func:`simulate_with_plan` and
+  for the flow model (:mod:`sim.prediction.flow`), so the two cannot drift apart.
+* Channels: across nodes, rings and trees run one channel per NIC, each channel's ranks rotated inside
+  every node so that it enters and leaves the node through a different NIC (NCCL's rings/trees do the
+  same); CollNet and NVLS place their heads themselves.
+* Chunks: pipelined algorithms (trees, chains, NVLS) move NCCL-sized chunks
+  (:func:`sim.nccl.protocols.nccl_chunk_bytes`). When there are more chunks than :data:`OPS_BUDGET` allows,
+  the engine simulates two shorter runs of the same chunk size and extrapolates the steady state
+  linearly (exact once the pipeline is full: each extra chunk adds one period).
+
+>>> import sim
+>>> r = sim.simulate("all_reduce", 1 << 30, "dgx-a100", algorithm="ring", protocol="Simple")
+>>> round(r.busbw_GBps), r.explain["latency_us"] > 50
+(238, True)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..algorithms import build_program, get_algorithm
+from ..algorithms.nvls import nvls_heads
+from ..errors import CollsimError
+from ..program import Program
+from ..topology import Link, Topology
+from . import calibration
+from .constants import (
+    MAX_THREADS,
+    MIN_THREADS,
+    NCCL_ALGORITHMS,
+    NVLINK_EFFICIENCY,
+    NVLS_CHUNK_BYTES,
+    NVLS_CHUNK_STEPS,
+    NVLS_EFFICIENCY,
+    NVLS_TREE_SMALL_CHUNK_BYTES,
+    NVLS_TREE_SMALL_CHUNK_NODES,
+    PCIE_EFFICIENCY,
+    SMALL_MESSAGE_ALGORITHMS,
+    THREAD_HALVING_MULTIPLE,
+    THREAD_THRESHOLD,
+)
+from .context import cached
+from .machine import Machine, machine, nvls_channels
+from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
+from .tuner import Terms, tuner_terms
+
+# NCCL's link efficiencies are in sim.nccl.constants; the fitted ones (each fabric's share of a NIC's
+# line rate, the share of PCIe left when GPUs bounce through host memory) are read from
+# sim.nccl.calibration at run time, so --cross-validate can refit them per fold.
+OPS_BUDGET = 60_000              # simulated ops per engine run before extrapolating the steady state
+SPREAD_ALGORITHMS = ("ring", "tree")
+
+
+def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool = True, p2p: bool = False) -> float:
+    """Share of ``link``'s raw bandwidth a collective gets (1.0 on topologies without hardware facts).
+
+    ``duplex``: every GPU sends and receives at once (all collectives but a 2-GPU broadcast/reduce). On
+    host-bounced PCIe (``p2p=0``) that costs more than sharing the link: each GPU's SMs read host memory
+    while its own writes stream up (E1: 11.1 GB/s one way alone, 4.0 GB/s per GPU both ways), so the two
+    cases have their own fitted efficiency. ``p2p``: the all_to_all's grouped sends, whose network links
+    run at the fabric's efficiency times its fitted ``p2p_share`` (:func:`sim.nccl.calibration.fabric_p2p_share`)."""
+    hw = topo.hardware
+    arch = hw.gpu_arch
+    if arch is None:
+        return 1.0   # a textbook topology: its links are what they say
+    if link.kind == "nvlink":
+        eff = NVLINK_EFFICIENCY.get(arch, 0.8)
+        return eff * (NVLS_EFFICIENCY.get(arch, 1.0) * nvls_domain_factor(hw.gpus_per_node or 1) if nvls else 1.0)
+    if link.kind == "pcie":
+        if hw.p2p is False:
+            return PCIE_EFFICIENCY * calibration.value("host_bounce_duplex_efficiency" if duplex else "host_bounce_efficiency")
+        return PCIE_EFFICIENCY
+    if link.kind == "net":
+        eff = calibration.fabric_efficiency(hw.fabric)
+        return eff * calibration.fabric_p2p_share(hw.fabric) if p2p else eff
+    return 1.0
+
+
+def nvls_domain_factor(gpus_per_domain: int) -> float:
+    """What NVLS keeps of NCCL's ``nvlsEfficiency`` on an NVLink domain of ``gpus_per_domain`` GPUs.
+
+    NCCL tuned ``nvlsEfficiency`` on 8-GPU nodes, and published 5..8-GPU runs follow it (H100: nccl #1455;
+    B300: nccl #2140; the 8 GB200 GPUs of case B1). A 72-GPU GB200 rack runs below it (cases B2, B3), for
+    a reason no public source states; the loss per doubling of the domain beyond 8 GPUs is the fitted
+    ``nvls_loss_per_doubling`` (:mod:`sim.nccl.calibration`; its prior, 0, is NCCL's own model).
+
+    >>> nvls_domain_factor(8)
+    1.0
+    """
+    doublings = math.log2(gpus_per_domain / 8) if gpus_per_domain > 8 else 0.0
+    return (1.0 - calibration.value("nvls_loss_per_doubling")) ** doublings
+
+
+def effective_topology(topo: Topology, nvls: bool = False, duplex: bool = True, p2p: bool = False) -> Topology:
+    """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology
+    and calibration (:func:`sim.nccl.calibration.current`).
+
+    Links keep a millionth of their latency: routes are chosen by latency, so they stay exactly those of
+    the real topology, while the time the wire adds (under a nanosecond per hop) is negligible: the
+    latency is in the latency term."""
+    return _effective_topology(topo, nvls, duplex, p2p, calibration.current())
+
+
+@lru_cache(maxsize=16)
+def _effective_topology(topo: Topology, nvls: bool, duplex: bool, p2p: bool, cal: calibration.Calibration) -> Topology:
+    # ``cal`` is the calibration link_efficiency reads (it is in force here); it keys the cache
+    links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls, duplex, p2p), l.latency_us * 1e-6, l.kind)
+             for l in topo.links]
+    return Topology.build(topo.name, topo.nodes, links, topo.hardware)
+
+
+# ---- channels spread over NICs --------------------------------------------------------------------
+def channel_order(topo: Topology, channel: int, nchannels: int) -> np.ndarray:
+    """Program rank -> topology rank for ``channel``: every host's ranks rotated so that the channel
+    enters the host at local GPU ``o`` and leaves it at ``o - 1``, ``o = channel * ppn // nchannels + 1``:
+    both next to NIC ``channel`` when GPUs are spread evenly over NICs.
+
+    >>> from sim.presets import load_topology
+    >>> channel_order(load_topology("dgx-a100:nodes=2,nics_per_node=4"), 1, 4)[:8].tolist()
+    [3, 4, 5, 6, 7, 0, 1, 2]
+    """
+    order: list[int] = []
+    for host in topo.hosts:
+        k = len(host)
+        o = (channel * k // nchannels + 1) % k if k > 1 else 0
+        order.extend(host[o:] + host[:o])
+    return np.asarray(order, dtype=np.int64)
+
+
+def spread_program(name: str, coll, topo: Topology, nchannels: int, pipeline: int, root: int = 0) -> Program:
+    """``nchannels`` copies of ``name``'s one-channel program, channel c on ranks relabelled by
+    :func:`channel_order`, chunks laid out shard-major so the result is still the collective."""
+    n = topo.nranks
+    parts = []
+    for c in range(nchannels):
+        perm = channel_order(topo, c, nchannels)
+        inv = np.empty(n, np.int64)
+        inv[perm] = np.arange(n)
+        p = build_program(name, coll, n, topology=topo, nchannels=1, pipeline=pipeline, root=int(inv[root]))
+        parts.append((perm, p))
+    first = parts[0][1]
+    nshards = n if coll.sharded else n * n if coll.pairwise else 1
+    per = first.nchunks // nshards
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("src", "dst", "chunk", "step", "channel", "reduce")}
+    for c, (perm, p) in enumerate(parts):
+        relabel = lambda a, perm=perm: np.where(a < n, perm[np.minimum(a, n - 1)], a)
+        shard, sub = p.chunk // per, p.chunk % per
+        if nshards == n:
+            shard = perm[shard]
+        elif nshards == n * n:
+            shard = perm[shard // n] * n + perm[shard % n]
+        cols["src"].append(relabel(p.src))
+        cols["dst"].append(relabel(p.dst))
+        cols["chunk"].append(shard * (nchannels * per) + c * per + sub)
+        cols["step"].append(p.step)
+        cols["channel"].append(c * (int(p.channel.max()) + 1) + p.channel)
+        cols["reduce"].append(p.reduce)
+    cat = {k: np.concatenate(v) for k, v in cols.items()}
+    return Program.from_ops(coll, n, first.nchunks * nchannels, cat["src"], cat["dst"], cat["chunk"], cat["step"],
+                            cat["reduce"], channel=cat["channel"], algorithm=name, steps=first.steps, root=root,
+                            switches=first.switches, params={**first.params, "nchannels": nchannels, "spread": True})
+
+
+@lru_cache(maxsize=64)
+def _program(name: str, coll, topo: Topology, nchannels: int, pipeline: int, root: int, spread: bool) -> Program:
+    if spread:
+        return spread_program(name, coll, topo, nchannels, pipeline, root)
+    return build_program(name, coll, topo.nranks, topology=topo, nchannels=nchannels, pipeline=pipeline, root=root)
+
+
+# ---- the plan: how NCCL runs one collective (shared by the engine and the flow model) ---------------
+@dataclass(frozen=True)
+class NcclPlan:
+    """How NCCL runs ``algorithm`` with ``protocol`` for one collective and size: everything the engine
+    (:func:`simulate_with_plan`) and the flow model (:mod:`sim.prediction.flow`) take from NCCL, computed once (:func:`plan_nccl`).
+
+    ``nchannels``: channels the engine simulates (one per NIC when ``spread`` over NICs); ``steps``:
+    NCCL-style nsteps; ``split``: chunks one channel's data is cut into per pipeline piece; ``chunk_bytes``:
+    NCCL's chunk per channel for pipelined collectives (None otherwise); ``pieces``: chunks per channel;
+    ``payload_share`` x ``small_share`` x ``tree_correction``: the engine protocol's payload efficiency
+    (protocol bandwidth over Simple's, times the share of channels NCCL uses on a small message:
+    ``used_channels`` of ``tuned.nchannels`` with ``used_threads`` threads, times NCCL's
+    ``treeCorrectionFactor`` for tree all_reduce, 1 otherwise); ``tuned``: the tuner's terms (None for
+    algorithms NCCL does not have); ``latency_us``: the latency term, in us.
+
+    >>> from sim.collectives import get_collective
+    >>> from sim.presets import load_topology
+    >>> p = plan_nccl(get_collective("all_reduce"), 1 << 30, load_topology("dgx-h100"), "ring", "Simple")
+    >>> p.nchannels, p.steps, p.pieces, p.payload_share, round(p.latency_us, 1)
+    (1, 14, 1, 1.0, 59.0)
+    """
+
+    algorithm: str
+    protocol: str
+    machine: Machine
+    spread: bool
+    nchannels: int
+    steps: int
+    split: int
+    pipelined: bool
+    chunk_bytes: int | None
+    pieces: int
+    payload_share: float
+    small_share: float
+    used_channels: int
+    used_threads: int
+    tree_correction: float
+    tuned: Terms | None
+    engine_protocol: Protocol
+    latency_us: float
+
+
+def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, m: Machine | None = None) -> tuple[bool, int]:
+    """(spread, channels) the engine runs: across nodes with several GPUs per node, rings and trees run
+    one channel per NIC port, spread over the ports (:func:`channel_order`); else ``nchannels`` or 1. (A
+    preset draws the NICs behind one GPU's PCIe switch as one port: NCCL spreads that GPU's channels over
+    them, which moves the same bytes.)"""
+    return _channels(algorithm, nchannels, m or machine(topo))
+
+
+@lru_cache(maxsize=256)   # once per machine: the budget's estimate and the plan both ask
+def _channels(algorithm: str, nchannels: int | None, m: Machine) -> tuple[bool, int]:
+    spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
+    ports = min(m.nics, m.ppn)   # NICs behind one GPU's switch are one port (presets draw them so)
+    nch = nchannels or (ports if spread and ports > 1 else 1)
+    return spread and nch > 1, nch
+
+
+@cached(maxsize=1024)   # once per input and settings in force: the budget, the engine and the flow model ask for it
+def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels: int | None = None,
+              pipeline: int | None = None, steps: int | None = None, split: int = 1, root: int = 0,
+              m: Machine | None = None) -> NcclPlan:
+    """The NCCL recipe for one run, shared by :func:`simulate_with_plan` and :func:`sim.prediction.flow.flow_simulate`.
+
+    ``steps``/``split``: the one-channel program's nsteps and chunks per piece; when ``steps`` is None
+    they are read off the engine's program (built and cached here), else ``split`` is taken as given
+    (the flow model passes the ring's closed form). ``m``: the :class:`~sim.nccl.tuner.Machine` if known."""
+    p = get_protocol(proto)
+    m = m or machine(topo)
+    spread, nch = nccl_channels(topo, algorithm, nchannels, m)
+    if steps is None:
+        one = _program(algorithm, coll, topo, nch, 1, root, spread)
+        steps, split = one.steps, _split(one, nch)
+    pipelined = coll.name in get_algorithm(algorithm).pipelined
+    chunk: int | None
+    if pipelined and algorithm.startswith("nvls"):
+        chunk, loop_bytes = nvls_loop(algorithm, nbytes, m)
+        pieces = pipeline or max(1, math.ceil(nbytes / loop_bytes))
+    else:
+        chunk = nccl_chunk_bytes(algorithm, p.name, nbytes / nch, depth=steps) if pipelined else None
+        pieces = pipeline or (max(1, math.ceil(nbytes / nch / split / chunk)) if chunk else 1)
+    share = payload_share(coll, topo, algorithm, p.name, m)
+    tuned = tuner_terms(coll, nbytes, topo, algorithm, p.name, m) if algorithm in NCCL_ALGORITHMS else None
+    small, used_ch, used_threads = small_message_share(nbytes, topo, algorithm, p.name,
+                                                       tuned.nchannels if tuned and tuned.nchannels else 1)
+    lat = _latency_term(tuned, m, p.name, steps)
+    # NCCL's model slows tree all_reduce at mid sizes (treeCorrectionFactor, 0.4-1.0 from 64 B to 256 MiB:
+    # "trees are not perfectly sticking to the model for medium sizes"); the engine's tree moves data at
+    # the same model bandwidths, so it takes the same factor (docs/nccl-model.md, Calibration).
+    corr = tuned.detail.get("tree_correction", 1.0) if tuned is not None else 1.0
+    return NcclPlan(algorithm, p.name, m, spread, nch, steps, split, pipelined, chunk, pieces, share, small,
+                    used_ch, used_threads, corr, tuned, Protocol(p.name, payload_efficiency=share * small * corr), lat)
+
+
+def nvls_loop(algorithm: str, nbytes: int, m: Machine) -> tuple[int, int]:
+    """(chunk, bytes of one loop) of NCCL's NVLS kernels (NCCL 2.27.7).
+
+    One loop moves ``channels x heads x chunk`` bytes: every NVLS channel (``NVLS_NCHANNELS``: 16 on
+    Hopper; on Blackwell 24 inside one NVLink domain, 32 across domains, ``transport/nvls.cc``) hands one
+    chunk to each of the domain's heads (at most 32, :func:`sim.algorithms.nvls.nvls_heads`). The chunk is
+    ``NCCL_NVLS_CHUNKSIZE`` (128 KiB), halved for sizes that give few loops (``enqueue.cc``: NVLS below
+    64/8/2 x concurrentOps x chunk; NVLSTree 64 KiB from 4 nodes, then below 16/4/1 x). The engine
+    simulates one channel carrying the whole buffer in loops of this size, so the pipeline fills and
+    drains over as many loops as NCCL's does.
+
+    >>> from sim.presets import load_topology
+    >>> from sim.nccl.machine import machine
+    >>> nvls_loop("nvls", 8 << 30, machine(load_topology("gb200-nvl72")))      # 24 channels x 32 heads
+    (131072, 100663296)
+    >>> nvls_loop("nvls", 1 << 30, machine(load_topology("gb200-nvl72")))[0]
+    65536
+    """
+    ops = nvls_channels(m) * nvls_heads(m.ppn)
+    chunk = NVLS_CHUNK_BYTES
+    if algorithm != "nvls" and m.nnodes >= NVLS_TREE_SMALL_CHUNK_NODES:
+        chunk = min(chunk, NVLS_TREE_SMALL_CHUNK_BYTES)
+    for factor, floor in NVLS_CHUNK_STEPS["nvls" if algorithm == "nvls" else "nvls_tree"]:
+        if nbytes < factor * ops * chunk and chunk > floor:
+            chunk = floor
+    return chunk, ops * chunk
+
+
+def latency_us(coll, topo: Topology, algorithm: str, proto: str, steps: int, nbytes: int = 1,
+               m: Machine | None = None) -> float:
+    """The latency term for ``nbytes``: the tuner's for NCCL's algorithms (with its size rules: the
+    ring plateau); for the others a ring-like base latency plus ``steps`` hops at the per-hop latency of
+    the slowest link class they cross."""
+    m = m or machine(topo)
+    tuned = tuner_terms(coll, nbytes, topo, algorithm, proto, m) if algorithm in NCCL_ALGORITHMS else None
+    return _latency_term(tuned, m, get_protocol(proto).name, steps)
+
+
+def _latency_term(tuned: Terms | None, m: Machine, proto: str, steps: int) -> float:
+    if tuned is not None and math.isfinite(tuned.latency_us):
+        return tuned.latency_us
+    cls = m.inter_class or m.intra_class or "nvlink"
+    hop = max(hop_latency_us(cls, "ring", proto), m.inter_wire_us if m.nnodes > 1 else m.intra_wire_us)
+    return base_latency_us("ring", proto) + steps * hop
+
+
+def payload_share(coll, topo: Topology, algorithm: str, proto: str, m: Machine | None = None) -> float:
+    """Bandwidth of ``proto`` relative to Simple for ``algorithm``, per NCCL's model (wire format for
+    algorithms NCCL does not have)."""
+    p = get_protocol(proto)
+    if p.name == "Simple":
+        return 1.0
+    if algorithm in NCCL_ALGORITHMS:
+        t, s = (tuner_terms(coll, 1 << 30, topo, algorithm, x, m) for x in (p.name, "Simple"))
+        if t.bus_GBps > 0 and s.bus_GBps > 0:
+            return min(1.0, t.bus_GBps / s.bus_GBps)
+    return p.payload_efficiency
+
+
+def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str, nchannels: int) -> tuple[float, int, int]:
+    """Share of the bandwidth NCCL puts to work on a small message: (share, channels, threads).
+
+    NCCL (enqueue.cc ``topoGetAlgoInfo``) drops channels while the message is smaller than channels x
+    threads x ``THREAD_THRESHOLD`` bytes (x nranks for ring LL); the message then moves at the share of
+    the bandwidth those channels carry. (NCCL also halves the threads of the last channel; that keeps
+    each thread's work at the threshold, a fixed few-byte cost, so it is not modelled.) NVLS and
+    CollNet keep their channels.
+
+    >>> from sim.presets import load_topology
+    >>> small_message_share(64 << 10, load_topology("gb200-nvl72:gpus_per_node=8"), "ring", "LL", 16)
+    (0.125, 2, 512)
+    >>> small_message_share(1024, load_topology("gb200-nvl72:gpus_per_node=8"), "ring", "LL", 16)
+    (0.0625, 1, 64)
+    """
+    p = get_protocol(proto).name
+    if algorithm not in SMALL_MESSAGE_ALGORITHMS or p not in MAX_THREADS:
+        return 1.0, nchannels, MAX_THREADS.get(p, 512)
+    thr = THREAD_THRESHOLD[p] * (topo.nranks if (algorithm == "ring" and p == "LL") else 1)
+    nc, nt = nchannels, MAX_THREADS[p]
+    while nbytes < nc * nt * thr and nc >= 2:
+        nc -= 1
+    while nbytes < nc * nt * thr and nt % THREAD_HALVING_MULTIPLE == 0 and nt > MIN_THREADS:
+        nt //= 2
+    return nc / nchannels, nc, nt
+
+
+def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None, root: int = 0,
+        trace: bool = False, engine: str = "default"):
+    """The engine's prediction of ``algorithm`` with NCCL protocol ``proto``; a :class:`~sim.engine.result.Result`.
+    ``engine`` names what times the programs (:func:`sim.engine.run_program`)."""
+    from ..engine.result import engine_result
+    return engine_result(coll, nbytes, topo, engine_timing(coll, nbytes, topo, algorithm, proto, nchannels=nchannels,
+                                                           pipeline=pipeline, root=root, trace=trace, engine=engine), trace)
+
+
+def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None, root: int = 0,
+                  trace: bool = False, engine: str = "default"):
+    """The engine run(s) of ``algorithm`` with NCCL protocol ``proto`` under NCCL's plan, as a
+    :class:`~sim.result.EngineTiming` (:func:`sim.result.engine_result` makes the Result)."""
+    from ..algorithms import analytic
+    from ..engine import run_program
+    from ..engine.result import EngineTiming
+    plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
+    nch, spread, pieces, tuned = plan.nchannels, plan.spread, plan.pieces, plan.tuned
+    nvls = algorithm.startswith("nvls")
+    one = _program(algorithm, coll, topo, nch, 1, root, spread)
+    duplex = is_duplex(coll, topo)
+    eff = effective_topology(topo, nvls, duplex, p2p=algorithm == "p2p")
+    sim_pieces = steady_state_pieces(pieces, one)
+    if trace and pieces > sim_pieces:
+        raise CollsimError(f"--trace: {pieces} chunks per channel is more than the engine simulates op by op "
+                           f"({sim_pieces}); trace a smaller size or pass --pipeline {sim_pieces}")
+    prog = _program(algorithm, coll, topo, nch, sim_pieces, root, spread)
+    frac = sim_pieces / pieces
+    runs = run_program(prog, eff, nbytes * frac, plan.engine_protocol, engine=engine)
+    data_us = runs.time_us
+    if sim_pieces < pieces:
+        half = _program(algorithm, coll, topo, nch, sim_pieces // 2, root, spread)
+        t_half = run_program(half, eff, nbytes * (sim_pieces // 2) / pieces, plan.engine_protocol, engine=engine).time_us
+        data_us = extrapolate_steady_state(data_us, t_half, sim_pieces, pieces)
+    if algorithm == "nvls" and plan.pipelined and sim_pieces > 0:
+        # NCCL's one-domain NVLS kernel runs three warp groups per channel, pipelined through the NVLS
+        # buffers (all_reduce.h): scatter copies a loop into the buffers before the switch sees it, gather
+        # copies it out after the multicast. The engine times the switch traffic; the first loop's scatter
+        # and the last loop's gather add one loop period each (the busiest link's time per loop). Not on
+        # NVLSTree: there the engine's own tree stages already fill more loops than NCCL's measured ramp
+        # (docs/nccl-model.md, GB200 NVL72).
+        data_us += 2 * float(np.max(runs.link_busy_us, initial=0.0)) / sim_pieces
+    lat = plan.latency_us
+    head = {"latency_us": lat, "bandwidth_term_us": data_us,
+            "effective_busbw_GBps": analytic.busbw_GBps(coll.name, topo.nranks, nbytes, data_us) if data_us > 0 else 0.0,
+            "payload_share": plan.payload_share,
+            "chunk_bytes": plan.chunk_bytes or int(math.ceil(nbytes / nch / plan.split)),
+            "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
+            "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls, duplex, algorithm == "p2p").items())}
+    tail: dict = {}
+    if nvls and "gpus_per_domain" in one.params:
+        k = int(one.params["gpus_per_domain"])
+        tail["nvls_heads"] = f"{nvls_heads(k)} of {k} GPUs per NVLink domain"
+    if plan.tree_correction != 1:
+        tail["tree_correction"] = plan.tree_correction
+    if plan.small_share < 1:
+        tail["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels if tuned else 1} channels, "
+                                                 f"{plan.used_threads} threads")
+    if tuned is not None and math.isfinite(tuned.time_us):
+        tail["tuner_time_us"] = tuned.time_us
+    return EngineTiming(algorithm, plan.protocol, plan.steps, nch, pieces, prog, runs, lat, data_us, frac, head, tail)
+
+
+def _split(one: Program, nch: int) -> int:
+    """Chunks one channel's data is cut into per pipeline piece (shards or heads of the program).
+
+    all_to_all's n x n blocks are every rank's buffer cut n ways: NCCL chunks each peer's block
+    (nbytes / n) on its own, so a rank's buffer is n blocks, not n x n (else 32 ranks ran unpipelined)."""
+    per_buffer = one.nchunks // one.nranks if one.collective.pairwise else one.nchunks
+    return max(1, per_buffer // nch)
+
+
+def steady_state_pieces(pieces: int, one: Program, ops_budget: int | None = None) -> int:
+    """Pieces per channel the engine simulates op by op for ``pieces`` (``one``: the one-piece program):
+    all of them while they fit ``ops_budget`` ops (default :data:`OPS_BUDGET`, read at the call), else
+    enough for a full pipeline, at least steps + 2 (a 2-rack NVLSTree, 6 steps, gives half its bandwidth
+    extrapolated from 3 pieces), whatever the budget."""
+    budget = OPS_BUDGET if ops_budget is None else ops_budget
+    return min(pieces, max(2, one.steps + 2, budget // max(1, one.nops)))
+
+
+def extrapolate_steady_state(t_sim: float, t_half: float, sim_pieces: int, pieces: int) -> float:
+    """The time of ``pieces`` pieces from runs of ``sim_pieces`` (``t_sim``) and ``sim_pieces // 2``
+    (``t_half``): once the pipeline is full every further piece adds one period."""
+    return t_sim + (pieces - sim_pieces) * (t_sim - t_half) / (sim_pieces - sim_pieces // 2)
+
+
+def is_duplex(coll, topo: Topology) -> bool:
+    """Whether every GPU both sends and receives: all but a broadcast/reduce between two GPUs."""
+    return not (coll.rooted and topo.nranks == 2)
+
+
+def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = False) -> dict:
+    out: dict[str, float] = {}
+    for l in topo.links:
+        out.setdefault(l.kind, link_efficiency(topo, l, nvls, duplex, p2p))
+    return out
+
+
+__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
+           "payload_share", "steady_state_pieces", "extrapolate_steady_state", "OPS_BUDGET"]

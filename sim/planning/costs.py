@@ -1,0 +1,99 @@
+"""Collective times for a plan: ``sim.simulate`` on each group's sub-topology, memoised.
+
+A training step repeats the same collective many times (76 gradient buckets of 25 MiB, one all_gather
+per layer), so :class:`CollectiveCosts` simulates each distinct ``(collective, nbytes, group)`` once.
+It also sorts the bytes a collective puts on the wire into link tiers:
+
+- ``nvlink``: NVLink / NVSwitch links inside a server;
+- ``pcie``: PCIe links (GPU to NIC or GPU to GPU without NVLink);
+- ``nic``: network links that touch a NIC or a GPU (the NIC's cable to its leaf switch);
+- ``spine``: network links between two switches (leaf to spine and back).
+
+>>> from sim.presets import load_topology
+>>> costs = CollectiveCosts(load_topology("switch:n=4,bandwidth_GBps=100,kind=nvlink"))
+>>> c = costs.get("all_reduce", 1 << 20, (0, 1, 2, 3))
+>>> c.time_us > 0, sorted(c.tier_bytes)
+(True, ['nvlink'])
+>>> costs.get("all_reduce", 1 << 20, (0, 1, 2, 3)) is c
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..topology import Topology
+from .subtopo import sub_topology
+
+TIERS = ("nvlink", "pcie", "nic", "spine")
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    """One simulated collective: time (us), the algorithm and protocol chosen, wire bytes per tier
+    summed over all links of the group's sub-topology."""
+
+    op: str
+    nbytes: int
+    ranks: tuple
+    time_us: float
+    algorithm: str
+    protocol: str
+    tier_bytes: dict
+
+
+def link_tier(topo: Topology, link) -> str:
+    """The tier (see the module docstring) a link belongs to."""
+    if link.kind in ("nvlink", "pcie"):
+        return link.kind
+    if link.kind == "local":
+        return "pcie"
+    src, dst = topo.nodes[topo.node_index[link.src]], topo.nodes[topo.node_index[link.dst]]
+    return "spine" if src.kind == "switch" and dst.kind == "switch" else "nic"
+
+
+@dataclass(frozen=True)
+class CollectiveCosts:
+    """Times collectives on sub-topologies of ``topology`` with ``algorithm``/``protocol`` (``auto``:
+    NCCL-style choice). Memo tables belong to the instance."""
+
+    topology: Topology
+    algorithm: str = "auto"
+    protocol: str = "auto"
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
+    _subs: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def sub(self, ranks, concurrent=()) -> Topology:
+        """The (memoised) sub-topology of a group (see :func:`~sim.planning.subtopo.sub_topology`)."""
+        return self._sub(tuple(ranks), _groups(concurrent))[0]
+
+    def _sub(self, ranks: tuple, concurrent: tuple) -> tuple[Topology, dict]:
+        key = (ranks, concurrent)
+        if key not in self._subs:
+            topo = sub_topology(self.topology, ranks, concurrent)
+            self._subs[key] = (topo, {topo.link_label(i): link_tier(topo, l) for i, l in enumerate(topo.links)})
+        return self._subs[key]
+
+    def get(self, op: str, nbytes: int, ranks, root: int = 0, concurrent=()) -> CollectiveCost:
+        """The cost of ``op`` moving ``nbytes`` (nccl-tests' convention) over ``ranks`` while the
+        ``concurrent`` groups (usually the other groups of its family) run the same collective."""
+        from ..api import simulate
+        ranks, concurrent = tuple(ranks), _groups(concurrent)
+        key = (op, int(nbytes), ranks, root, concurrent)
+        if key not in self._memo:
+            if len(ranks) < 2 or nbytes == 0:
+                self._memo[key] = CollectiveCost(op, int(nbytes), ranks, 0.0, "-", "-", {})
+            else:
+                topo, tier_of = self._sub(ranks, concurrent)
+                r = simulate(op, int(nbytes), topo, algorithm=self.algorithm, protocol=self.protocol, root=root)
+                tiers: dict = {}
+                for label, b in r.link_bytes.items():
+                    tiers[tier_of[label]] = tiers.get(tier_of[label], 0.0) + b
+                self._memo[key] = CollectiveCost(op, int(nbytes), ranks, r.time_us, r.algorithm, r.protocol, tiers)
+        return self._memo[key]
+
+
+def _groups(concurrent) -> tuple:
+    return tuple(tuple(g) for g in concurrent or ())
+
+
+__all__ = ["CollectiveCost", "CollectiveCosts", "TIERS", "link_tier"]

@@ -1,0 +1,1 @@
+"""Prediction: the predictors beyond one engine run (flow models, replicas, budget, sweeps)."""

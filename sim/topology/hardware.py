@@ -1,0 +1,153 @@
+"""The typed hardware description a topology carries (:attr:`sim.topology.Topology.hardware`).
+
+Presets and readers (NCCL XML, ``nvidia-smi topo -m``, YAML/JSON files) fill it; the NCCL model, the flow
+models and the budget read it by attribute. Every field is optional (None: not known; a textbook topology
+such as ``ring:n=8`` knows none of them). Units are in the names: ``*_GBps`` GB/s per direction, ``nic_gbps``
+Gb/s (the NIC's marketing speed), ``*_us`` microseconds.
+
+``collsim topo --format json`` and topology files keep the ``meta`` mapping (DESIGN contract:
+``meta.gpu_arch``, ``meta.nvswitch``, ``meta.nvlink_links``, ``meta.nics_per_node``, ``meta.nic_gbps``):
+:meth:`Hardware.to_meta` writes the known fields in that shape and :meth:`Hardware.from_meta` reads it back,
+refusing keys it does not know.
+
+>>> hw = Hardware.from_meta({"gpu_arch": "hopper", "nvlink_links": 18, "nvswitch": True})
+>>> hw.gpu_arch, hw.nvlink_links, hw.nics_per_node
+('hopper', 18, None)
+>>> hw.to_meta()
+{'gpu_arch': 'hopper', 'nvlink_links': 18, 'nvswitch': True}
+>>> Hardware.from_meta({"gpu_archh": "hopper"})
+Traceback (most recent call last):
+...
+sim.errors.CollsimError: meta: unknown key(s) gpu_archh: did you mean gpu_arch?
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ..errors import CollsimError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """Hardware facts of a topology, per node unless said (field order is ``meta``'s key order)."""
+
+    gpu_arch: str | None = None          # volta | ampere | hopper | blackwell (NCCL's tables depend on it)
+    gpu: str | None = None               # GPU model, e.g. H100-SXM
+    nvlink_GBps: float | None = None     # per GPU per direction, raw (links x per-link GB/s)
+    nvlink_links: int | None = None      # NVLink links per GPU
+    intra: str | None = None             # nvlink | pcie: how GPUs of a node talk
+    nvswitch: bool | None = None         # GPUs on an NVSwitch (else a direct mesh or PCIe)
+    pcie_gen: int | None = None          # PCIe generation (3..6)
+    p2p: bool | None = None              # GPU peer-to-peer over PCIe (False: every transfer bounces via host memory)
+    nodes: int | None = None             # hosts (NVLink domains)
+    gpus_per_node: int | None = None
+    nics_per_node: int | None = None
+    nic_GBps: float | None = None        # per NIC per direction = nic_gbps / 8
+    nic_gbps: float | None = None        # per NIC, Gb/s
+    sharp: bool | None = None            # the network switches reduce (IB SHARP)
+    nvls: bool | None = None             # the NVSwitch reduces (NVLink SHARP)
+    nvls_sharp: bool | None = None       # multi-node NVLS (NVLS + IB SHARP) enabled
+    cpu: str | None = None               # intel | amd | arm (NCCL's network overhead depends on it)
+    nic_latency_us: float | None = None  # NIC <-> leaf
+    pcie_GBps: float | None = None       # raw x16 per direction
+    nvlink_latency_us: float | None = None  # GPU to GPU over NVLink
+    oversubscription: float | None = None   # leaf uplinks: 1 non-blocking, 2 for 2:1
+    nodes_per_leaf: int | None = None    # hosts per rail leaf (a rail-optimised fat tree); None: no such fabric
+    fabric: str | None = None            # scale-out network (sim.nccl.calibration.FABRICS)
+    nic_ports: int | None = None         # NIC ports drawn per host (NICs behind one GPU's switch are one port)
+    nvlink_pair_GBps: float | None = None   # direct NVLink mesh: per pair per direction
+    bandwidth_GBps: float | None = None  # textbook presets (ring, switch, ...): every link's bandwidth
+    latency_us: float | None = None      # ... and latency
+    symmetry: str | None = None          # "rotation": GPU i -> i+1 maps links onto links (the engine's fast path)
+    gpus_per_process: int | None = None  # nccl-tests -g N: GPUs one process drives (launch mode)
+    # where the facts came from (readers fill these; the model never reads them)
+    source_xml: str | None = None
+    source_nvidia_smi: str | None = None
+    xml_preset: str | None = None        # the preset spec a reader derived
+    xml_read: tuple[str, ...] | None = None   # what a reader read, one line per fact
+    nccl_topo_dump: str | None = None
+    sources: tuple[str, ...] | None = None
+    read: tuple[str, ...] | None = None
+    calibration: dict | None = None      # a topology written by ``collsim calibrate``: its fit (real.compare)
+    # facts collsim does not model, from code that builds a topology with its own keys (Topology.build with
+    # a mapping); the model never reads them, topology files may not give them (from_meta(strict=True))
+    extra: dict | None = None
+
+    @classmethod
+    def from_meta(cls, meta: dict | Hardware | None, where: str = "meta", strict: bool = True) -> Hardware:
+        """Validate a ``meta`` mapping (a topology file's, a preset's) into a Hardware; values of the wrong
+        type are refused naming the key and the fix, and so are unknown keys when ``strict`` (else they are
+        kept, unread, in :attr:`extra`)."""
+        if meta is None:
+            return cls()
+        if isinstance(meta, Hardware):
+            return meta
+        if not isinstance(meta, dict):
+            raise CollsimError(f"{where} must be a mapping of hardware facts (gpu_arch: hopper, ...), not {type(meta).__name__}")
+        unknown = [str(k) for k in meta if k not in _TYPES or k == "extra"]
+        if unknown and not strict:
+            known = {k: v for k, v in meta.items() if k not in unknown}
+            return replace(cls.from_meta(known, where), extra={k: meta[k] for k in unknown})
+        if unknown:
+            near = [m[0] for k in sorted(unknown) for m in [difflib.get_close_matches(k, _TYPES, n=1)] if m and m[0] != "extra"]
+            fix = (f"did you mean {', '.join(near)}?" if near else
+                   f"remove it or use one of {', '.join(k for k in _TYPES if k != 'extra')}")
+            raise CollsimError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}: {fix}")
+        return cls(**{k: _coerce(v, _TYPES[k], f"{where}.{k}") for k, v in meta.items() if v is not None})
+
+    def to_meta(self) -> dict[str, Any]:
+        """The known fields as a ``meta`` mapping (lists for the tuples), in field order."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "extra":
+                out.update(v or {})
+            elif v is not None:
+                out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    def with_(self, **changes: Any) -> Hardware:
+        """A copy with ``changes`` (validated like :meth:`from_meta`)."""
+        bad = [k for k in changes if k not in _TYPES]
+        if bad:
+            raise CollsimError(f"Hardware has no field(s) {', '.join(bad)}")
+        return replace(self, **{k: None if v is None else _coerce(v, _TYPES[k], k) for k, v in changes.items()})
+
+
+_TYPES: dict[str, str] = {}
+for _f in fields(Hardware):
+    _t = str(_f.type)
+    _TYPES[_f.name] = ("tuple" if _t.startswith("tuple") else "dict" if _t.startswith("dict") else "bool" if _t.startswith("bool") else
+                       "int" if _t.startswith("int") else "float" if _t.startswith("float") else "str")
+
+
+def _coerce(value: Any, kind: str, what: str) -> Any:
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise CollsimError(f"{what} {value!r} must be true or false")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise CollsimError(f"{what} {value!r} must be a whole number")
+        return value
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise CollsimError(f"{what} {value!r} must be a finite number")
+        return value
+    if kind == "dict":
+        if not isinstance(value, dict):
+            raise CollsimError(f"{what} must be a mapping")
+        return dict(value)
+    if kind == "tuple":
+        if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
+            raise CollsimError(f"{what} must be a list of strings")
+        return tuple(value)
+    if not isinstance(value, str):
+        raise CollsimError(f"{what} {value!r} must be a string")
+    return value
+
+
+__all__ = ["Hardware"]

@@ -1,0 +1,270 @@
+"""NCCL topology XML (``NCCL_TOPO_FILE`` input, ``NCCL_TOPO_DUMP_FILE`` output) as a collsim topology.
+
+NCCL describes a node as ``<system><cpu><pci ...><gpu sm= ><nvlink target= count= tclass=/></gpu></pci>
+... <pci><nic><net name= speed= /></nic></pci></cpu></system>``. What collsim reads from it:
+
+* GPU architecture from ``<gpu sm="90">`` (70 Volta, 80 Ampere, 90 Hopper, 100 Blackwell);
+* NVLink: the ``count`` of a GPU's ``<nvlink>`` rows summed is its link count; a target of class
+  ``0x068000`` (a bridge: NVSwitch) means an NVSwitch node, including the collapsed form VMs dump
+  (one ``<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>``); GPU targets (``0x030200``)
+  mean a direct NVLink mesh;
+* NICs from ``<net>`` rows, speed in Mb/s (``speed="400000"`` = 400 Gb/s); NICs slower than the fastest
+  (a 10G management port beside 400G rails) are left out and said so;
+* PCIe placement: which GPU shares a PCIe switch (``class="0x060400"``) with which NIC.
+
+Input files that cloud providers ship (e.g. Azure's ``ndv4-topo.xml``) list only ``<pci>`` devices by class
+(``0x0302xx`` GPU, ``0x0207xx``/``0x0200xx`` NIC): they name no architecture, so the spec must
+(``FILE.xml:gpu=a100``), and the NIC speed, when no ``<net>`` gives it, is the platform's.
+
+The node becomes the matching hardware preset (Ampere/Hopper/Blackwell on NVSwitch: ``dgx-a100``,
+``dgx-h100``, ``dgx-b200``; no NVLink: ``pcie``) with the file's GPU count, NIC count and NIC speed, so
+a file for the same hardware simulates exactly as the preset. Other spec keys (``nodes=2``,
+``fabric=roce``, ...) go to the preset: ``FILE.xml:nodes=4`` is a cluster of four such nodes. The file is
+parsed by ``defusedxml`` (no DTDs, entities or external references: refused with a clear error) and
+must be under 8 MiB.
+
+>>> import os
+>>> here = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "nccl_topo")
+>>> from sim.presets import load_topology
+>>> t = load_topology(os.path.join(here, "azure-ndv5-topo.xml") + ":gpu=h100")
+>>> t.meta["gpu_arch"], t.meta["nics_per_node"], t.meta["nic_gbps"], t.nranks
+('hopper', 8, 400.0, 8)
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..errors import CollsimError
+
+MAX_XML_BYTES = 8 << 20
+SM_ARCH = {7: "volta", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell"}
+# gpu= names for files without <gpu sm=>: the architecture and the preset of that platform
+GPU_NAMES = {"v100": "volta", "a100": "ampere", "a800": "ampere", "h100": "hopper", "h200": "hopper", "h800": "hopper",
+             "h20": "hopper",
+             "b200": "blackwell", "gb200": "blackwell", "ampere": "ampere", "hopper": "hopper", "blackwell": "blackwell"}
+NVSWITCH_PRESET = {"ampere": "dgx-a100", "hopper": "dgx-h100", "blackwell": "dgx-b200"}
+H200_NAMES = ("h200",)
+PRESET_LINKS = {"dgx-a100": 12, "dgx-h100": 18, "dgx-h200": 18, "dgx-b200": 18}   # NVLinks per GPU (datasheets)
+BRIDGE_CLASS = "0x0680"     # NVSwitch (PCI class "other bridge")
+GPU_CLASS = "0x0302"        # 3D controller (also 0x0300 VGA)
+NIC_CLASSES = ("0x0207", "0x0200")   # InfiniBand, Ethernet
+PCI_SWITCH_CLASS = "0x0604"
+
+
+@dataclass
+class XmlNode:
+    """What one NCCL topology file says about a node."""
+
+    gpus: list[dict] = field(default_factory=list)      # {"busid", "sm", "links", "nvswitch", "mesh", "switch"}
+    nics: list[dict] = field(default_factory=list)      # {"busid", "name", "mbps", "switch"}
+    cpus: int = 0
+    notes: list[str] = field(default_factory=list)
+    nvlink_listed: bool = False   # the source lists every NVLink (nvidia-smi topo -m): none listed means none
+
+
+def parse_topology_xml(text: str, source: str = "<xml>") -> XmlNode:
+    """Read NCCL's topology XML (see the module docstring) safely."""
+    import defusedxml
+    import defusedxml.ElementTree as DET
+    _check_depth(text, source)   # before parsing: the walk below recurses per level
+    try:
+        root = DET.fromstring(text, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except (defusedxml.DTDForbidden, defusedxml.EntitiesForbidden, defusedxml.ExternalReferenceForbidden) as e:
+        raise CollsimError(f"{source}: refused: the XML declares a DTD, entities or external references ({type(e).__name__}), "
+                           "which NCCL topology files never need (and which can expand without bound): remove them") from None
+    except DET.ParseError as e:
+        raise CollsimError(f"{source} is not well-formed XML ({e}): pass the file NCCL_TOPO_DUMP_FILE wrote") from None
+    if root.tag != "system":
+        raise CollsimError(f"{source}: the root element is <{root.tag}>, not <system>: this is not an NCCL topology file")
+    node = XmlNode(cpus=len(root.findall("cpu")))
+    _walk(root, None, node)
+    if not node.gpus:
+        raise CollsimError(f"{source} lists no GPU (no <gpu> and no <pci class=\"0x0302..\">): nothing to simulate")
+    return node
+
+
+# NCCL's dumps nest system > cpu > pci (switches, a few levels) > gpu/nic > nvlink/net: under 12 levels
+MAX_XML_DEPTH = 64
+_TAG = re.compile(r"<(/?)[A-Za-z_][^\s/>]*[^>]*?(/?)>|<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>", re.S)
+
+
+def _check_depth(text: str, source: str) -> None:
+    """Refuse elements nested deeper than :data:`MAX_XML_DEPTH`, counted in one pass without recursion."""
+    depth = 0
+    for m in _TAG.finditer(text):
+        if m.group(0).startswith(("<!", "<?")):
+            continue
+        if m.group(1):
+            depth -= 1
+        elif not m.group(2):
+            depth += 1
+            if depth > MAX_XML_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                raise CollsimError(f"{source}: elements nested deeper than {MAX_XML_DEPTH} levels (line {line}): NCCL topology "
+                                   "files nest about 10; pass the file NCCL_TOPO_DUMP_FILE wrote")
+
+
+def _walk(elem, switch, node: XmlNode) -> None:
+    for child in elem:
+        if child.tag != "pci":
+            if child.tag in ("cpu", "nic"):
+                _walk(child, switch if child.tag == "nic" else None, node)
+            continue
+        cls = (child.get("class") or "").lower()
+        busid = (child.get("busid") or "").lower()
+        if cls.startswith(PCI_SWITCH_CLASS):
+            _walk(child, busid, node)   # devices below share this switch
+            continue
+        gpu = child.find("gpu")
+        if gpu is not None or cls.startswith(GPU_CLASS) or cls.startswith("0x0300"):
+            node.gpus.append(_gpu(gpu, busid, switch))
+            node.gpus[-1]["gts"] = _number((child.get("link_speed") or "").split(" ")[0])
+        nets = [net for nic in child.findall("nic") for net in nic.findall("net")]
+        if nets:
+            node.nics += [{"busid": busid, "name": n.get("name", ""), "mbps": _number(n.get("speed")), "switch": switch}
+                          for n in nets]
+        elif gpu is None and cls.startswith(NIC_CLASSES):
+            node.nics.append({"busid": busid, "name": "", "mbps": None, "switch": switch})
+        _walk(child, switch, node)
+    for nic in elem.findall("nic") if elem.tag == "cpu" else ():   # a NIC right under <cpu> (socket NICs in dumps)
+        for n in nic.findall("net"):
+            node.nics.append({"busid": "", "name": n.get("name", ""), "mbps": _number(n.get("speed")), "switch": None})
+
+
+def _gpu(gpu, busid: str, switch) -> dict:
+    info = {"busid": busid, "sm": None, "links": 0, "nvswitch": False, "mesh": False, "switch": switch, "gts": None,
+            "collapsed": False}
+    if gpu is None:
+        return info
+    sm = _number(gpu.get("sm"))
+    if sm is not None and not 0 < sm < 10_000:
+        raise CollsimError(f"<gpu busid={busid!r}> has sm={gpu.get('sm')!r}: the compute capability is a number such as 80 or 90")
+    info["sm"] = int(sm) if sm is not None else None
+    for link in gpu.findall("nvlink"):
+        raw = _number(link.get("count"))
+        if raw is not None and not (raw.is_integer() and 0 <= raw <= 64):
+            raise CollsimError(f"<nvlink> of GPU {busid!r} has count={link.get('count')!r}: a whole number of links from 0 to 64")
+        count = int(raw or 0)
+        info["links"] += count
+        tclass = (link.get("tclass") or "").lower()
+        collapsed = (link.get("target") or "").lower().startswith("fffffff")   # a VM's view of the NVSwitch fabric
+        if tclass.startswith(BRIDGE_CLASS) or collapsed:
+            info["nvswitch"] = True
+            info["collapsed"] = info["collapsed"] or collapsed
+        elif tclass.startswith(GPU_CLASS) or not tclass:
+            info["mesh"] = True
+    return info
+
+
+def _number(text):
+    """A finite number from an attribute, or None (inf and nan are not numbers here)."""
+    try:
+        f = float(text)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def node_preset_from_xml(path: str, params: dict[str, str]) -> tuple[str, list[str]]:
+    """Read the NCCL topology XML at ``path`` and return the preset spec that builds its node (with the
+    user's other spec keys, e.g. ``nodes=2``) and what was read, line by line. :func:`sim.presets.load_topology`
+    builds it, so this module never imports the presets (no cycle)."""
+    from ..io.safe_io import read_input
+    text = read_input(path, "NCCL topology XML", MAX_XML_BYTES, binary=True).decode("utf-8", errors="replace")
+    node = parse_topology_xml(text, path)
+    return preset_for(node, params, path)
+
+
+def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, list[str]]:
+    """The preset spec that builds this node (with the user's other keys), and what was read, line by line."""
+    params = dict(params)
+    gpu_name = params.pop("gpu", None)
+    name = os.path.basename(path)
+    sms = Counter(g["sm"] for g in node.gpus if g["sm"] is not None)
+    read = [f"{name}: {len(node.gpus)} GPU(s), {len(node.nics)} NIC port(s), {node.cpus} CPU socket(s)/NUMA node(s)"]
+    if sms:
+        sm = sms.most_common(1)[0][0]
+        arch = SM_ARCH.get(sm // 10)
+        if arch is None:
+            raise CollsimError(f"{path}: GPU sm={sm} is not an architecture collsim models (Volta 70, Ampere 80, Hopper 90, "
+                               "Blackwell 100)")
+        read.append(f"GPU architecture: sm={sm} -> {arch}")
+        if gpu_name and GPU_NAMES.get(gpu_name.lower()) not in (None, arch):
+            raise CollsimError(f"{path}: gpu={gpu_name} contradicts the file's sm={sm} ({arch}): drop gpu=")
+    elif gpu_name:
+        arch = GPU_NAMES.get(gpu_name.lower())
+        if arch is None:
+            raise CollsimError(f"gpu={gpu_name!r} is not one collsim knows: use one of {', '.join(GPU_NAMES)}")
+        read.append(f"GPU architecture: not in the file (no <gpu sm=>); gpu={gpu_name} -> {arch}")
+    else:
+        raise CollsimError(f"{path} names no GPU architecture (no <gpu sm=...>: NCCL_TOPO_FILE inputs such as Azure's often "
+                           f"omit it): add it to the spec, e.g. {name}:gpu=a100 or {name}:gpu=h100")
+    links = Counter(g["links"] for g in node.gpus)
+    nvswitch = any(g["nvswitch"] for g in node.gpus)
+    mesh = any(g["mesh"] for g in node.gpus) and not nvswitch
+    nlinks = links.most_common(1)[0][0]
+    if nlinks:
+        collapsed = any(g["collapsed"] for g in node.gpus)
+        read.append(f"NVLink: {nlinks} links per GPU" + (" to NVSwitch" + (" (one collapsed fffffff:ff:ff.0 target, as VMs "
+                                                                             "dump it)" if collapsed else "")
+                                                         if nvswitch else " in a direct GPU-to-GPU mesh"))
+    elif sms or node.nvlink_listed:
+        read.append("no NVLink: no NV# in the matrix" if node.nvlink_listed else "NVLink: none listed")
+    else:
+        nvswitch = arch in NVSWITCH_PRESET     # input files list no <nvlink>: the named platform's NVSwitch
+        read.append(f"NVLink: not in the file; gpu={gpu_name}'s platform has {'NVSwitch' if nvswitch else 'no NVSwitch'}")
+    if mesh:
+        raise CollsimError(f"{path}: GPUs linked directly by NVLink (no NVSwitch) are not mapped to a preset yet: describe "
+                           "the node as a .yaml topology, or use the hgx-a100-4 preset for 4 A100 on a mesh")
+    speeds = [n["mbps"] for n in node.nics if n["mbps"]]
+    fastest = max(speeds) if speeds else None
+    rails = [n for n in node.nics if fastest is None or n["mbps"] == fastest]
+    slower = len(node.nics) - len(rails)
+    if fastest:
+        read.append(f"NICs: {len(rails)} x {fastest / 1000:g} Gb/s (net speed {fastest:g} Mb/s)"
+                    + (f"; {slower} slower port(s) left out" if slower else ""))
+    elif node.nics:
+        read.append(f"NICs: {len(rails)} (no <net speed>: the platform's NIC speed)")
+    else:
+        read.append("NICs: none listed")
+    pairs = _placement(node)
+    if pairs:
+        read.append(f"PCIe: {pairs} of {len(node.gpus)} GPUs share a PCIe switch with a NIC (GPUDirect RDMA without the CPU)")
+    if nvswitch and arch in NVSWITCH_PRESET:
+        preset = "dgx-h200" if arch == "hopper" and (gpu_name or "").lower() in H200_NAMES else NVSWITCH_PRESET[arch]
+        keys = {"gpus_per_node": str(len(node.gpus))}
+        if rails and len(rails) <= len(node.gpus):
+            keys["nics_per_node"] = str(len(rails))
+        elif rails:
+            keys["nics_per_node"] = str(len(rails))
+            read.append(f"NICs: {len(rails)} NIC ports for {len(node.gpus)} GPUs (several per GPU)")
+        if fastest:
+            keys["nic_gbps"] = f"{fastest / 1000:g}"
+    elif not nlinks:
+        gen = _pcie_gen(node)
+        preset, keys = "pcie", {"gpus": str(len(node.gpus)), "gen": str(gen), "arch": arch}
+        read.append(f"PCIe Gen{gen} between GPUs (no NVLink)")
+    else:
+        raise CollsimError(f"{path}: {arch} GPUs on NVSwitch have no preset to build from: describe the node as a .yaml topology")
+    keys.update(params)          # the user's keys win: nodes=, fabric=, nic_gbps=...
+    spec = preset + ":" + ",".join(f"{k}={v}" for k, v in keys.items())
+    read.append(f"builds as: {spec}")
+    if nlinks and preset in PRESET_LINKS and nlinks != PRESET_LINKS[preset]:
+        read.append(f"note: the file lists {nlinks} NVLinks per GPU, the {preset} preset models {PRESET_LINKS[preset]}: "
+                    "the NVLink bandwidth is the preset's")
+    return spec, read
+
+
+def _placement(node: XmlNode) -> int:
+    nic_switches = {n["switch"] for n in node.nics if n["switch"]}
+    return sum(1 for g in node.gpus if g["switch"] and g["switch"] in nic_switches)
+
+
+def _pcie_gen(node: XmlNode) -> int:
+    """PCIe generation from the GPUs' ``link_speed`` (8 GT/s Gen3, 16 Gen4, 32 Gen5, 64 Gen6); Gen4 if absent."""
+    gts = Counter(g["gts"] for g in node.gpus if g["gts"]).most_common(1)
+    return {8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}.get(gts[0][0], 4) if gts else 4
