@@ -7,9 +7,9 @@ import sys
 import pytest
 
 import sim
+from sim.engine.result import Result
 from sim.engine.runs import LEDGER
 from sim.nccl import calibration
-from sim.engine.result import Result
 
 TOPO = "dgx-h100:nodes=2"
 
