@@ -14,10 +14,10 @@ from functools import lru_cache
 
 from .algorithms import algorithms, analytic, build_program, candidates, get_algorithm, why_not
 from .collectives import get_collective
-from .engine import check_engine, run_program
+from .engine import check_engine
 from .engine.progress import DELAY_S as PROGRESS_DELAY_S
 from .engine.progress import phases
-from .engine.result import EngineTiming, Result, engine_result
+from .engine.result import Result
 from .errors import CollsimError
 from .io.validation import MAX_BYTES, MAX_CHANNELS, whole
 from .nccl.context import cached
@@ -168,27 +168,10 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
 
 def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
     """The engine's timing of one pair, ideal or NCCL protocol, made a Result in one place
-    (:func:`sim.engine.result.engine_result`)."""
-    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.execution)
-        from .nccl.execution import engine_timing
-        timing = engine_timing(coll, nbytes, topo, algorithm, proto, nchannels=opts.nchannels, pipeline=opts.pipeline,
-                               root=opts.root, trace=opts.trace, engine=opts.engine)
-    else:
-        timing = _ideal_timing(coll, nbytes, topo, algorithm, proto, opts)
-    return engine_result(coll, nbytes, topo, timing, opts.trace)
-
-
-def _ideal_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> EngineTiming:
-    """The ideal protocol: the algorithm's program on the topology as drawn, no latency term."""
-    nch, pipeline, root = opts.nchannels or 1, opts.pipeline, opts.root
-    if pipeline is None:
-        steps = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=1, pipeline=1, root=root).steps \
-            if coll.name in get_algorithm(algorithm).pipelined else 0
-        pipeline = default_pipeline(algorithm, coll.name, nbytes, topo, proto, nch, steps)
-    program = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=nch, pipeline=pipeline, root=root)
-    run = run_program(program, topo, nbytes, proto, engine=opts.engine)
-    return EngineTiming(algorithm, proto.name, program.steps, nch, pipeline, program, run, 0.0, run.time_us,
-                        head={"ops": program.nops})
+    (:func:`sim.prediction.engine_model.engine_predict`)."""
+    from .prediction.engine_model import engine_predict
+    return engine_predict(coll, nbytes, topo, algorithm, proto, nchannels=opts.nchannels, pipeline=opts.pipeline,
+                          root=opts.root, trace=opts.trace, engine=opts.engine)
 
 
 def _tuner(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:

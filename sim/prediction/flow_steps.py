@@ -160,7 +160,7 @@ so there the model is the engine (as :mod:`sim.prediction.replica` is).
         rep = replica(topo, REPLICA_NODES)
     if covers(coll, algorithm, rep) is not None:
         return 1.0, None
-    from ..api import run_engine
+    from .engine_model import engine_predict as run_engine  # the engine model without the api's budget (a replica)
     model = _predict(coll, nbytes, rep, algorithm, proto, nchannels, pipeline, root)
     engine = run_engine(coll, nbytes, rep, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
     lat = model.explain.get("latency_us", 0.0)
