@@ -14,15 +14,16 @@ from functools import lru_cache
 
 from .algorithms import algorithms, analytic, build_program, candidates, get_algorithm, why_not
 from .collectives import get_collective
-from .engine import check_engine, run_program
+from .engine import check_engine
 from .engine.progress import DELAY_S as PROGRESS_DELAY_S
 from .engine.progress import phases
-from .engine.result import Result, link_tables
+from .engine.result import Result
 from .errors import CollsimError
 from .io.validation import MAX_BYTES, MAX_CHANNELS, whole
+from .nccl.context import cached
 from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
 from .nccl.recipe import MAX_PIPELINE, default_pipeline, protocols_for
-from .nccl.select import choose
+from .nccl.select import choose, faster_note
 from .prediction.budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
 from .presets import load_topology
 from .topology import Topology
@@ -71,15 +72,32 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
             return simulate(collective, nbytes, topology, algorithm, protocol, model=model, nchannels=nchannels,
                             pipeline=pipeline, root=root, trace=trace, max_memory=max_memory, engine=engine,
                             select=select)
-    r = _simulate(collective, nbytes, topology, algorithm, protocol, model, nchannels, pipeline, root, trace,
-                  max_memory, engine, select)
+    topo, coll, predict = _pipeline(collective, nbytes, topology, model, nchannels, pipeline, root, trace, max_memory,
+                                    engine)
+    if algorithm == "auto" or protocol == "auto":
+        usable = [a for a in algorithms() if _why_not(a, coll, topo) is None] if algorithm == "auto" else None
+        r = choose(coll, int(nbytes), topo, predict, algorithm=algorithm, protocol=protocol, model=model,
+                   usable=usable, select=select)
+    else:
+        r = predict(algorithm, protocol)
     from .nccl.config import current
-    r.explain.setdefault("nccl_version", current().version)
-    return r
+    return r if "nccl_version" in r.explain else r.with_explain(nccl_version=current().version)
 
 
-def _simulate(collective, nbytes, topology, algorithm, protocol, model, nchannels, pipeline, root, trace, max_memory,
-              engine, select) -> Result:
+def faster_choice(chosen: Result, topology, *, model: str = "auto", protocol: str = "auto", select: str = "nccl",
+                  nchannels: int | None = None, pipeline: int | None = None, root: int = 0, max_memory=None,
+                  engine: str = "default") -> Result | None:
+    """The pair NCCL can run that the model puts more than 10% ahead of ``chosen`` (what :func:`simulate`
+    returned for these options), or None: :func:`sim.nccl.select.faster_note` decides when the note
+    applies and times the candidates through the same pipeline, so a pair already timed is not run again."""
+    topo, coll, predict = _pipeline(chosen.collective, chosen.nbytes, topology, model, nchannels, pipeline, root, False,
+                                    max_memory, engine)
+    return faster_note(chosen, coll, chosen.nbytes, topo, predict, model=model, protocol=protocol, select=select)
+
+
+def _pipeline(collective, nbytes, topology, model, nchannels, pipeline, root, trace, max_memory, engine):
+    """(topology, collective, predict): the arguments checked once, and ``predict(algorithm, protocol)``,
+    the chosen model's Result for one pair, made once per input (:func:`_predict`)."""
     topo = load_topology(topology)
     coll = get_collective(collective)
     # one validation layer (sim.io.validation): inf, nan, 10**400, 1.5 and True are refused, naming the limit
@@ -101,19 +119,25 @@ def _simulate(collective, nbytes, topology, algorithm, protocol, model, nchannel
         raise CollsimError(f"--engine {engine} times programs for the engine model, not the {model} model: "
                            f"drop it, or use --model engine")
     opts = RunOptions(nchannels, pipeline, root, trace, None if max_memory is None else parse_memory(max_memory), engine)
-    predictor = PREDICTORS[model]
 
     def predict(algo: str, proto: str) -> Result:
         reason = _why_not(algo, coll, topo)
         if reason:
             raise CollsimError(f"cannot run {algo} on {topo.name}: {reason}")
-        return predictor(coll, int(nbytes), topo, algo, get_protocol(proto), opts)
+        if opts.trace:   # a trace is large and asked for once: not kept
+            return PREDICTORS[model](coll, int(nbytes), topo, algo, get_protocol(proto), opts)
+        return _predict(model, coll, int(nbytes), topo, algo, get_protocol(proto), opts)
 
-    if algorithm == "auto" or protocol == "auto":
-        usable = [a for a in algorithms() if _why_not(a, coll, topo) is None] if algorithm == "auto" else None
-        return choose(coll, int(nbytes), topo, predict, algorithm=algorithm, protocol=protocol, model=model,
-                      usable=usable, select=select)
-    return predict(algorithm, protocol)
+    return topo, coll, predict
+
+
+@cached(maxsize=128)
+def _predict(model: str, coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
+    """One predictor's Result, once per (model, collective, size, topology, algorithm, protocol, options)
+    and settings in force (:mod:`sim.nccl.context`): selection, ``--select fastest`` and the faster-choice
+    note share it. Results are immutable by convention: layers above add to ``explain`` with
+    :meth:`Result.with_explain`, never in place."""
+    return PREDICTORS[model](coll, nbytes, topo, algorithm, proto, opts)
 
 
 @lru_cache(maxsize=256)
@@ -144,9 +168,10 @@ def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: Ru
     return engine_estimate(algorithm, coll.name, topo, nch, pieces, nccl)
 
 
-def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
-    """The engine predictor: refuses up front when the run would not fit ``--max-memory``."""
-    est = _estimate(coll, nbytes, topo, algorithm, proto, opts)
+def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions, est: Estimate | None = None) -> Result:
+    """The engine predictor: refuses up front when the run would not fit ``--max-memory`` (``est``: the
+    budget's estimate, when the caller made it already)."""
+    est = est or _estimate(coll, nbytes, topo, algorithm, proto, opts)
     check_memory(f"the engine on {algorithm}/{proto.name} over {topo.nranks} GPUs ({est.describe(memory=False)})", est.bytes,
                  opts.max_memory, "use --model flow (or auto), a smaller cluster, or raise --max-memory")
     # the bar (stderr, a terminal, after two seconds) carries the estimate the budget made before the run
@@ -157,29 +182,11 @@ def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunO
 
 
 def _run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
-    nchannels, pipeline, root, trace, engine = opts.nchannels, opts.pipeline, opts.root, opts.trace, opts.engine
-    if proto.name != IDEAL.name:  # NCCL protocols: latency term, channels over NICs, chunks (sim.nccl.execution)
-        from .nccl.execution import simulate_with_plan
-        return simulate_with_plan(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root, trace=trace,
-                   engine=engine)
-    nch = nchannels or 1
-    if pipeline is None:
-        steps = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=1, pipeline=1, root=root).steps \
-            if coll.name in get_algorithm(algorithm).pipelined else 0
-        pipeline = default_pipeline(algorithm, coll.name, nbytes, topo, proto, nch, steps)
-    program = build_program(algorithm, coll, topo.nranks, topology=topo, nchannels=nch, pipeline=pipeline, root=root)
-    run = run_program(program, topo, nbytes, proto, engine=engine)
-    link_bytes, link_busy = link_tables(topo, run.link_bytes, run.link_busy_us)
-    tr = None
-    if trace:
-        from .engine.trace_export import Trace, expand_times
-        start, end = expand_times(run, program)
-        tr = Trace(program, start, end, program.nbytes_per_chunk(nbytes))
-    t = run.time_us
-    return Result(coll.name, nbytes, topo.nranks, algorithm, proto.name, t, analytic.algbw_GBps(nbytes, t),
-                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, t), program.steps, "engine", topo.name,
-                  nch, pipeline, link_bytes, link_busy,
-                  {"ops": program.nops, "simulated_ops": len(run.op_index), "symmetric": run.symmetric}, tr)
+    """The engine's timing of one pair, ideal or NCCL protocol, made a Result in one place
+    (:func:`sim.prediction.engine_model.engine_predict`)."""
+    from .prediction.engine_model import engine_predict
+    return engine_predict(coll, nbytes, topo, algorithm, proto, nchannels=opts.nchannels, pipeline=opts.pipeline,
+                          root=opts.root, trace=opts.trace, engine=opts.engine)
 
 
 def _tuner(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Result:
@@ -212,11 +219,9 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
                            f"{algorithm}/{proto.name} ({est.describe(memory=False)}), more than --max-memory {gb(limit)}, "
                            f"and the flow model cannot run it ({reason}): simulate fewer GPUs or raise --max-memory")
     else:
-        r = _engine(coll, nbytes, topo, algorithm, proto, opts)
-        r.explain["model_choice"] = f"engine (the flow model cannot run it: {reason}): {est.describe()}"
-        return r
-    r.explain["model_choice"] = f"flow: the engine would need {est.describe()}"
-    return r
+        return _engine(coll, nbytes, topo, algorithm, proto, opts, est).with_explain(
+            model_choice=f"engine (the flow model cannot run it: {reason}): {est.describe()}")
+    return r.with_explain(model_choice=f"flow: the engine would need {est.describe()}")
 
 
 def _alpha_beta(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions | None = None) -> Result:
@@ -229,14 +234,13 @@ def _alpha_beta(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: 
     lat = max(topo.path_latency_us(a, b) for a, b in hops) + proto.hop_latency_us
     t = analytic.alpha_beta_time_us(coll.name, algorithm, topo.nranks, nbytes, bw, lat) + proto.launch_us
     steps = build_program(algorithm, coll, topo.nranks, topology=topo).steps
-    return Result(coll.name, nbytes, topo.nranks, algorithm, proto.name, t, analytic.algbw_GBps(nbytes, t),
-                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, t), steps, "alpha-beta", topo.name,
-                  explain={"alpha_us": lat, "bandwidth_GBps": bw})
+    return Result.of(coll, nbytes, topo.nranks, algorithm, proto.name, t, steps, model="alpha-beta",
+                     topology=topo.name, explain={"alpha_us": lat, "bandwidth_GBps": bw})
 
 
 # The predictors: one function each, same signature, each returning a Result (selection gets one).
 PREDICTORS = {"auto": _auto, "engine": _engine, "tuner": _tuner, "alpha-beta": _alpha_beta, "flow": _flow}
 
 
-__all__ = ["simulate", "run_engine", "default_pipeline", "protocols_for", "MODELS", "PREDICTORS", "RunOptions", "PROTOCOLS",
+__all__ = ["simulate", "faster_choice", "run_engine", "default_pipeline", "protocols_for", "MODELS", "PREDICTORS", "RunOptions", "PROTOCOLS",
            "IDEAL", "MAX_PIPELINE", "candidates"]

@@ -82,7 +82,11 @@ def nccl_config_from_args(args):
 
 
 def run(args) -> int:
+    import time
+
+    from ..engine.runs import LEDGER
     from ..nccl.machine import with_gpus_per_process
+    started, ledger = time.perf_counter(), LEDGER.snapshot()
     topo = with_gpus_per_process(load_topology(args.topology), args.gpus_per_process)
     coll = get_collective(args.collective)
     sizes = sizes_from_args(args)
@@ -135,7 +139,7 @@ def run(args) -> int:
     elem = DTYPE_BYTES[args.datatype]
     from ..nccl.config import use
     with use(cfg):
-        faster = _faster_choices(results, coll, topo, args) if algos == ["auto"] else {}
+        faster = _faster_choices(results, topo, args) if algos == ["auto"] else {}
     from ..prediction.intervals import interval, regime
     where = regime(topo)
     ranges = {}
@@ -158,30 +162,32 @@ def run(args) -> int:
     payload = {"topology": topo.name, "collective": coll.name, "nranks": topo.nranks, "model": args.model,
                "nccl_version": cfg.version, "nccl_rules": cfg.release.tag, "nccl_env": dict(cfg.env),
                "nccl_env_ignored": list(cfg.ignored), "results": rows}
+    payload["stats"] = _stats(LEDGER.since(ledger), time.perf_counter() - started)
     text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg)
     print(emit(args.format, text, payload, rows))
     return 0
 
 
-def _faster_choices(results, coll, topo, args) -> dict:
+def _faster_choices(results, topo, args) -> dict:
     """Sizes where a pair NCCL can run is predicted >10% faster than NCCL's pick -> that pair's Result
-    (only for NCCL's own choice: -a auto, -p auto, --select nccl, timed by the engine; with --model auto,
-    the sizes the engine timed, so a large cluster's flow-model sweep stays fast)."""
-    if args.select != "nccl" or args.protocol != "auto" or args.model not in ("engine", "auto"):
-        return {}
-    from ..nccl.select import faster_choice
+    (:func:`sim.api.faster_choice`: the model layer decides where the note applies and reuses the runs
+    the sweep made)."""
     found = {}
     for nbytes, group, _ in results:
-        if group[0].model != "engine":
-            continue
-
-        def predict(a, p, nbytes=nbytes):
-            return api.simulate(coll, nbytes, topo, a, p, model=args.model, nchannels=args.nchannels,
-                                pipeline=args.pipeline, root=args.root, engine=args.engine, max_memory=args.max_memory)
-        f = faster_choice(group[0], coll, nbytes, topo, predict)
+        f = api.faster_choice(group[0], topo, model=args.model, protocol=args.protocol, select=args.select,
+                              nchannels=args.nchannels, pipeline=args.pipeline, root=args.root, engine=args.engine,
+                              max_memory=args.max_memory)
         if f is not None:
             found[nbytes] = f
     return found
+
+
+def _stats(runs: dict, seconds: float) -> dict:
+    """What the command cost: engine runs made (worker processes' included), the distinct inputs among
+    them (equal when nothing was simulated twice, :mod:`sim.engine.runs`) and the wall seconds of the
+    whole prediction."""
+    return {"engine_runs": runs["engine_runs"], "distinct_engine_runs": runs["distinct_engine_runs"],
+            "seconds": round(seconds, 3)}
 
 
 # What the closed-form models leave out, said under their tables (the engine and flow models keep them).

@@ -31,8 +31,14 @@ def check_engine(engine: str) -> str:
 
 
 def run_program(program, topo, nbytes: float, protocol=IDEAL, *, engine: str = "default"):
-    """Time ``program`` moving ``nbytes`` on ``topo`` with the named engine."""
-    if check_engine(engine) == "reference":
+    """Time ``program`` moving ``nbytes`` on ``topo`` with the named engine, once per input
+    (:mod:`sim.engine.runs` keeps recent runs and counts those made; the result is shared: read only)."""
+    from .runs import timed
+    return timed(_run, program, topo, nbytes, protocol, engine=check_engine(engine))
+
+
+def _run(program, topo, nbytes: float, protocol, *, engine: str):
+    if engine == "reference":
         from .reference import simulate_program as reference  # only when asked: it is slow
         return reference(program, topo, nbytes, protocol)
     return simulate_program(program, topo, nbytes, protocol)

@@ -57,6 +57,7 @@ from .constants import (
     THREAD_HALVING_MULTIPLE,
     THREAD_THRESHOLD,
 )
+from .context import cached
 from .machine import Machine, machine, nvls_channels
 from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from .tuner import Terms, tuner_terms
@@ -232,13 +233,18 @@ def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, 
     one channel per NIC port, spread over the ports (:func:`channel_order`); else ``nchannels`` or 1. (A
     preset draws the NICs behind one GPU's PCIe switch as one port: NCCL spreads that GPU's channels over
     them, which moves the same bytes.)"""
-    m = m or machine(topo)
+    return _channels(algorithm, nchannels, m or machine(topo))
+
+
+@lru_cache(maxsize=256)   # once per machine: the budget's estimate and the plan both ask
+def _channels(algorithm: str, nchannels: int | None, m: Machine) -> tuple[bool, int]:
     spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
     ports = min(m.nics, m.ppn)   # NICs behind one GPU's switch are one port (presets draw them so)
     nch = nchannels or (ports if spread and ports > 1 else 1)
     return spread and nch > 1, nch
 
 
+@cached(maxsize=1024)   # once per input and settings in force: the budget, the engine and the flow model ask for it
 def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels: int | None = None,
               pipeline: int | None = None, steps: int | None = None, split: int = 1, root: int = 0,
               m: Machine | None = None) -> NcclPlan:
@@ -364,9 +370,18 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
         trace: bool = False, engine: str = "default"):
     """The engine's prediction of ``algorithm`` with NCCL protocol ``proto``; a :class:`~sim.engine.result.Result`.
     ``engine`` names what times the programs (:func:`sim.engine.run_program`)."""
+    from ..engine.result import engine_result
+    return engine_result(coll, nbytes, topo, engine_timing(coll, nbytes, topo, algorithm, proto, nchannels=nchannels,
+                                                           pipeline=pipeline, root=root, trace=trace, engine=engine), trace)
+
+
+def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None, root: int = 0,
+                  trace: bool = False, engine: str = "default"):
+    """The engine run(s) of ``algorithm`` with NCCL protocol ``proto`` under NCCL's plan, as a
+    :class:`~sim.result.EngineTiming` (:func:`sim.result.engine_result` makes the Result)."""
     from ..algorithms import analytic
     from ..engine import run_program
-    from ..engine.result import Result, link_tables
+    from ..engine.result import EngineTiming
     plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
     nch, spread, pieces, tuned = plan.nchannels, plan.spread, plan.pieces, plan.tuned
     nvls = algorithm.startswith("nvls")
@@ -394,33 +409,24 @@ def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto,
         # (docs/nccl-model.md, GB200 NVL72).
         data_us += 2 * float(np.max(runs.link_busy_us, initial=0.0)) / sim_pieces
     lat = plan.latency_us
-    total = lat + data_us
-    link_bytes, link_busy = link_tables(topo, runs.link_bytes / frac, runs.link_busy_us / frac)
-    tr = None
-    if trace:
-        from ..engine.trace_export import Trace, expand_times
-        start, end = expand_times(runs, prog)
-        tr = Trace(prog, start + lat, end + lat, prog.nbytes_per_chunk(nbytes))
-    explain = {"latency_us": lat, "bandwidth_term_us": data_us,
-               "effective_busbw_GBps": analytic.busbw_GBps(coll.name, topo.nranks, nbytes, data_us) if data_us > 0 else 0.0,
-               "payload_share": plan.payload_share,
-               "chunk_bytes": plan.chunk_bytes or int(math.ceil(nbytes / nch / plan.split)),
-               "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
-               "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls, duplex, algorithm == "p2p").items()),
-               "simulated_ops": len(runs.op_index), "symmetric": runs.symmetric}
+    head = {"latency_us": lat, "bandwidth_term_us": data_us,
+            "effective_busbw_GBps": analytic.busbw_GBps(coll.name, topo.nranks, nbytes, data_us) if data_us > 0 else 0.0,
+            "payload_share": plan.payload_share,
+            "chunk_bytes": plan.chunk_bytes or int(math.ceil(nbytes / nch / plan.split)),
+            "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
+            "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls, duplex, algorithm == "p2p").items())}
+    tail: dict = {}
     if nvls and "gpus_per_domain" in one.params:
         k = int(one.params["gpus_per_domain"])
-        explain["nvls_heads"] = f"{nvls_heads(k)} of {k} GPUs per NVLink domain"
+        tail["nvls_heads"] = f"{nvls_heads(k)} of {k} GPUs per NVLink domain"
     if plan.tree_correction != 1:
-        explain["tree_correction"] = plan.tree_correction
+        tail["tree_correction"] = plan.tree_correction
     if plan.small_share < 1:
-        explain["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels if tuned else 1} channels, "
+        tail["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels if tuned else 1} channels, "
                                                  f"{plan.used_threads} threads")
     if tuned is not None and math.isfinite(tuned.time_us):
-        explain["tuner_time_us"] = tuned.time_us
-    return Result(coll.name, nbytes, topo.nranks, algorithm, plan.protocol, total, analytic.algbw_GBps(nbytes, total),
-                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, total), plan.steps, "engine", topo.name,
-                  nch, pieces, link_bytes, link_busy, explain, tr)
+        tail["tuner_time_us"] = tuned.time_us
+    return EngineTiming(algorithm, plan.protocol, plan.steps, nch, pieces, prog, runs, lat, data_us, frac, head, tail)
 
 
 def _split(one: Program, nch: int) -> int:
@@ -459,5 +465,5 @@ def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = F
     return out
 
 
-__all__ = ["simulate_with_plan", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
+__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
            "payload_share", "steady_state_pieces", "extrapolate_steady_state", "OPS_BUDGET"]

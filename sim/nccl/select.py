@@ -78,32 +78,31 @@ def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto
             results = [run(t.algorithm, t.protocol) for t in ranked]
             best = min(results, key=lambda r: r.time_us)   # ties keep NCCL's ranking order
             nccl = results[0]
-            best.explain["selected_by"] = f"fastest by the {model} model among the pairs NCCL can run"
-            best.explain["nccl_choice"] = f"{nccl.algorithm}/{nccl.protocol} {nccl.time_us:.4g} us"
+            how = {"selected_by": f"fastest by the {model} model among the pairs NCCL can run",
+                   "nccl_choice": f"{nccl.algorithm}/{nccl.protocol} {nccl.time_us:.4g} us"}
             if best is not nccl:
-                best.explain["nccl_env"] = nccl_env(best.algorithm, best.protocol)
-            return best
+                how["nccl_env"] = nccl_env(best.algorithm, best.protocol)
+            return best.with_explain(**how)
         if not ranked and nccl_algos:
             _refuse_if_configured_out(coll, nbytes, topo, nccl_algos, protos)
         if ranked:
             best = ranked[0]
-            r = run(best.algorithm, best.protocol)
             from .config import current
-            r.explain["selected_by"] = f"NCCL {current().version} tuner model"
-            r.explain["tuner_ranking"] = ", ".join(f"{t.algorithm}/{t.protocol} {t.time_us:.4g} us" for t in ranked[:4])
-            return r
+            return run(best.algorithm, best.protocol).with_explain(
+                selected_by=f"NCCL {current().version} tuner model",
+                tuner_ranking=", ".join(f"{t.algorithm}/{t.protocol} {t.time_us:.4g} us" for t in ranked[:4]))
     best = None
     for a in algos:
         for p in protos:
             r = run(a, p)
             if best is None or r.time_us < best.time_us:
                 best = r
-    best.explain["selected_by"] = f"fastest by the {model} model"
+    how = {"selected_by": f"fastest by the {model} model"}
     from ..algorithms import in_nccl
     if not in_nccl(best.algorithm, coll):
-        best.explain["nccl_cannot_run"] = (f"{best.algorithm} is a textbook algorithm, not one of NCCL's for "
-                                           f"{coll.name}: NCCL cannot run this pick")
-    return best
+        how["nccl_cannot_run"] = (f"{best.algorithm} is a textbook algorithm, not one of NCCL's for "
+                                  f"{coll.name}: NCCL cannot run this pick")
+    return best.with_explain(**how)
 
 
 def _refuse_if_configured_out(coll, nbytes: int, topo, algos, protos) -> None:
@@ -146,6 +145,15 @@ def faster_choice(chosen: Result, coll, nbytes: int, topo, predict) -> Result | 
             best = r
     if best is None or best.time_us >= chosen.time_us * (1 - NOTE_MARGIN):
         return None
-    best.explain["nccl_env"] = nccl_env(best.algorithm, best.protocol)
-    best.explain["faster_by"] = 1 - best.time_us / chosen.time_us
-    return best
+    return best.with_explain(nccl_env=nccl_env(best.algorithm, best.protocol), faster_by=1 - best.time_us / chosen.time_us)
+
+
+def faster_note(chosen: Result, coll, nbytes: int, topo, predict, *, model: str, protocol: str = "auto",
+                select: str = "nccl") -> Result | None:
+    """:func:`faster_choice` where the note applies: beside NCCL's own choice (``select="nccl"``, protocol
+    ``auto``) timed by the engine (``model`` engine, or auto where the engine ran: a large cluster's
+    flow-model sweep stays fast); else None. ``predict``: the same pipeline that timed ``chosen`` (its
+    runs are cached, so a pair timed already is not run again)."""
+    if select != "nccl" or protocol != "auto" or model not in ("engine", "auto") or chosen.model != "engine":
+        return None
+    return faster_choice(chosen, coll, nbytes, topo, predict)

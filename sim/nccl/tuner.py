@@ -17,6 +17,7 @@ Units: bandwidths in GB/s (1e9 B/s), latencies in us, sizes in bytes.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -52,6 +53,7 @@ from .constants import (
     TREE_LL128_BW_FACTOR,
     TREE_LL_BW_DIVISOR,
 )
+from .context import cached
 from .machine import Machine, graph_for, machine, nvls_graph
 from .protocols import base_latency_us, get_protocol, hop_latency_us
 
@@ -136,6 +138,23 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
     return None
 
 
+def _once_per_inputs(fn):
+    """Compute ``fn`` once per (collective, size, algorithm, protocol, machine) and settings in force
+    (:mod:`sim.nccl.context`): selection ranks every pair, the plan, the payload share and ``--explain``
+    ask for the same terms again (a 2-node sweep asked 726 times for 279 distinct terms)."""
+    @cached(maxsize=8192)
+    def terms(coll: str, nbytes: int, topo, algorithm: str, p: str, m: Machine) -> Terms:
+        return fn(coll, nbytes, topo, algorithm, p, m)
+
+    @functools.wraps(fn)
+    def once(collective, nbytes: int, topo, algorithm: str, protocol: str, m: Machine | None = None) -> Terms:
+        return terms(get_collective(collective).name, nbytes, topo, algorithm, get_protocol(protocol).name,
+                     m or machine(topo))
+    once.cache = terms     # type: ignore[attr-defined]
+    return once
+
+
+@_once_per_inputs
 def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m: Machine | None = None) -> Terms:
     """NCCL's (latency, bandwidth, time) for one pair; ``alg_GBps == 0`` when NCCL would not use it."""
     coll = get_collective(collective)
@@ -290,7 +309,6 @@ def rank_pairs(collective, nbytes: int, topo, algorithms, protocols=NCCL_PROTOCO
 
 def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
     """The tuner's prediction for one pair as a :class:`~sim.engine.result.Result` (model ``"tuner"``)."""
-    from ..algorithms import analytic
     from ..engine.result import Result
     coll = get_collective(coll)
     p = get_protocol(proto).name
@@ -307,9 +325,8 @@ def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
     for k in ("tree_correction", "ring_plateau"):
         if k in t.detail:
             explain[k] = t.detail[k]
-    return Result(coll.name, nbytes, topo.nranks, algorithm, p, t.time_us, analytic.algbw_GBps(nbytes, t.time_us),
-                  analytic.busbw_GBps(coll.name, topo.nranks, nbytes, t.time_us), steps, "tuner", topo.name,
-                  t.nchannels, 1, explain=explain)
+    return Result.of(coll, nbytes, topo.nranks, algorithm, p, t.time_us, steps, model="tuner", topology=topo.name,
+                     nchannels=t.nchannels, pipeline=1, explain=explain)
 
 
 def _steps(coll: str, algorithm: str, topo) -> int:

@@ -58,6 +58,11 @@ class Release:
     nvls_tree_caps: dict = field(default_factory=dict)    # arch -> perChMaxNVLSTreeBws (N1, N2, N4)
     notes: str = ""
 
+    def __hash__(self) -> int:
+        """By version and tag (one release each in the table; its dict fields are not hashable), so an
+        :class:`~sim.nccl.config.NcclConfig` keys the prediction caches (:mod:`sim.nccl.context`)."""
+        return hash((self.version, self.tag))
+
     @property
     def has_pat(self) -> bool:
         return "pat" in self.ag_rs_algorithms

@@ -471,5 +471,5 @@ def _result(coll, nbytes, topo, proto, t, steps, nch, pieces, rings: Rings, extr
     per_byte = float(rings.us_per_byte[worst])
     explain = {"hop_method": rings.method, "period": rings.period,
                "bottleneck_GBps": 1e-3 / per_byte if per_byte else math.inf, **extra}
-    return Result(coll.name, nbytes, n, "ring", proto.name, t, analytic.algbw_GBps(nbytes, t),
-                  analytic.busbw_GBps(coll.name, n, nbytes, t), steps, "flow", topo.name, nch, pieces, explain=explain)
+    return Result.of(coll, nbytes, n, "ring", proto.name, t, steps, model="flow", topology=topo.name, nchannels=nch,
+                     pipeline=pieces, explain=explain)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..algorithms import analytic
 from ..engine.result import Result
 from ..topology import Topology
 
@@ -89,9 +88,8 @@ def alltoall_predict(coll, nbytes: int, topo: Topology, proto, *, nchannels=None
     explain = {"latency_us": plan.latency_us, "bandwidth_term_us": data, "startup_queue_us": startup,
                "bottleneck": topo.link_label(busiest), "bottleneck_GBps": bytes_per_us(busiest) / 1e3,
                "payload_share": plan.payload_share, "pieces_per_channel": plan.pieces}
-    return Result(coll.name, nbytes, n, "p2p", plan.protocol, t, analytic.algbw_GBps(nbytes, t),
-                  analytic.busbw_GBps(coll.name, n, nbytes, t), plan.steps, "flow", topo.name, plan.nchannels,
-                  plan.pieces, explain=explain)
+    return Result.of(coll, nbytes, n, "p2p", plan.protocol, t, plan.steps, model="flow", topology=topo.name,
+                     nchannels=plan.nchannels, pipeline=plan.pieces, explain=explain)
 
 
 def _fabric(topo: Topology, li: int) -> bool:

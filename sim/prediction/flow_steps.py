@@ -40,7 +40,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..algorithms import analytic, build_program
+from ..algorithms import build_program
 from ..engine.result import Result
 from ..nccl.protocols import IDEAL
 from ..topology import Topology
@@ -135,9 +135,8 @@ def step_predict(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nc
     explain = {**r.explain, "bandwidth_term_us": data,
                "replica_anchor": f"x{factor:.3f}: the engine over the step loads on {rep}"}
     n = topo.nranks
-    return Result(coll.name, nbytes, n, algorithm, r.protocol, t, analytic.algbw_GBps(nbytes, t),
-                  analytic.busbw_GBps(coll.name, n, nbytes, t), r.steps, "flow", topo.name, r.nchannels,
-                  r.pipeline, explain=explain)
+    return Result.of(coll, nbytes, n, algorithm, r.protocol, t, r.steps, model="flow", topology=topo.name,
+                     nchannels=r.nchannels, pipeline=r.pipeline, explain=explain)
 
 
 def anchor(coll, nbytes: int, topo: Topology, algorithm: str, proto, nchannels=None, pipeline=None,
@@ -161,7 +160,7 @@ so there the model is the engine (as :mod:`sim.prediction.replica` is).
         rep = replica(topo, REPLICA_NODES)
     if covers(coll, algorithm, rep) is not None:
         return 1.0, None
-    from ..api import run_engine
+    from .engine_model import engine_predict as run_engine  # the engine model without the api's budget (a replica)
     model = _predict(coll, nbytes, rep, algorithm, proto, nchannels, pipeline, root)
     engine = run_engine(coll, nbytes, rep, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
     lat = model.explain.get("latency_us", 0.0)
@@ -207,9 +206,8 @@ def _predict(coll, nbytes: int, topo: Topology, algorithm: str, proto, nchannels
     explain.update({"bandwidth_term_us": data, "step_model": f"{loads.steps} steps, each its busiest link's load"})
     if worst is not None:
         explain["busiest_step_link"] = f"{topo.link_label(int(loads.link[worst]))} in step {int(loads.step[worst])}"
-    return Result(coll.name, nbytes, n, algorithm, proto.name, t, analytic.algbw_GBps(nbytes, t),
-                  analytic.busbw_GBps(coll.name, n, nbytes, t), loads.steps, "flow", topo.name, nch, pieces,
-                  explain=explain)
+    return Result.of(coll, nbytes, n, algorithm, proto.name, t, loads.steps, model="flow", topology=topo.name,
+                     nchannels=nch, pipeline=pieces, explain=explain)
 
 
 __all__ = ["SPINE_TOLERANCE", "STEP_ALGORITHMS", "TOLERANCE", "StepLoads", "anchor", "covers", "step_loads", "step_predict"]

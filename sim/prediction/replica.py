@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from ..algorithms import analytic, build_program, get_algorithm
+from ..algorithms import build_program, get_algorithm
 from ..algorithms.tree import double_tree, heights
 from ..engine.result import Result
 from ..errors import CollsimError
@@ -184,8 +184,8 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
                "replica_tree_levels": levels_rep, "level_cost_us": level_cost, "simulated_ops": sim_ops,
                "pieces_per_channel": pieces}
     n = topo.nranks
-    return Result(coll.name, nbytes, n, algorithm, proto.name, t, analytic.algbw_GBps(nbytes, t),
-                  analytic.busbw_GBps(coll.name, n, nbytes, t), steps, "flow", topo.name, nch, pieces, explain=explain)
+    return Result.of(coll, nbytes, n, algorithm, proto.name, t, steps, model="flow", topology=topo.name,
+                     nchannels=nch, pipeline=pieces, explain=explain)
 
 
 def replica_ops(algorithm: str, coll, topo: Topology, nchannels: int = 1) -> int:

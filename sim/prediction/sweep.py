@@ -67,10 +67,12 @@ def run(tasks: list[Task], jobs: int | None = 0, progress: bool | None = None, d
             return out
         import multiprocessing as mp
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        from ..engine.runs import LEDGER
         with ctx.Pool(n) as pool:
             out = []
-            for r in pool.imap(_run_one, tasks, chunksize=1):   # imap keeps task order
+            for r, runs in pool.imap(_run_counted, tasks, chunksize=1):   # imap keeps task order
                 out.append(r)
+                LEDGER.absorb(runs)   # the workers' engine runs count as this command's
                 bar.update()
             return out
     finally:
@@ -88,6 +90,14 @@ def _run_one(task: Task):
     from ..api import simulate
     return simulate(task.collective, task.nbytes, _topology(task.topology), task.algorithm, task.protocol,
                     **task.options)
+
+
+def _run_counted(task: Task):
+    """In a worker: the task's Result and the engine runs it made (:meth:`sim.engine.runs.Ledger.delta`)."""
+    from ..engine.runs import LEDGER
+    before = LEDGER.snapshot()
+    r = _run_one(task)
+    return r, LEDGER.delta(before)
 
 
 @lru_cache(maxsize=8)

@@ -39,5 +39,9 @@ def test_cli_jobs_prints_the_same_json(cli):
     code1, out1, _ = cli(*args)
     code2, out2, _ = cli(*args, "--jobs", "2")
     assert code1 == code2 == 0
-    assert json.loads(out1) == json.loads(out2)
-    assert len(json.loads(out2)["results"]) >= 3
+    serial, parallel = json.loads(out1), json.loads(out2)
+    # "stats" says what each run cost (its seconds differ; forked workers reuse the runs made before):
+    # every prediction must be the same
+    serial.pop("stats"), parallel.pop("stats")
+    assert serial == parallel
+    assert len(parallel["results"]) >= 3
