@@ -13,29 +13,12 @@ True
 """
 from __future__ import annotations
 
-import io
-
 from sim.algorithms import analytic
+from sim.viz.canvas import png_bytes, report_figure
 
-DPI = 110
 SIZE = (7.0, 4.0)
 MEASURED = dict(color="#1f77b4", marker="o", linestyle="-", linewidth=1.6, markersize=5)
 PREDICTED = dict(color="#d62728", marker="s", linestyle="--", linewidth=1.6, markersize=4)
-
-
-def _figure():
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=SIZE, dpi=DPI)
-    FigureCanvasAgg(fig)
-    return fig, fig.add_subplot(1, 1, 1)
-
-
-def _png(fig) -> bytes:
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    return buf.getvalue()
 
 
 def _size_axis(ax) -> None:
@@ -70,7 +53,7 @@ def _title(c) -> str:
 def busbw_figure(c) -> bytes:
     """Measured and predicted bus bandwidth vs size (log-log)."""
     m = c.measurement
-    fig, ax = _figure()
+    fig, ax = report_figure(*SIZE)
     xs = [r.nbytes for r in c.rows]
     meas = [analytic.busbw_GBps(m.collective, m.nranks, r.nbytes, r.measured_time_us) for r in c.rows]
     pred = [r.prediction.busbw_GBps for r in c.rows]
@@ -82,12 +65,12 @@ def busbw_figure(c) -> bytes:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="lower right", fontsize=9)   # busbw grows with size: the lower right is empty
     _size_axis(ax)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def time_figure(c) -> bytes:
     """Measured and predicted time vs size (log-log), with the prediction's latency and bandwidth terms."""
-    fig, ax = _figure()
+    fig, ax = report_figure(*SIZE)
     xs = [r.nbytes for r in c.rows]
     ax.plot(xs, [r.measured_time_us for r in c.rows], label="measured", **MEASURED)
     ax.plot(xs, [r.prediction.time_us for r in c.rows], label="predicted (total)", **PREDICTED)
@@ -105,12 +88,12 @@ def time_figure(c) -> bytes:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper left", fontsize=9)
     _size_axis(ax)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def error_figure(c, band: float = 0.30) -> bytes:
     """Relative error (predicted - measured) / measured vs size, coloured by the predicted regime."""
-    fig, ax = _figure()
+    fig, ax = report_figure(*SIZE)
     colors = {"latency-bound": "#9467bd", "bandwidth-bound": "#ff7f0e"}
     for regime, color in colors.items():
         sel = [r for r in c.rows if r.prediction.regime == regime]
@@ -126,7 +109,7 @@ def error_figure(c, band: float = 0.30) -> bytes:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="best", fontsize=9)
     _size_axis(ax)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _algos(c) -> str:

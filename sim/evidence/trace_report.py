@@ -8,11 +8,10 @@ from __future__ import annotations
 import base64
 import datetime
 import html
-import io
 
 from ..units import format_size
+from ..viz.canvas import png_bytes, report_figure
 
-DPI = 110
 _CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:64rem;margin:2rem auto;
 padding:0 1rem;color:#222;line-height:1.45}table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}
@@ -99,27 +98,12 @@ def text_table(doc: dict) -> str:
 
 
 # ---- figures ---------------------------------------------------------------------------------------
-def _figure(w=7.0, h=4.0):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(w, h), dpi=DPI)
-    FigureCanvasAgg(fig)
-    return fig, fig.add_subplot(1, 1, 1)
-
-
-def _png(fig) -> bytes:
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    return buf.getvalue()
-
-
 def time_figure(doc: dict) -> bytes | None:
     """Measured (median, min-max bar) and predicted time per distinct collective against its size."""
     rows = [r for r in doc["collectives"] if r["measured_us"] and r["nccl_tests_nbytes"]]
     if not rows:
         return None
-    fig, ax = _figure()
+    fig, ax = report_figure()
     colours: dict = {}
     for r in rows:
         c = colours.setdefault(r["collective"], f"C{len(colours) % 10}")
@@ -138,7 +122,7 @@ def time_figure(doc: dict) -> bytes | None:
     ax.set_title(f"measured vs predicted on {doc['topology'] or '-'}")
     ax.legend(fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def share_figure(doc: dict) -> bytes | None:
@@ -146,7 +130,7 @@ def share_figure(doc: dict) -> bytes | None:
     by = doc["step"]["by_collective"]
     if not by:
         return None
-    fig, ax = _figure(7.0, max(2.4, 1.3 + 0.45 * len(by)))
+    fig, ax = report_figure(7.0, max(2.4, 1.3 + 0.45 * len(by)))
     names = [b["collective"] for b in by][::-1]
     total = [100 * b["share"] for b in by][::-1]
     if doc["step"]["exposed_known"]:
@@ -157,7 +141,7 @@ def share_figure(doc: dict) -> bytes | None:
     else:
         ax.barh(names, total, color="#1f77b4")
     ax.set_xlabel("% of the recorded step (per rank)")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 FIGURES = (("time", "Measured (median, min-max) and predicted time per distinct collective", time_figure),
