@@ -17,9 +17,11 @@ def register(sub) -> None:
     p = sub.add_parser("grade", help="run an assignment's autograder on notebooks or .py files (one, many, or folders)",
                        description="Grade course assignments: e.g. `collsim grade notebooks/assignments/a1_ring_reduce_scatter.ipynb`, "
                                    "or a folder of submissions: `collsim grade submissions/ --assignment a1 --csv grades.csv`. "
-                                   "Student code runs in a separate process with limits on time, memory, output and "
-                                   "processes, and everything it starts is killed at the end; it can still read files "
-                                   "and use the network as you (docs/teaching.md: grade in a container).")
+                                   "Student code runs under bubblewrap where available: its own PID, user and network "
+                                   "namespaces (everything it starts dies with it; no network), a read-only filesystem "
+                                   "without the solutions or other submissions, plus limits on time, memory, output and "
+                                   "processes. Without bubblewrap it runs with those limits only, as you, and a one-line "
+                                   "'not contained' notice says so (docs/teaching.md).")
     p.add_argument("file", nargs="+", metavar="FILE_OR_DIR",
                    help="a .ipynb or .py file (its name, e.g. a1_..., says which assignment), or a folder of them")
     p.add_argument("--assignment", "-a", default=None, help="a1 .. a5 (default: from each file's notebook metadata or name)")

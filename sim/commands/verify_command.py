@@ -4,8 +4,8 @@
 that defines ``build(collective, nranks)`` returning a :class:`sim.Program` (optionally
 ``COLLECTIVES = [...]``): the basis of the course assignments. Every program must be the collective and
 world size it was asked for. A user's file runs in a child process with ``--timeout`` (see
-:mod:`sim.io.user_algorithm`): it is your own code, run as you, not sandboxed beyond that process and
-time limit.
+:mod:`sim.io.user_algorithm`), under bubblewrap where available (own PID/user/network namespaces, a
+read-only filesystem); without it, as you, with a one-line "not contained" notice.
 """
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ from ..verify import VerificationError, verify
 def register(sub) -> None:
     p = sub.add_parser("verify", help="check that an algorithm computes its collective",
                        description="Symbolically run an algorithm's Program and check the collective's postcondition. "
-                                   "A FILE.py is your own code and runs as you, not sandboxed: only in a child process "
-                                   "stopped after --timeout seconds.")
+                                   "A FILE.py runs in a child process stopped after --timeout seconds, under bubblewrap "
+                                   "where available (own PID, user and network namespaces, read-only filesystem); "
+                                   "without it, as you, with a one-line 'not contained' notice.")
     p.add_argument("algorithm", nargs="?", default="all", help="built-in algorithm name, 'all', or a Python file defining "
-                   "build(collective, nranks) (run as you, in a child process, not sandboxed)")
+                   "build(collective, nranks) (run in a child process, sandboxed by bubblewrap where available)")
     p.add_argument("--collective", "-c", default="all", help="a collective, or all (default)")
     p.add_argument("--ranks", default="2-16", help="world sizes: 8, 2-16, or 2,4,8 (default 2-16)")
     p.add_argument("--nchannels", type=int, default=1)
