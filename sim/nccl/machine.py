@@ -52,6 +52,7 @@ class Machine:
     inter_wire_us: float
     fabric: str | None = None      # the scale-out network (sim.nccl.calibration.FABRICS); None off hardware presets
     gpus_per_process: int = 1      # GPUs one thread launches (nccl-tests -g N)
+    nic_path: str | None = None    # GPU -> NIC (nvidia-smi: PIX | PXB | PHB | NODE | SYS); None: not known
 
     @property
     def net_latency_us(self) -> float:
@@ -132,7 +133,7 @@ def _read_machine(topo) -> Machine:
                    bool(hw.nvls_sharp if hw.nvls_sharp is not None else not arch), hw.cpu or "intel",
                    float(hw.nic_latency_us or 0.0) if nnodes > 1 else 0.0,
                    intra_wire, inter_wire, (hw.fabric or ("ib" if arch else None)) if nnodes > 1 else None,
-                   int(hw.gpus_per_process or 1))
+                   int(hw.gpus_per_process or 1), hw.nic_path if nnodes > 1 else None)
 
 
 def with_gpus_per_process(topo, gpus_per_process: int | None):

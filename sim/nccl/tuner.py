@@ -36,6 +36,7 @@ from .constants import (
     NCCL_RULES,
     NET_OVERHEAD_US,
     NET_SHARE_FACTOR,
+    NIC_PATHS_BEYOND_PXB,
     NVLS_BUS_TO_ALG,
     NVLS_EFFICIENCY,
     NVLS_MAX_HEADS,
@@ -135,6 +136,10 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
         return "PAT needs one GPU per node"
     if p == "LL128" and m.ppn > 1 and m.intra_class != "nvlink":
         return "LL128 is enabled only over NVLink inside a node"
+    if p == "LL128" and m.nnodes > 1 and m.nic_path in NIC_PATHS_BEYOND_PXB:
+        # tuning.cc (2.18 .. 2.29): typeInter <= PATH_PXB (PATH_PXN on Hopper+, still nearer than PHB)
+        return (f"NCCL enables LL128 across nodes only when the GPU reaches its NIC through PCIe switches (PXB or "
+                f"nearer); here the NIC is {m.nic_path} (behind the CPU)")
     return None
 
 

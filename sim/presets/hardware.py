@@ -57,6 +57,7 @@ SPINE_HOP_US = 0.2        # leaf <-> spine
 PCIE_GBPS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}  # raw x16 per direction: GT/s x 16 lanes / 8
 MAX_GPUS = 1 << 17
 GPU_LIMIT = f"collsim builds at most {MAX_GPUS:,} GPUs"   # the one wording of the limit (presets, README)
+NIC_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")   # nvidia-smi topo -m, nearest first
 MAX_NICS_PER_NODE = 32    # NCCL: one channel per NIC, at most MAXCHANNELS/2 = 32 per topology search
 
 
@@ -83,6 +84,10 @@ class Platform:
     sources: str = ""
     mesh_links: int = 0       # no NVSwitch: NVLink links between each pair of GPUs (a direct mesh)
     default_fabric: str = "ib"
+    # GPU -> its NIC as ``nvidia-smi topo -m`` prints it: PXB where GPU and NIC share a PCIe switch (DGX/HGX
+    # 8-GPU boards), PHB where the NIC hangs off the CPU's root complex. NCCL enables LL128 across nodes only
+    # up to PXB (src/graph/tuning.cc), so this decides a protocol, not only a route.
+    nic_path: str = "PXB"
 
     @property
     def nvlink_GBps(self) -> float:
@@ -150,14 +155,16 @@ HGX_A100_4 = Platform(
     sources="""HGX A100 4-GPU nodes, as in ALCF Polaris. Sources: NVIDIA HGX A100 datasheet (4-GPU board: A100s
     joined directly by NVLink3, no NVSwitch; each A100 has 12 links of 25 GB/s per direction, 4 to each
     of its 3 peers = 100 GB/s per direction per pair); ALCF Polaris machine overview (per node 4x A100-SXM4,
-    1x AMD EPYC 7543P "Milan", PCIe Gen4, 2x HPE Slingshot 11 NICs at 200 Gb/s). Polaris' Slingshot is a
+    1x AMD EPYC 7543P "Milan", PCIe Gen4, 2x HPE Slingshot 11 NICs at 200 Gb/s). The NICs sit on the CPU's
+    PCIe root, not behind the GPUs' switches (``nic_path=PHB``: ALCF's and NERSC's NCCL setups set
+    NCCL_NET_GDR_LEVEL=PHB, which GPUDirect RDMA needs only on such a path). Polaris' Slingshot is a
     dragonfly; here, like every multi-node preset, the nodes sit on a rail-optimised fat tree.
 
     >>> from sim.presets import load_topology
     >>> load_topology("hgx-a100-4:nodes=2,nics_per_node=2,nic_gbps=200").nranks
     8
     """,
-    mesh_links=4, default_fabric="slingshot")
+    mesh_links=4, default_fabric="slingshot", nic_path="PHB")
 
 
 PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4)
@@ -171,7 +178,8 @@ def _positive_int(preset: str, key: str, value, lo: int = 1, hi: int = MAX_GPUS)
 
 def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per_node: int | None,
                    nic_gbps: float | None, sharp: bool, nvls: bool | None, oversubscription: float,
-                   nodes_per_leaf: int | None, nvls_sharp: bool = False, fabric: str | None = None) -> Topology:
+                   nodes_per_leaf: int | None, nvls_sharp: bool = False, fabric: str | None = None,
+                   nic_path: str | None = None) -> Topology:
     """Build ``nodes`` hosts of platform ``pf`` (see the module docstring for the model).
 
     ``nvls_sharp``: allow NCCL's multi-node NVLS (NVLink SHARP inside each node, IB SHARP between them).
@@ -180,11 +188,12 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
     """
     with paused_gc():   # millions of Link/Node objects and no cycles: see paused_gc
         return _build_nodes(pf, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
-                            nodes_per_leaf, nvls_sharp, pf.default_fabric if fabric is None else fabric)
+                            nodes_per_leaf, nvls_sharp, pf.default_fabric if fabric is None else fabric,
+                            pf.nic_path if nic_path is None else nic_path)
 
 
 def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
-                 nodes_per_leaf, nvls_sharp, fabric) -> Topology:
+                 nodes_per_leaf, nvls_sharp, fabric, nic_path) -> Topology:
     name = pf.preset
     mesh_GBps, default_fabric = pf.mesh_links * pf.nvlink_link_GBps, pf.default_fabric
     gpn = _positive_int(name, "gpus_per_node", pf.gpus if gpus_per_node is None else gpus_per_node, 1, pf.gpus)
@@ -208,6 +217,10 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
                            f"each GPU needs the same number (a multiple of {gpn}, e.g. {gpn * (nics // gpn)} or "
                            f"{gpn * (nics // gpn + 1)})")
     fab = get_fabric(fabric).name
+    path = str(nic_path).strip().upper()
+    if path not in NIC_PATHS:
+        raise CollsimError(f"preset {name!r}: nic_path={nic_path!r} is not a GPU-to-NIC path: use one of {', '.join(NIC_PATHS)} "
+                           f"(the GPU's NIC column of `nvidia-smi topo -m`)")
     gbps = pf.nic_gbps if nic_gbps is None else nic_gbps
     if not (isinstance(gbps, (int, float)) and math.isfinite(gbps) and gbps > 0):
         raise CollsimError(f"preset {name!r}: nic_gbps={gbps} must be a positive NIC speed in Gb/s (e.g. 200, 400)")
@@ -285,7 +298,7 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
         gpu_arch=pf.gpu_arch, gpu=pf.gpu, nvlink_GBps=nvl, nvlink_links=pf.nvlink_links,
         intra="nvlink", nvswitch=pf.nvswitch, pcie_gen=pf.pcie_gen, p2p=True,
         nodes=nodes, gpus_per_node=gpn, nics_per_node=nics, nic_GBps=nic_GBps, nic_gbps=float(gbps),
-        sharp=bool(sharp), nvls=use_nvls, nvls_sharp=bool(nvls_sharp and sharp and use_nvls), cpu=pf.cpu,
+        nic_path=path if nodes > 1 else None, sharp=bool(sharp), nvls=use_nvls, nvls_sharp=bool(nvls_sharp and sharp and use_nvls), cpu=pf.cpu,
         nic_latency_us=NIC_LATENCY_US, pcie_GBps=pcie_GBps, nvlink_latency_us=2 * NVLINK_HOP_US,
         oversubscription=float(oversubscription), nodes_per_leaf=per_leaf, fabric=fab, nic_ports=ports if nodes > 1 else 0,
         nvlink_pair_GBps=None if pf.nvswitch else mesh_GBps,
@@ -297,6 +310,7 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     if nodes > 1:  # the network that the name's reader needs to compare clusters
         params += [f"nics_per_node={nics}", f"nic_gbps={gbps:g}"]
     params += [f"fabric={fab}"] if fab != default_fabric else []
+    params += [f"nic_path={path}"] if path != pf.nic_path and nodes > 1 else []
     params += ["sharp=1"] if sharp else []
     params += [f"nvls={int(use_nvls)}"] if use_nvls != pf.nvls_capable else []
     params += ["nvls_sharp=1"] if nvls_sharp else []
@@ -314,9 +328,9 @@ def _preset_builder(pf: Platform):
     def build(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
               nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
               oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-              nvls_sharp: bool = False, fabric: str = pf.default_fabric) -> Topology:
+              nvls_sharp: bool = False, fabric: str = pf.default_fabric, nic_path: str = pf.nic_path) -> Topology:
         return _node_topology(pf, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
-                              nodes_per_leaf, nvls_sharp, fabric)
+                              nodes_per_leaf, nvls_sharp, fabric, nic_path)
     build.__name__ = build.__qualname__ = pf.preset.replace("-", "_")
     build.__doc__ = pf.sources
     return build

@@ -45,6 +45,7 @@ class Hardware:
     nodes: int | None = None             # hosts (NVLink domains)
     gpus_per_node: int | None = None
     nics_per_node: int | None = None
+    nic_path: str | None = None          # GPU -> nearest NIC as nvidia-smi topo -m prints it: PIX | PXB | PHB | NODE | SYS
     nic_GBps: float | None = None        # per NIC per direction = nic_gbps / 8
     nic_gbps: float | None = None        # per NIC, Gb/s
     sharp: bool | None = None            # the network switches reduce (IB SHARP)

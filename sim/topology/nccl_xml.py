@@ -64,6 +64,7 @@ class XmlNode:
     cpus: int = 0
     notes: list[str] = field(default_factory=list)
     nvlink_listed: bool = False   # the source lists every NVLink (nvidia-smi topo -m): none listed means none
+    nic_path: str | None = None   # GPU -> nearest NIC as nvidia-smi prints it (PIX/PXB/PHB/NODE/SYS), where the source says
 
 
 def parse_topology_xml(text: str, source: str = "<xml>") -> XmlNode:
@@ -234,6 +235,10 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
     pairs = _placement(node)
     if pairs:
         read.append(f"PCIe: {pairs} of {len(node.gpus)} GPUs share a PCIe switch with a NIC (GPUDirect RDMA without the CPU)")
+    # where the NICs attach decides NCCL's LL128 across nodes (only up to PXB): the matrix says it, else the placement
+    nic_path = node.nic_path or (("PXB" if pairs else "PHB") if node.nics else None)
+    if nic_path in ("PHB", "NODE", "SYS"):
+        read.append(f"PCIe: GPU to NIC is {nic_path} (through the CPU): NCCL keeps LL128 off across nodes")
     if nvswitch and arch in NVSWITCH_PRESET:
         preset = "dgx-h200" if arch == "hopper" and (gpu_name or "").lower() in H200_NAMES else NVSWITCH_PRESET[arch]
         keys = {"gpus_per_node": str(len(node.gpus))}
@@ -244,6 +249,8 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
             read.append(f"NICs: {len(rails)} NIC ports for {len(node.gpus)} GPUs (several per GPU)")
         if fastest:
             keys["nic_gbps"] = f"{fastest / 1000:g}"
+        if nic_path in ("PHB", "NODE", "SYS"):
+            keys["nic_path"] = nic_path
     elif not nlinks:
         gen = _pcie_gen(node)
         preset, keys = "pcie", {"gpus": str(len(node.gpus)), "gen": str(gen), "arch": arch}

@@ -68,6 +68,11 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
         by_dev = dict(zip(devs, rows.get(n, [])))
         near = next((g for g in gpus if by_dev.get(g) in ("PIX", "PXB")), None)
         node.nics.append({"busid": n, "name": n, "mbps": None, "switch": f"pix:{near}" if near else None})
+    order = ("PIX", "PXB", "PHB", "NODE", "SYS")
+    paths = [min((c for d in nics for c in [dict(zip(devs, rows[g])).get(d)] if c in order), key=order.index, default=None)
+             for g in gpus]
+    if nics and all(paths):
+        node.nic_path = max(paths, key=order.index)   # the farthest GPU's nearest NIC decides (NCCL: per channel)
     if len(gpus) == 2 and node.gpus[0]["links"]:   # two GPUs bonded by NVLink: NVSwitch or bridge cannot be told apart
         node.gpus = [dict(g, nvswitch=True, mesh=False) for g in node.gpus]
         node.notes.append("two GPUs on NVLink: taken as an NVSwitch node")

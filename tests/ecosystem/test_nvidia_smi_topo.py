@@ -47,3 +47,33 @@ def test_env_topology_out_writes_a_loadable_file(tmp_path):
     assert doc["meta"]["gpu_arch"] == "hopper" and load_topology(str(out)).nranks == 8
     with pytest.raises(CollsimError, match="needs a GPU machine"):
         topology_out(str(tmp_path / "x.yaml"), {"nvidia_smi_topo": None, "gpus": []})
+
+
+def test_nics_behind_the_cpu_turn_ll128_off_across_nodes(tmp_path):
+    """The same H20 matrix with every GPU-NIC cell rewritten to PHB (NICs on the CPU's root complex, as on
+    ALCF Polaris): NCCL's tuning.cc keeps LL128 off across nodes beyond PXB, so the reader must carry the
+    path and the tuner must refuse LL128 there, and allow it on the original PIX matrix."""
+    from sim.nccl.machine import machine
+    from sim.nccl.tuner import tuner_terms
+    text = open(H20).read()
+    lines = text.splitlines()
+    head = next(i for i, ln in enumerate(lines) if "GPU0" in ln and "GPU1" in ln)
+    cols = [c for c in lines[head].split("\t") if c.strip()]
+    nic_cols = {j for j, c in enumerate(cols) if c.strip().startswith("NIC")}
+    out = []
+    for ln in lines:
+        cells = ln.split("\t")
+        if cells and cells[0].strip().startswith("GPU") and ln is not lines[head]:
+            cells = [cells[0]] + ["PHB" if j in nic_cols else c for j, c in enumerate(cells[1:])]
+        out.append("\t".join(cells))
+    f = tmp_path / "phb.txt"
+    f.write_text("\n".join(out) + "\n")
+    node, _ = parse_nvidia_smi_topo(f.read_text())
+    assert node.nic_path == "PHB"
+    far = load_topology_nvsmi(str(f) + ":gpu=h20,nodes=2")
+    near = load_topology_nvsmi(H20 + ":gpu=h20,nodes=2")
+    assert far.hardware.nic_path == "PHB" and near.hardware.nic_path in ("PIX", "PXB")
+    for topo, off in ((far, True), (near, False)):
+        t = tuner_terms("all_reduce", 1 << 20, topo, "ring", "LL128", machine(topo))
+        assert (t.alg_GBps == 0) == off, t.detail
+    assert "PXB" in tuner_terms("all_reduce", 1 << 20, far, "ring", "LL128").detail["disabled"]

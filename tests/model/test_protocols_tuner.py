@@ -151,3 +151,16 @@ def test_models_are_deterministic(model):
         a = [sim.simulate("all_reduce", s, spec, model=model) for s in (8, 1 << 20, 1 << 30)]
         b = [sim.simulate("all_reduce", s, spec, model=model) for s in (8, 1 << 20, 1 << 30)]
         assert [(x.algorithm, x.protocol, x.time_us) for x in a] == [(x.algorithm, x.protocol, x.time_us) for x in b]
+
+
+def test_ll128_across_nodes_needs_the_nic_behind_the_gpus_pcie_switch():
+    """NCCL's tuning.cc (2.18 .. 2.29): LL128 across nodes only when the GPU-NIC path is at most PXB. The
+    Polaris-like preset hangs its NICs off the CPU (PHB): no LL128 pair is ranked there at any size, while
+    the same nodes with nic_path=PXB, and one node of them, keep it."""
+    from sim.nccl.tuner import rank_pairs
+    from sim.presets import load_topology
+    for spec, ll128 in (("hgx-a100-4:nodes=8", False), ("hgx-a100-4:nodes=8,nic_path=PXB", True),
+                        ("hgx-a100-4", True), ("dgx-a100:nodes=2,nic_path=SYS", False)):
+        topo = load_topology(spec)
+        protos = {t.protocol for size in (1 << 16, 1 << 20, 1 << 24) for t in rank_pairs("all_reduce", size, topo, ("ring", "tree"))}
+        assert ("LL128" in protos) == ll128, spec
