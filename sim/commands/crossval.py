@@ -18,6 +18,9 @@ it affects, by a small grid search:
   fabric's efficiency hardly moves them);
 * ``latency.<fabric>``: time rows (sizes <= 64 KiB) of the multi-node cases of that fabric (one run per
   grid value and row);
+* ``net_overhead.<fabric>``: what every step of a ring across nodes costs at least (NCCL's
+  ``getNetOverhead`` generalised per fabric): small- and mid-size time rows of the fabric's multi-node
+  cases other than all_to_all, alternating with ``latency.<fabric>``;
 * ``launch_overhead_us`` (every time row), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and
   ``p2p_peer_latency_us`` (multi-node all_to_all): these add the same time to every (algorithm,
   protocol) NCCL could pick, so the time of a row is linear in them and needs no new run.
@@ -48,14 +51,19 @@ P2P_SHARE_GRID = (0.2, 0.4, 0.6, 0.8, 1.0)
 BOUNCE_GRID = (0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8, 0.9, 1.0)
 NVLS_LOSS_GRID = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15)
 FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
+NET_OVERHEAD_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)
 LINEAR_GRID = {"launch_overhead_us": np.arange(0.0, 15.01, 0.25), "per_gpu_launch_us": np.arange(0.0, 10.01, 0.25),
                "p2p_peer_latency_us": np.arange(0.0, 20.01, 0.25)}
-PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5, "host_bounce_efficiency": 0.5,
-          "host_bounce_duplex_efficiency": 0.5, "p2p_peer_latency_us": 5.0,
+PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
+          # NCCL's own model of GPUs without peer-to-peer: the host-memory path at the PCIe rate (its topology
+          # search charges that path no bounce penalty), until a case says otherwise
+          "host_bounce_efficiency": 1.0, "host_bounce_duplex_efficiency": 1.0, "p2p_peer_latency_us": 5.0,
           "nvls_loss_per_doubling": 0.0,   # NCCL's own model: nvlsEfficiency whatever the domain size
           **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
           **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()},
-          **{f"p2p_share.{f.name}": f.p2p_share for f in calibration.FABRICS.values()}}
+          **{f"p2p_share.{f.name}": f.p2p_share for f in calibration.FABRICS.values()},
+          # 0: NCCL's own getNetOverhead (1-2 us, tuned on InfiniBand) for every fabric
+          **{f"net_overhead.{f.name}": 0.0 for f in calibration.FABRICS.values()}}
 
 
 class Case:
@@ -79,6 +87,7 @@ class Case:
         rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
         self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]
+        self.mid_rows = [r for r in rows if LAT_MAX_BYTES < r["size"] < BW_MIN_BYTES]
         self._memo: dict = {}
 
     def run(self, size: int, values: dict):
@@ -137,20 +146,23 @@ def _grid(key: str) -> tuple:
             else BOUNCE_GRID)
 
 
-def _lat_base(case: Case, fabric_latency: float | None) -> list[float]:
-    """Times of the latency rows with the fabric latency given and the linear constants at their priors."""
+def _lat_base(case: Case, fit: dict, rows: list[dict]) -> list[float]:
+    """Times of ``rows`` with the fabric's latency constants as in ``fit`` and the linear constants at their priors."""
     values = dict(PRIORS)
     if case.fabric:
-        values[f"latency.{case.fabric}"] = fabric_latency
-    return [case.run(r["size"], values)[0] for r in case.lat_rows]
+        for k in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}"):
+            values[k] = fit.get(k, PRIORS[k])
+    return [case.run(r["size"], values)[0] for r in rows]
 
 
-def _lat_errors(case: Case, fit: dict) -> list[float]:
-    base = _lat_base(case, fit.get(f"latency.{case.fabric}") if case.fabric else None)
+def _lat_errors(case: Case, fit: dict, mid: bool = False) -> list[float]:
+    """Relative time errors of the small-size rows (and the mid-size ones with ``mid``) under ``fit``."""
+    rows = case.lat_rows + (case.mid_rows if mid else [])
+    base = _lat_base(case, fit, rows)
     shift = ((fit["launch_overhead_us"] - PRIORS["launch_overhead_us"])
              + (case.gpus - 1) * (fit["per_gpu_launch_us"] - PRIORS["per_gpu_launch_us"])
              + case.remote_peers * (fit["p2p_peer_latency_us"] - PRIORS["p2p_peer_latency_us"]))
-    return [abs(t + shift - r["time_us"]) / r["time_us"] for t, r in zip(base, case.lat_rows)]
+    return [abs(t + shift - r["time_us"]) / r["time_us"] for t, r in zip(base, rows)]
 
 
 def fit(cases: list[Case]) -> dict:
@@ -167,11 +179,19 @@ def fit(cases: list[Case]) -> dict:
     groups = {"launch_overhead_us": lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
               "p2p_peer_latency_us": [c for c in lat_cases if c.remote_peers]}
     fabrics = sorted({c.fabric for c in lat_cases if c.fabric})
+    ring_fabrics = sorted({c.fabric for c in cases if c.fabric and not c.remote_peers and (c.lat_rows or c.mid_rows)})
     for _ in range(3):
         for f in fabrics:
             key, train = f"latency.{f}", [c for c in lat_cases if c.fabric == f]
             out[key] = float(min(FABRIC_LATENCY_GRID, key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
                                                                             v, PRIORS[key])))
+        # the per-step overhead of rings across nodes: the small- and mid-size rows of the fabric's
+        # collectives (not all_to_all, whose p2p sends have their own per-peer constant)
+        for f in ring_fabrics:
+            key = f"net_overhead.{f}"
+            train = [c for c in cases if c.fabric == f and not c.remote_peers and (c.lat_rows or c.mid_rows)]
+            out[key] = float(min(NET_OVERHEAD_GRID, key=lambda v: _score(
+                [e for c in train for e in _lat_errors(c, {**out, key: v}, mid=True)], v, PRIORS[key])))
         for key, train in groups.items():
             if train:
                 out[key] = float(min(LINEAR_GRID[key], key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
@@ -219,7 +239,7 @@ def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=No
 def _relevant(case: Case, key: str) -> bool:
     return (key == "launch_overhead_us" or (key == "per_gpu_launch_us" and case.gpus > 1)
             or (key == "p2p_peer_latency_us" and case.remote_peers > 0) or key in case.bw_keys()
-            or (case.fabric is not None and key == f"latency.{case.fabric}"))
+            or (case.fabric is not None and key in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}")))
 
 
 __all__ = ["cross_validate", "fit", "fit_bandwidth", "PRIORS", "Case", "BY"]

@@ -68,8 +68,11 @@ DEFAULTS: dict[str, float] = {
     # a NIC's rate); --cross-validate refits it per fold regardless.
     "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.slingshot": 0.53,
     "p2p_share.tcpxo": 1.0,
+    # per-step overhead of a ring across nodes (us, LL; Simple x3), NCCL's getNetOverhead where larger
+    "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 0.0, "net_overhead.slingshot": 8.0,
+    "net_overhead.tcpxo": 0.0,
 }
-assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share")}
+assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share", "net_overhead")}
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,11 @@ def fabric_latency_us(fabric: str | None) -> float:
     return value(f"latency.{get_fabric(fabric or 'ib').name}")
 
 
+def fabric_net_overhead_us(fabric: str | None) -> float:
+    """The fabric's per-step overhead of a ring across nodes (0: NCCL's own ``getNetOverhead``)."""
+    return value(f"net_overhead.{get_fabric(fabric or 'ib').name}")
+
+
 def fabric_p2p_share(fabric: str | None) -> float:
     """Share of the fabric's efficiency its network links keep under all_to_all's many-peer p2p sends."""
     return value(f"p2p_share.{get_fabric(fabric or 'ib').name}")
@@ -146,4 +154,4 @@ def override(values: dict):
 
 
 __all__ = ["Fabric", "FABRICS", "DEFAULTS", "DEFAULT", "Calibration", "current", "use", "get_fabric", "value",
-           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "override"]
+           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "override"]

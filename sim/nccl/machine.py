@@ -19,7 +19,16 @@ from dataclasses import dataclass, replace
 
 from ..errors import CollsimError
 from . import calibration
-from .constants import ARCHS, MAX_SEARCH_CHANNELS, NVLS_CHANNELS, NVLS_MAX_HEADS, SPEEDS_INTER, SPEEDS_INTRA, NVLINK_LINK_GBps
+from .constants import (
+    ARCHS,
+    MAX_SEARCH_CHANNELS,
+    NET_OVERHEAD_US,
+    NVLS_CHANNELS,
+    NVLS_MAX_HEADS,
+    SPEEDS_INTER,
+    SPEEDS_INTRA,
+    NVLINK_LINK_GBps,
+)
 
 
 # ---- the machine as NCCL sees it ---------------------------------------------------------------------
@@ -59,6 +68,15 @@ class Machine:
         """NCCL's graph.latencyInter: the NIC plus the fabric's software latency (fitted, per fabric)."""
         extra = calibration.fabric_latency_us(self.fabric) if self.arch and self.inter_class == "net" else 0.0
         return self.nic_latency_us + extra
+
+    @property
+    def net_overhead_us(self) -> float:
+        """What every step of a ring that crosses nodes costs at least (LL; Simple pays 3x): NCCL's
+        ``getNetOverhead`` (1-2 us, tuned on InfiniBand: "inter-node rings still have to launch nsteps * net
+        overhead", tuning.cc), or the fabric's own where its transport costs more per message (fitted per
+        fabric, ``net_overhead.<fabric>``: Slingshot and EFA go through libfabric and the aws-ofi-nccl plugin)."""
+        nccl = NET_OVERHEAD_US.get(self.cpu, 1.0)
+        return max(nccl, calibration.fabric_net_overhead_us(self.fabric)) if self.arch and self.inter_class == "net" else nccl
 
     @property
     def call_overhead_us(self) -> float:

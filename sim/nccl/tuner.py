@@ -34,7 +34,6 @@ from .constants import (
     NCCL_ALGORITHMS,
     NCCL_PROTOCOLS,
     NCCL_RULES,
-    NET_OVERHEAD_US,
     NET_SHARE_FACTOR,
     NIC_PATHS_BEYOND_PXB,
     NVLS_BUS_TO_ALG,
@@ -275,7 +274,7 @@ def _latency(coll: Collective, a: str, p: str, m: Machine, nsteps: int, cfg: Ncc
                 hw = max(hop_latency_us((m.inter_class or "net") if nodes > 1 else (m.intra_class or "nvlink"), "tree", p), hw)
             return lat + nsteps * hw
         if nodes > 1:
-            intra = max(intra, NET_OVERHEAD_US.get(m.cpu, 1.0) * (3 if p == "Simple" else 1))
+            intra = max(intra, m.net_overhead_us * (3 if p == "Simple" else 1))
         # all_reduce's rings cross the network 2 nNodes times before 2.23, 2 (nNodes - 1) after
         per_pass = nodes if coll.passes > 1 and cfg.release.ring_ar_inter_steps_2n else nodes - 1
         inter_steps = 0 if nodes == 1 else coll.passes * per_pass

@@ -167,7 +167,25 @@ HGX_A100_4 = Platform(
     mesh_links=4, default_fabric="slingshot", nic_path="PHB")
 
 
-PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4)
+GH200_4 = Platform(
+    preset="gh200-4", gpu="GH200", gpu_arch="hopper", gpus=4, nvlink_links=18, nvlink_link_GBps=25.0,
+    nvswitch=False, nvls_capable=False, pcie_gen=5, nics=4, nic_gbps=200.0, cpu="arm", nodes_per_leaf=32,
+    summary="4 GH200 (Grace Hopper) on a direct NVLink4 mesh (6 links = 150 GB/s/dir per pair), 4x 200G NICs (CSCS Alps-like)",
+    sources="""HPE Cray EX nodes of four NVIDIA GH200 superchips, as in CSCS Alps and Sigma2 Olivia. Sources: CSCS Alps
+    hardware documentation (docs.cscs.ch, GH200 node schematic: four Grace-Hopper modules joined all-to-all by
+    NVLink at 150 GB/s per GPU pair, one 200 Gb/s HPE Slingshot 11 NIC per module); NVIDIA GH200 datasheet
+    (H100 GPU, 18 NVLink4 links of 25 GB/s per direction: 6 to each of the 3 peers). Each NIC hangs off its
+    Grace CPU's PCIe (the GPU reaches it over NVLink-C2C), so ``nic_path=PHB``: CSCS and Sigma2 set
+    NCCL_NET_GDR_LEVEL=PHB for it.
+
+    >>> from sim.presets import load_topology
+    >>> load_topology("gh200-4:nodes=2").nranks
+    8
+    """,
+    mesh_links=6, default_fabric="slingshot", nic_path="PHB")
+
+
+PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4, GH200_4)
 
 
 def _positive_int(preset: str, key: str, value, lo: int = 1, hi: int = MAX_GPUS) -> int:
