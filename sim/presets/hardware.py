@@ -362,8 +362,15 @@ _ARCHS = ("volta", "ampere", "hopper", "blackwell")
 _CPUS = ("intel", "amd", "arm")
 
 
-@register("pcie", "GPUs under one PCIe switch (gen=3|4|5|6); p2p=0 bounces every transfer through host memory")
-def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cpu: str = "intel") -> Topology:
+# What NCCL's topology graph credits the link between two CPU sockets with, GB/s (src/graph/topo.h:
+# SKL_QPI_BW for Intel Skylake and later, AMD_BW for AMD's xGMI/Infinity Fabric, ARM_BW): collsim uses
+# NCCL's own figures, as for NVLink and PCIe, so a cross-socket path is what NCCL's search sees.
+SOCKET_GBPS = {"intel": 10.0, "amd": 16.0, "arm": 6.0}
+
+
+@register("pcie", "PCIe GPUs: one switch, or root ports on one or two sockets (sockets=2, gpus_per_switch=1); p2p=0 bounces through host memory")
+def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cpu: str = "intel", sockets: int = 1,
+         gpus_per_switch: int = 0, socket_GBps: float = 0.0) -> Topology:
     """One host whose GPUs sit under a PCIe switch with an x16 uplink to the CPU (raw x16 per direction:
     gen3 16, gen4 32, gen5 64 GB/s; PCI-SIG transfer rates 8/16/32 GT/s x 16 lanes / 8).
 
@@ -388,6 +395,8 @@ def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cp
     if cpu not in _CPUS:
         raise CollsimError(f"preset 'pcie': cpu={cpu!r}: use one of {', '.join(_CPUS)}")
     bw = PCIE_GBPS[gen]
+    if sockets != 1 or gpus_per_switch:
+        return _pcie_server(gpus, gen, bool(p2p), arch, cpu, sockets, gpus_per_switch, socket_GBps)
     gpu_nodes = [Node(f"gpu{i}", "gpu", host=0) for i in range(gpus)]
     links: list[Link] = []
     if p2p:
@@ -406,3 +415,69 @@ def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cp
                         nic_GBps=0.0, nic_gbps=0.0, sharp=False, nvls=False, cpu=cpu, nic_latency_us=NIC_LATENCY_US,
                         pcie_GBps=bw)
     return Topology.build(f"pcie:gpus={gpus},gen={gen},p2p={int(bool(p2p))}", gpu_nodes + extra, links, hardware)
+
+
+def _pcie_server(gpus: int, gen: int, p2p: bool, arch: str, cpu: str, sockets: int, gpus_per_switch: int,
+                 socket_GBps: float) -> Topology:
+    """A PCIe server as built: ``sockets`` CPUs joined by their socket link, each with ``gpus / sockets``
+    GPUs under PCIe switches of ``gpus_per_switch`` GPUs (1: every GPU on its own CPU root port).
+
+    Peer-to-peer follows NCCL's default (``ncclTopoCheckP2p``, src/graph/paths.cc in current releases:
+    ``p2pLevel = PATH_PXB``, "don't use P2P across CPU Host Bridges and further apart", except two GPUs on
+    an AMD CPU): GPUs under one switch talk through it; every other pair goes through host memory (NCCL's
+    SHM transport), and so does every pair with ``p2p=0``. Each GPU has one x16 port; a switch's uplink is drawn as an ``up`` and a ``down`` half, the
+    CPUs' socket link at NCCL's own figure (:data:`SOCKET_GBPS`) unless ``socket_GBps`` says otherwise.
+
+    >>> from sim.presets import load_topology
+    >>> t = load_topology("pcie:gpus=8,sockets=2,gpus_per_switch=1,p2p=1")
+    >>> [t.links[i].dst for i in t.route(0, 7)]
+    ['gpu0.port', 'sw0.up', 'cpu0', 'cpu1', 'sw7.down', 'gpu7.port', 'gpu7']
+    >>> t.path_bandwidth_GBps(0, 7), t.hardware.p2p      # Intel: no P2P through the CPU, 10 GB/s socket link
+    (10.0, False)
+    """
+    if sockets not in (1, 2):
+        raise CollsimError(f"preset 'pcie': sockets={sockets} must be 1 or 2 (CPU sockets of one server)")
+    if gpus % sockets:
+        raise CollsimError(f"preset 'pcie': gpus={gpus} do not split evenly over sockets={sockets}: use a multiple of {sockets}")
+    per_socket = gpus // sockets
+    per_switch = gpus_per_switch or per_socket
+    if not isinstance(per_switch, int) or per_switch < 1 or per_socket % per_switch:
+        raise CollsimError(f"preset 'pcie': gpus_per_switch={gpus_per_switch} must divide the {per_socket} GPUs of a socket "
+                           f"(1: every GPU on its own root port)")
+    link_GBps = socket_GBps or SOCKET_GBPS[cpu]
+    if not (isinstance(link_GBps, (int, float)) and math.isfinite(link_GBps) and link_GBps > 0):
+        raise CollsimError(f"preset 'pcie': socket_GBps={socket_GBps} must be a positive bandwidth in GB/s per direction")
+    bw = PCIE_GBPS[gen]
+    switches = gpus // per_switch
+    through_cpu = p2p and cpu == "amd" and gpus <= 2     # NCCL's P2P level: PXB, through the CPU for 2 GPUs on AMD
+    all_p2p = p2p and (switches == 1 or through_cpu)
+    nodes = [Node(f"gpu{i}", "gpu", host=0) for i in range(gpus)]
+    nodes += [Node(f"gpu{i}.port", "switch", host=0, label=f"GPU{i} x16") for i in range(gpus)]
+    nodes += [Node(f"cpu{k}", "cpu", host=0, label=f"CPU{k}") for k in range(sockets)]
+    links: list[Link] = []
+
+    def duplex(a: str, b: str, bandwidth: float, lat: float) -> None:
+        links.extend((Link(a, b, bandwidth, lat, "pcie"), Link(b, a, bandwidth, lat, "pcie")))
+
+    for k in range(switches):
+        cpu_k = f"cpu{k * per_switch // per_socket}"
+        members = range(k * per_switch, (k + 1) * per_switch)
+        nodes += [Node(f"sw{k}.up", "switch", host=0, label=f"PCIe{k} up"), Node(f"sw{k}.down", "switch", host=0, label=f"PCIe{k} down")]
+        links += [Link(f"sw{k}.up", cpu_k, bw, PCIE_HOP_US, "pcie"), Link(cpu_k, f"sw{k}.down", bw, PCIE_HOP_US, "pcie")]
+        if p2p and per_switch > 1:      # peers under one switch: through it, never up to the CPU
+            nodes.append(Node(f"sw{k}", "switch", host=0, label=f"PCIe{k} switch"))
+        for i in members:
+            duplex(f"gpu{i}", f"gpu{i}.port", bw, 0.0)
+            links += [Link(f"gpu{i}.port", f"sw{k}.up", bw, PCIE_HOP_US, "pcie"), Link(f"sw{k}.down", f"gpu{i}.port", bw, PCIE_HOP_US, "pcie")]
+            if p2p and per_switch > 1:
+                duplex(f"gpu{i}.port", f"sw{k}", bw, PCIE_HOP_US / 2)
+    if sockets == 2:
+        duplex("cpu0", "cpu1", link_GBps, PCIE_HOP_US)
+    hardware = Hardware(gpu_arch=arch, gpu=f"PCIe GPU ({arch})", nvlink_GBps=0.0, nvlink_links=0, intra="pcie",
+                        nvswitch=False, pcie_gen=gen, p2p=all_p2p, nodes=1, gpus_per_node=gpus, nics_per_node=0,
+                        nic_GBps=0.0, nic_gbps=0.0, sharp=False, nvls=False, cpu=cpu, nic_latency_us=NIC_LATENCY_US,
+                        pcie_GBps=bw)
+    params = [f"gpus={gpus}", f"gen={gen}", f"p2p={int(p2p)}", f"sockets={sockets}", f"gpus_per_switch={per_switch}"]
+    params += [f"cpu={cpu}"] if cpu != "intel" else []
+    params += [f"socket_GBps={link_GBps:g}"] if socket_GBps else []
+    return Topology.build("pcie:" + ",".join(params), nodes, links, hardware)

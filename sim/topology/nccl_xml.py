@@ -65,6 +65,8 @@ class XmlNode:
     notes: list[str] = field(default_factory=list)
     nvlink_listed: bool = False   # the source lists every NVLink (nvidia-smi topo -m): none listed means none
     nic_path: str | None = None   # GPU -> nearest NIC as nvidia-smi prints it (PIX/PXB/PHB/NODE/SYS), where the source says
+    sockets: int = 1              # CPU sockets the GPUs hang off (nvidia-smi: SYS between two GPUs)
+    gpus_per_switch: int = 0      # GPUs under one PCIe switch (PIX/PXB between them); 0: not said
 
 
 def parse_topology_xml(text: str, source: str = "<xml>") -> XmlNode:
@@ -255,6 +257,10 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
         gen = _pcie_gen(node)
         preset, keys = "pcie", {"gpus": str(len(node.gpus)), "gen": str(gen), "arch": arch}
         read.append(f"PCIe Gen{gen} between GPUs (no NVLink)")
+        if node.sockets > 1 or 0 < node.gpus_per_switch < len(node.gpus):
+            keys.update(sockets=str(node.sockets), gpus_per_switch=str(node.gpus_per_switch or len(node.gpus) // node.sockets))
+            read.append(f"PCIe: {node.sockets} socket(s), {keys['gpus_per_switch']} GPU(s) per PCIe switch or root port "
+                        "(NCCL uses peer-to-peer only under one switch: the rest goes through host memory)")
     else:
         raise CollsimError(f"{path}: {arch} GPUs on NVSwitch have no preset to build from: describe the node as a .yaml topology")
     keys.update(params)          # the user's keys win: nodes=, fabric=, nic_gbps=...

@@ -69,6 +69,11 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
         near = next((g for g in gpus if by_dev.get(g) in ("PIX", "PXB")), None)
         node.nics.append({"busid": n, "name": n, "mbps": None, "switch": f"pix:{near}" if near else None})
     order = ("PIX", "PXB", "PHB", "NODE", "SYS")
+    between = {(a, b): dict(zip(devs, rows[a])).get(b) for a in gpus for b in gpus if a != b}
+    node.sockets = 2 if "SYS" in between.values() else 1
+    groups = {a: 1 + sum(1 for b in gpus if b != a and between[(a, b)] in ("PIX", "PXB")) for a in gpus}
+    if len(set(groups.values())) == 1 and len(gpus) % groups[gpus[0]] == 0:
+        node.gpus_per_switch = groups[gpus[0]]
     paths = [min((c for d in nics for c in [dict(zip(devs, rows[g])).get(d)] if c in order), key=order.index, default=None)
              for g in gpus]
     if nics and all(paths):
