@@ -1,6 +1,8 @@
 """``collsim simulate``: the nccl-tests table a topology would print, predicted."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import api
 from ..algorithms import candidates, why_not
 from ..collectives import get_collective
@@ -46,6 +48,11 @@ def register(sub) -> None:
     p.add_argument("--explain", action="store_true", help="print the model's terms for each size")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="run the sweep's sizes/algorithms in N processes (0 = every core; default 1)")
+    p.add_argument("--stochastic", type=int, default=0, metavar="N",
+                   help="seeded stochastic mode: sample each row's network latency N times (log-normal per-hop latency, "
+                        "the slowest of the collective's parallel paths; sim/prediction/stochastic.py) and report the "
+                        "median and the 10-90%% spread (JSON: 'stochastic'); the 80%% range then covers that spread too")
+    p.add_argument("--seed", type=int, default=0, help="seed of --stochastic (the same seed gives the same samples)")
     add_nccl_args(p)
     add_size_args(p)
     p.set_defaults(func=run)
@@ -140,6 +147,7 @@ def run(args) -> int:
     from ..nccl.config import use
     with use(cfg):
         faster = _faster_choices(results, topo, args) if algos == ["auto"] else {}
+    from ..prediction import stochastic
     from ..prediction.intervals import interval, regime
     where = regime(topo)
     ranges = {}
@@ -148,6 +156,13 @@ def run(args) -> int:
         for r in group:
             row = r.row()
             iv = ranges[id(r)] = interval(r.time_us, r.busbw_GBps, nbytes, where=where)
+            if args.stochastic:
+                st = stochastic.sample(r, topo, args.stochastic, args.seed)
+                row["stochastic"] = st
+                iv = ranges[id(r)] = replace(iv, time_us_range=(min(iv.time_us_range[0], st["time_us_p10"]),
+                                                                 max(iv.time_us_range[1], st["time_us_p90"])),
+                                             busbw_GBps_range=(min(iv.busbw_GBps_range[0], st["busbw_GBps_p10"]),
+                                                               max(iv.busbw_GBps_range[1], st["busbw_GBps_p90"])))
             row.update({"nccl_version": cfg.version, "time_us_range": list(iv.time_us_range),
                         "busbw_GBps_range": list(iv.busbw_GBps_range), "validated": iv.validated})
             if iv.note:
@@ -164,6 +179,12 @@ def run(args) -> int:
                "nccl_env_ignored": list(cfg.ignored), "results": rows}
     payload["stats"] = _stats(LEDGER.since(ledger), time.perf_counter() - started)
     text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg)
+    if args.stochastic:
+        text += (f"\n# stochastic mode: {args.stochastic} samples, seed {args.seed}, per-hop latency spread "
+                 f"sigma {stochastic.HOP_SIGMA} (log-normal); time median [10%-90%] per row:\n")
+        text += "\n".join(f"#   {row['nbytes']:>12d} {row['algorithm']}/{row['protocol']}: "
+                           f"{row['stochastic']['time_us_median']:.2f} us [{row['stochastic']['time_us_p10']:.2f}-"
+                           f"{row['stochastic']['time_us_p90']:.2f}]" for row in rows)
     print(emit(args.format, text, payload, rows))
     return 0
 
