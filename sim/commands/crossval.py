@@ -21,8 +21,9 @@ it affects, by a small grid search:
 * ``net_overhead.<fabric>``: what every step of a ring across nodes costs at least (NCCL's
   ``getNetOverhead`` generalised per fabric): small- and mid-size time rows of the fabric's multi-node
   cases other than all_to_all, alternating with ``latency.<fabric>``;
-* ``launch_overhead_us`` (every time row), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and
-  ``p2p_peer_latency_us`` (multi-node all_to_all): these add the same time to every (algorithm,
+* ``launch_overhead_us`` (time rows of the one-node cases: the host's cost, with no network latency to
+  confound it), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and ``p2p_peer.<fabric>`` (small-
+  and mid-size rows of the fabric's multi-node all_to_all): these add the same time to every (algorithm,
   protocol) NCCL could pick, so the time of a row is linear in them and needs no new run.
 
 While one group is fitted the other group stays at its *prior* (:data:`PRIORS`: public figures, never
@@ -52,18 +53,21 @@ BOUNCE_GRID = (0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8, 0.9, 1.0)
 NVLS_LOSS_GRID = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15)
 FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
 NET_OVERHEAD_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)
-LINEAR_GRID = {"launch_overhead_us": np.arange(0.0, 15.01, 0.25), "per_gpu_launch_us": np.arange(0.0, 10.01, 0.25),
-               "p2p_peer_latency_us": np.arange(0.0, 20.01, 0.25)}
+P2P_PEER_GRID = np.arange(0.0, 30.01, 0.25)
+LINEAR_GRID = {"launch_overhead_us": np.arange(0.0, 15.01, 0.25), "per_gpu_launch_us": np.arange(0.0, 10.01, 0.25)}
 PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
           # NCCL's own model of GPUs without peer-to-peer: the host-memory path at the PCIe rate (its topology
           # search charges that path no bounce penalty), until a case says otherwise
-          "host_bounce_efficiency": 1.0, "host_bounce_duplex_efficiency": 1.0, "p2p_peer_latency_us": 5.0,
+          "host_bounce_efficiency": 1.0, "host_bounce_duplex_efficiency": 1.0,
           "nvls_loss_per_doubling": 0.0,   # NCCL's own model: nvlsEfficiency whatever the domain size
           **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
           **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()},
           **{f"p2p_share.{f.name}": f.p2p_share for f in calibration.FABRICS.values()},
           # 0: NCCL's own getNetOverhead (1-2 us, tuned on InfiniBand) for every fabric
-          **{f"net_overhead.{f.name}": 0.0 for f in calibration.FABRICS.values()}}
+          **{f"net_overhead.{f.name}": 0.0 for f in calibration.FABRICS.values()},
+          # the proxy posting and completing one send/recv pair: a few us on any fabric (NCCL's own
+          # netOverhead, 1-2 us per operation, twice per pair, plus the progress loop)
+          **{f"p2p_peer.{f.name}": 5.0 for f in calibration.FABRICS.values()}}
 
 
 class Case:
@@ -159,9 +163,10 @@ def _lat_errors(case: Case, fit: dict, mid: bool = False) -> list[float]:
     """Relative time errors of the small-size rows (and the mid-size ones with ``mid``) under ``fit``."""
     rows = case.lat_rows + (case.mid_rows if mid else [])
     base = _lat_base(case, fit, rows)
+    peer = f"p2p_peer.{case.fabric}" if case.fabric else None
     shift = ((fit["launch_overhead_us"] - PRIORS["launch_overhead_us"])
              + (case.gpus - 1) * (fit["per_gpu_launch_us"] - PRIORS["per_gpu_launch_us"])
-             + case.remote_peers * (fit["p2p_peer_latency_us"] - PRIORS["p2p_peer_latency_us"]))
+             + (case.remote_peers * (fit[peer] - PRIORS[peer]) if peer else 0.0))
     return [abs(t + shift - r["time_us"]) / r["time_us"] for t, r in zip(base, rows)]
 
 
@@ -176,8 +181,12 @@ def fit(cases: list[Case]) -> dict:
                                  if key.startswith("p2p_share.") else None)
     # latency: coordinate descent over the fabric latencies and the three linear constants
     lat_cases = [c for c in cases if c.lat_rows]
-    groups = {"launch_overhead_us": lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
-              "p2p_peer_latency_us": [c for c in lat_cases if c.remote_peers]}
+    # the launch overhead is the host's, measured where no network adds its own latency: one-node cases
+    # (fitted on every case it drifted with the largest multi-node system's network, 0.75 to 11.5 us by fold)
+    one_node = [c for c in lat_cases if not c.fabric]
+    groups = {"launch_overhead_us": one_node or lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
+              **{f"p2p_peer.{f}": [c for c in cases if c.fabric == f and c.remote_peers and (c.lat_rows or c.mid_rows)]
+                 for f in sorted({c.fabric for c in cases if c.fabric and c.remote_peers})}}
     fabrics = sorted({c.fabric for c in lat_cases if c.fabric})
     ring_fabrics = sorted({c.fabric for c in cases if c.fabric and not c.remote_peers and (c.lat_rows or c.mid_rows)})
     for _ in range(3):
@@ -193,21 +202,38 @@ def fit(cases: list[Case]) -> dict:
             out[key] = float(min(NET_OVERHEAD_GRID, key=lambda v: _score(
                 [e for c in train for e in _lat_errors(c, {**out, key: v}, mid=True)], v, PRIORS[key])))
         for key, train in groups.items():
-            if train:
-                out[key] = float(min(LINEAR_GRID[key], key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
-                                                                             v, PRIORS[key])))
+            if train:   # the per-peer cost also shows in all_to_all's mid sizes (thousands of peers at scale)
+                mid = key.startswith("p2p_peer.")
+                grid = P2P_PEER_GRID if mid else LINEAR_GRID[key]
+                out[key] = float(min(grid, key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v}, mid=mid)],
+                                                                v, PRIORS[key])))
     return out
 
 
 def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> float:
     """Bandwidth constant ``key`` fitted on the busbw rows of those ``cases`` it affects (others as in
     ``base``, by default their priors); its prior when none of them does."""
-    train = [c for c in cases if key in c.bw_keys() and c.bw_rows]
+    train = [c for c in cases if key in c.bw_keys() and c.bw_rows and _sensitive(c, key, base)]
     if not train:
         return PRIORS[key]
     grid = _grid(key)
     fine = np.arange(grid[0], grid[-1] + 1e-9, 0.005 if key == "nvls_loss_per_doubling" else 0.01)
     return float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v, base)], v, PRIORS[key])))
+
+
+SENSITIVITY = 1.1   # a case fits a bandwidth constant only if its busbw moves >= 10% across the constant's grid
+
+
+def _sensitive(case: Case, key: str, base: dict | None) -> bool:
+    """Whether ``case``'s busbw depends on ``key`` at all: a case bound elsewhere (GB200 racks across 20
+    domains run at the NVLink's pace whatever the NICs do) says nothing about the constant, and fitted on
+    it the constant runs to the end of its grid and takes every other case of the fabric with it."""
+    grid = _grid(key)
+    values = base or PRIORS
+    lo = [case.run(r["size"], {**values, key: grid[0]})[1] for r in case.bw_rows]
+    hi = [case.run(r["size"], {**values, key: grid[-1]})[1] for r in case.bw_rows]
+    ratio = statistics.median(h / l for h, l in zip(hi, lo) if l > 0 and h > 0)
+    return max(ratio, 1 / ratio) >= SENSITIVITY
 
 
 BY = ("case", "system")
@@ -238,7 +264,7 @@ def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=No
 
 def _relevant(case: Case, key: str) -> bool:
     return (key == "launch_overhead_us" or (key == "per_gpu_launch_us" and case.gpus > 1)
-            or (key == "p2p_peer_latency_us" and case.remote_peers > 0) or key in case.bw_keys()
+            or (case.remote_peers > 0 and key == f"p2p_peer.{case.fabric}") or key in case.bw_keys()
             or (case.fabric is not None and key in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}")))
 
 

@@ -17,8 +17,8 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
 * ``host_bounce_efficiency``, ``host_bounce_duplex_efficiency``: share of the PCIe rate left when GPUs
   without peer-to-peer exchange data through host memory, one way (2-GPU broadcast/reduce) or with every
   GPU sending and receiving at once (everything else);
-* ``p2p_peer_latency_us``: what each remote peer adds to an all_to_all (one send/recv pair per peer,
-  each progressed by the proxy thread), on top of the fabric's software latency per message;
+* ``p2p_peer.<fabric>``: what each remote peer adds to an all_to_all (one send/recv pair per peer, each
+  posted and completed by the proxy thread through the fabric's net plugin, one after the other);
 * ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
   NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
 
@@ -57,7 +57,6 @@ DEFAULTS: dict[str, float] = {
     "per_gpu_launch_us": 2.0,
     "host_bounce_efficiency": 0.92,
     "host_bounce_duplex_efficiency": 0.71,
-    "p2p_peer_latency_us": 5.0,
     "nvls_loss_per_doubling": 0.065,
     "efficiency.ib": 0.97, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.slingshot": 0.75,
     "efficiency.tcpxo": 0.85,
@@ -71,8 +70,10 @@ DEFAULTS: dict[str, float] = {
     # per-step overhead of a ring across nodes (us, LL; Simple x3), NCCL's getNetOverhead where larger
     "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 0.0, "net_overhead.slingshot": 8.0,
     "net_overhead.tcpxo": 0.0,
+    # per remote peer of an all_to_all (us): the proxy's cost per send/recv pair through the fabric's plugin
+    "p2p_peer.ib": 5.0, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.slingshot": 5.0, "p2p_peer.tcpxo": 5.0,
 }
-assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share", "net_overhead")}
+assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share", "net_overhead", "p2p_peer")}
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,11 @@ def fabric_net_overhead_us(fabric: str | None) -> float:
     return value(f"net_overhead.{get_fabric(fabric or 'ib').name}")
 
 
+def fabric_p2p_peer_us(fabric: str | None) -> float:
+    """What each remote peer of an all_to_all costs the proxy thread on this fabric (us)."""
+    return value(f"p2p_peer.{get_fabric(fabric or 'ib').name}")
+
+
 def fabric_p2p_share(fabric: str | None) -> float:
     """Share of the fabric's efficiency its network links keep under all_to_all's many-peer p2p sends."""
     return value(f"p2p_share.{get_fabric(fabric or 'ib').name}")
@@ -154,4 +160,4 @@ def override(values: dict):
 
 
 __all__ = ["Fabric", "FABRICS", "DEFAULTS", "DEFAULT", "Calibration", "current", "use", "get_fabric", "value",
-           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "override"]
+           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "fabric_p2p_peer_us", "override"]

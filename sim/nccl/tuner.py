@@ -290,9 +290,13 @@ def _latency(coll: Collective, a: str, p: str, m: Machine, nsteps: int, cfg: Ncc
         return intra + (inter if nodes > 1 else 0.0)
     if a == "nvls_tree":
         return lat + intra + 2 * lg * inter
-    if a == "p2p":   # one message per peer: a hop inside the node; across it one per remote peer (proxy progress)
+    if a == "p2p":
+        # one message per peer: a hop inside the node; across it one network hop (the peers' messages fly
+        # together) plus what the proxy thread spends on each remote peer, one after the other (posting and
+        # completing its send/recv pair). Not the fabric's latency per peer: that made a 256-rank p5
+        # all_to_all 16 ms of latency where the whole 32 MiB call took 1.7 ms (HP-P5-32-A2A).
         remote = n - ppn if nodes > 1 else 0
-        per_peer = calibration.value("p2p_peer_latency_us") + (calibration.fabric_latency_us(m.fabric) if m.arch else 0.0)
+        per_peer = calibration.fabric_p2p_peer_us(m.fabric)
         return lat + intra + (inter + remote * per_peer if remote else 0.0)
     return 8.0 + lg * (inter / 3.5) + n * 2.8   # pat (2.27: a formula)
 
