@@ -42,6 +42,8 @@ def coverage(scores: list[dict], rows: list[dict], exclude_own: bool = True) -> 
             iv = interval(r["pred_time_us"], r["pred_busbw"], r["size"], where=(s["fabric"], s["nodes"]),
                           exclude_system=s["system"] if exclude_own else None, rows=table)
             lo, hi = iv.time_us_range
+            if exclude_own:
+                r["time_us_range"] = [lo, hi]   # kept on the scored row: validate's JSON and the plots show it
             hits += lo <= r["time_us"] <= hi
             n += 1
         per_case[s["id"]] = hits / n if n else None

@@ -222,7 +222,10 @@ def run(args) -> int:
             out.update({"cross_validated_by": args.by, "cross_validated": cv_total, "cross_validated_cases": [
                 {"id": s["id"], "system": s["system"], "nranks": s["nranks"], "collective": s["collective"],
                  "bw_median": s["bw_median"], "lat_median": s["lat_median"], "mid_median": s["mid_median"],
-                 "coverage": per_cov.get(s["id"]), "nccl_version": s["nccl_version"], "fitted": s["fitted"]} for s in cv],
+                 "coverage": per_cov.get(s["id"]), "nccl_version": s["nccl_version"], "fitted": s["fitted"],
+                 "fabric": s["fabric"], "nodes": s["nodes"],
+                 "rows": [{k: r[k] for k in ("size", "time_us", "pred_time_us", "busbw", "pred_busbw", "algorithm",
+                                             "protocol", "time_us_range") if k in r} for r in s["rows"]]} for s in cv],
                 "fit_all_cases": {k: round(v, 4) for k, v in refit.items()}})
         print(json.dumps(out, indent=1))
         return 0

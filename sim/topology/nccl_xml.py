@@ -238,7 +238,9 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
     if pairs:
         read.append(f"PCIe: {pairs} of {len(node.gpus)} GPUs share a PCIe switch with a NIC (GPUDirect RDMA without the CPU)")
     # where the NICs attach decides NCCL's LL128 across nodes (only up to PXB): the matrix says it, else the placement
-    nic_path = node.nic_path or (("PXB" if pairs else "PHB") if node.nics else None)
+    # (a file that shows no PCIe switch at all, as VMs dump it, says nothing about where the NICs attach)
+    shows_switches = any(g["switch"] for g in node.gpus) or any(n["switch"] for n in node.nics)
+    nic_path = node.nic_path or (("PXB" if pairs else "PHB") if node.nics and shows_switches else None)
     if nic_path in ("PHB", "NODE", "SYS"):
         read.append(f"PCIe: GPU to NIC is {nic_path} (through the CPU): NCCL keeps LL128 off across nodes")
     if nvswitch and arch in NVSWITCH_PRESET:

@@ -45,7 +45,8 @@ def test_channels_spread_over_nics_only_across_nodes():
 @pytest.mark.parametrize("size,proto,factor", [(64 << 10, "LL", 0.6), (4 << 10, "LL", 0.7), (256 << 10, "LL128", 0.6),
                                                (32, "LL", 1.0), (1 << 30, "Simple", 1.0)])
 def test_tree_all_reduce_takes_nccls_correction_factor(size, proto, factor):
-    topo = load_topology(C6)
+    # LL128 across nodes needs NICs within PXB of the GPUs (Polaris' are behind the CPU): the same nodes with PXB NICs
+    topo = load_topology(C6 + (",nic_path=PXB" if proto == "LL128" else ""))
     p = plan_nccl(AR, size, topo, "tree", proto)
     assert p.tree_correction == factor   # treeCorrectionFactor[proto][log2(size / 64)], none outside 64 B..256 MiB
     assert p.engine_protocol.payload_efficiency == pytest.approx(p.payload_share * p.small_share * factor, rel=1e-15)
