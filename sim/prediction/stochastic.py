@@ -40,14 +40,21 @@ from __future__ import annotations
 
 import math
 
+from statistics import NormalDist
+
 import numpy as np
-from scipy.special import ndtri
 
 from ..errors import CollsimError
 
 HOP_SIGMA = 0.19            # log-normal spread of one message's latency (see the module docstring for the source)
 REFERENCE_NODES = 2         # the node count of the runs the latency constants were mostly fitted on
 MAX_SAMPLES = 10_000
+_INV_CDF = np.vectorize(NormalDist().inv_cdf, otypes=[float])
+
+
+def ndtri(p) -> np.ndarray:
+    """The standard normal quantile function, element-wise (``p`` in (0, 1))."""
+    return _INV_CDF(np.clip(np.asarray(p, dtype=float), 1e-300, 1.0 - 1e-16))
 
 
 def network_stages(result, m, nodes: int | None = None) -> tuple[int, int]:
