@@ -39,7 +39,6 @@ percentile spread of ``samples`` draws; the seed makes it reproducible.
 from __future__ import annotations
 
 import math
-
 from statistics import NormalDist
 
 import numpy as np
