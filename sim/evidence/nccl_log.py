@@ -344,13 +344,15 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
     fabric = {"efa": "efa", "cxi": "slingshot", "roce": "roce"}.get(log.provider or "")
     if fabric is None and log.network == "IB":
         fabric = "ib"
+    if fabric == "efa" and preset in ("dgx-h100", "dgx-h200"):
+        fabric = "efa2"   # Hopper instances (p5, p5e) carry EFA's second generation
     if nodes > 1 and fabric:
         params.append(f"fabric={fabric}")
         why.append(f"network {log.network or '?'} / provider {log.provider or '-'} -> fabric={fabric}")
     if nodes > 1 and log.nics:
         params.append(f"nics_per_node={log.nics}")
         why.append(f"NCCL found {log.nics} NICs per node")
-    if nodes > 1 and fabric == "efa":
+    if nodes > 1 and fabric in ("efa", "efa2"):
         params.append("nic_gbps=100")  # every EFA interface of p4d (4) and p5 (32) instances is 100 Gb/s (AWS)
         why.append("EFA interfaces are 100 Gb/s each (p4d: 4, p5: 32 per instance)")
     if nodes > 1 and log.collnet:

@@ -58,20 +58,20 @@ DEFAULTS: dict[str, float] = {
     "host_bounce_efficiency": 0.92,
     "host_bounce_duplex_efficiency": 0.71,
     "nvls_loss_per_doubling": 0.065,
-    "efficiency.ib": 0.97, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.slingshot": 0.75,
+    "efficiency.ib": 0.97, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.efa2": 0.85, "efficiency.slingshot": 0.75,
     "efficiency.tcpxo": 0.85,
-    "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.slingshot": 8.0, "latency.tcpxo": 40.0,
+    "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.efa2": 15.0, "latency.slingshot": 8.0, "latency.tcpxo": 40.0,
     # fitted on the multi-node all_to_all cases of the fabric (C6-2/8-A2A); the rest keep their prior 1.0.
     # IB is held at its prior: fitted on S2-A2A alone it is 0.88 (S2-A2A in sample 13% -> ~1%), but one
     # case is no reason to move every InfiniBand all_to_all (nccl-tests #267, sjeaugey: all_to_all runs at
     # a NIC's rate); --cross-validate refits it per fold regardless.
-    "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.slingshot": 0.53,
+    "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.efa2": 1.0, "p2p_share.slingshot": 0.53,
     "p2p_share.tcpxo": 1.0,
     # per-step overhead of a ring across nodes (us, LL; Simple x3), NCCL's getNetOverhead where larger
-    "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 0.0, "net_overhead.slingshot": 8.0,
+    "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 0.0, "net_overhead.efa2": 0.0, "net_overhead.slingshot": 8.0,
     "net_overhead.tcpxo": 0.0,
     # per remote peer of an all_to_all (us): the proxy's cost per send/recv pair through the fabric's plugin
-    "p2p_peer.ib": 5.0, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.slingshot": 5.0, "p2p_peer.tcpxo": 5.0,
+    "p2p_peer.ib": 5.0, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.efa2": 5.0, "p2p_peer.slingshot": 5.0, "p2p_peer.tcpxo": 5.0,
 }
 assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share", "net_overhead", "p2p_peer")}
 

@@ -40,9 +40,12 @@ FABRICS: dict[str, Fabric] = {f.name: f for f in (
     Fabric("roce", "RoCE v2 (RDMA over Converged Ethernet, ConnectX)", 0.94, 1.0,
            "same NICs and verbs path as IB, Ethernet framing and a lossless-Ethernet fabric (a few % of "
            "line rate, ~1 us more switch latency)"),
-    Fabric("efa", "AWS Elastic Fabric Adapter (SRD via libfabric, aws-ofi-nccl)", 0.85, 15.0,
+    Fabric("efa", "AWS Elastic Fabric Adapter v1 (p4d/p4de: 4 x 100G per node; SRD via libfabric, aws-ofi-nccl)", 0.85, 15.0,
            "aws-ofi-nccl: SRD is a reliable-datagram protocol run by the EFA device and libfabric; "
            "sjeaugey (nccl #320): ~20 GB/s per 200 Gb/s NIC"),
+    Fabric("efa2", "AWS Elastic Fabric Adapter v2 (p5/p5e: 32 x 100G per node; SRD via libfabric, aws-ofi-nccl)", 0.85, 15.0,
+           "the same transport as efa (aws-ofi-nccl over libfabric's SRD), its second generation: AWS p5 documents "
+           "EFAv2 at 3,200 Gb/s per instance; priors as efa until cases say otherwise"),
     Fabric("slingshot", "HPE Slingshot 11 (Cassini, libfabric cxi via aws-ofi-nccl)", 0.75, 6.0,
            "HPE Slingshot 11 200 Gb/s; NCCL over libfabric cxi through the aws-ofi-nccl plugin (ALCF docs)",
            0.76, "nccl #1272 (CSCS, 4 GH200 per node, Slingshot via aws-ofi-nccl, NCCL 2.20): sendrecv_perf "

@@ -34,7 +34,7 @@ def test_public_set_is_broad_and_cited():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("dgx-h100:nodes=2,fabric=xyz", "use one of ib, roce, efa, slingshot, tcpxo"),
+    ("dgx-h100:nodes=2,fabric=xyz", "use one of ib, roce, efa, efa2, slingshot, tcpxo"),
     ("dgx-h100:nodes=2,nics_per_node=64", "more than 32: NCCL's topology search finds at most 32 channels"),
     ("dgx-h100:nodes=2,nics_per_node=12", "a multiple of 8"),
 ])
