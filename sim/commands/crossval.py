@@ -26,7 +26,8 @@ it affects, by a small grid search:
   and mid-size rows of the fabric's multi-node all_to_all): these add the same time to every (algorithm,
   protocol) NCCL could pick, so the time of a row is linear in them and needs no new run.
 
-While one group is fitted the other group stays at its *prior* (:data:`PRIORS`: public figures, never
+Cases run with an NCCL release older than the oldest collsim models (2.8, 2.9) are scored but fit
+nothing (:func:`modelled_release`). While one group is fitted the other group stays at its *prior* (:data:`PRIORS`: public figures, never
 fitted on a case), so no constant fitted with case k inside reaches its own fold. A constant with no
 training row left (the only case of its fabric is the one scored) takes its prior. Runs are memoised
 per (case, size, grid value), so the folds share them: the cost is about one run per row and grid value.
@@ -39,7 +40,7 @@ import numpy as np
 
 from .. import api
 from ..collectives import get_collective
-from ..nccl import calibration
+from ..nccl import calibration, versions
 from ..nccl import config as nccl_config
 from ..nccl.execution import is_duplex
 from ..nccl.machine import machine, with_gpus_per_process
@@ -170,8 +171,17 @@ def _lat_errors(case: Case, fit: dict, mid: bool = False) -> list[float]:
     return [abs(t + shift - r["time_us"]) / r["time_us"] for t, r in zip(base, rows)]
 
 
+def modelled_release(case: Case) -> bool:
+    """Whether ``case`` ran an NCCL release collsim models (or does not say): a 2.8 or 2.9 run is still
+    scored (with 2.18's rules, the oldest collsim has), but fits nothing, since its NCCL made choices and
+    had costs (no PXN, older p2p and channel logic) that no modelled release has."""
+    version = case.raw.get("nccl_version")
+    return not version or versions.parse_version(str(version)) >= versions.OLDEST.key()
+
+
 def fit(cases: list[Case]) -> dict:
     """Every fitted constant from ``cases`` (the training set), by the grid searches described above."""
+    cases = [c for c in cases if modelled_release(c)]
     out = dict(PRIORS)
     # bandwidth: one constant per fabric / host bounce, each from its own cases' busbw rows
     # (the p2p shares last: they scale the fabric efficiency fitted on the other collectives)
