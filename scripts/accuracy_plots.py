@@ -1,6 +1,6 @@
 """Plots of the out-of-sample accuracy in docs/nccl-model.md, from one `collsim validate` JSON.
 
-    collsim validate --cross-validate --by system --format json > loso.json
+    collsim validate --cross-validate --by system --rows --format json > loso.json
     python scripts/accuracy_plots.py loso.json docs/accuracy-scale.png
 
 Left: predicted against measured time for every measured size of every public case, each prediction made
@@ -26,6 +26,9 @@ def main(argv: list[str]) -> int:
     with open(argv[0]) as f:
         data = json.load(f)
     cv = data["cross_validated_cases"]
+    if not any(c.get("rows") for c in cv):
+        print("that validate run kept no rows: run it with --cross-validate --rows --format json", file=sys.stderr)
+        return 2
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.5))
     colours = {"small": "tab:blue", "mid": "tab:orange", "large": "tab:green"}
     for c in cv:

@@ -54,7 +54,9 @@ def register(sub) -> None:
     p.add_argument("--protocol", "-p", default=None, help="force a protocol for every case (default: the case's pin, else auto)")
     p.add_argument("--auto", action="store_true", help="ignore the algorithms/protocols the cases pin (as the acceptance check runs)")
     p.add_argument("--case", action="append", default=None, help="only this case id (repeatable)")
-    p.add_argument("--rows", action="store_true", help="also print every size: measured vs predicted")
+    p.add_argument("--rows", action="store_true",
+                   help="also print every size: measured vs predicted (with --cross-validate --format json: every "
+                        "out-of-sample row with its 80%% range in cross_validated_cases, for scripts/accuracy_plots.py)")
     p.add_argument("--cross-validate", action="store_true",
                    help="also score every case out of sample: each fitted constant refitted without that case "
                         "(leave-one-case-out), reported beside the in-sample score")
@@ -224,8 +226,9 @@ def run(args) -> int:
                  "bw_median": s["bw_median"], "lat_median": s["lat_median"], "mid_median": s["mid_median"],
                  "coverage": per_cov.get(s["id"]), "nccl_version": s["nccl_version"], "fitted": s["fitted"],
                  "fabric": s["fabric"], "nodes": s["nodes"],
-                 "rows": [{k: r[k] for k in ("size", "time_us", "pred_time_us", "busbw", "pred_busbw", "algorithm",
-                                             "protocol", "time_us_range") if k in r} for r in s["rows"]]} for s in cv],
+                 **({"rows": [{k: r[k] for k in ("size", "time_us", "pred_time_us", "busbw", "pred_busbw", "algorithm",
+                                                 "protocol", "time_us_range") if k in r} for r in s["rows"]]}
+                    if args.rows else {})} for s in cv],
                 "fit_all_cases": {k: round(v, 4) for k, v in refit.items()}})
         print(json.dumps(out, indent=1))
         return 0

@@ -128,5 +128,12 @@ def test_cli_cross_validate_by_system_writes_the_table(cli, tmp_path):
     rows = json.loads(out_table.read_text())["rows"]
     measured = sum(1 for c in pick for r in c["rows"] if r["size"] > 0 and r["time_us"] > 0)
     assert len(rows) == measured and {r["system"] for r in rows} == {"box", "E1-RD"}
+    assert not any("rows" in c for c in d["cross_validated_cases"])      # compact unless asked
+    code, out, err = cli("validate", path, "--cross-validate", "--by", "system", "--rows", "--format", "json")
+    assert code == 0, err
+    kept = [r for c in json.loads(out)["cross_validated_cases"] for r in c["rows"]]
+    assert len(kept) == measured
+    inside = [r["time_us_range"][0] <= r["time_us"] <= r["time_us_range"][1] for r in kept]
+    assert abs(sum(inside) / len(inside) - json.loads(out)["cross_validated"]["coverage"]) < 1e-9   # the same ranges
     code, _, err = cli("validate", path, "--write-intervals", out_table)
     assert code == 2 and "--cross-validate" in err
