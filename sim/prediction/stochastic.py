@@ -43,6 +43,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from ..collectives import get_collective
 from ..errors import CollsimError
 
 HOP_SIGMA = 0.19            # log-normal spread of one message's latency (see the module docstring for the source)
@@ -66,7 +67,7 @@ def network_stages(result, m, nodes: int | None = None) -> tuple[int, int]:
     a = result.algorithm
     lg = max(1, math.ceil(math.log2(nodes)))
     if a == "ring":
-        passes = 2 if result.collective == "all_reduce" else 1
+        passes = get_collective(result.collective).passes   # all_reduce: reduce-scatter then all-gather
         return passes * (nodes - 1), nodes * ch
     if a in ("tree", "nvls_tree"):
         return 2 * lg, nodes * ch
