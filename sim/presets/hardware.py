@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from ..errors import CollsimError
 from ..topology import Link, Node, Topology, paused_gc
 from ..topology.fabrics import get_fabric
-from ..topology.hardware import Hardware
+from ..topology.hardware import NIC_PATHS, Hardware
 from . import register
 
 NVLINK_HOP_US = 0.35      # GPU <-> NVSwitch, per hop
@@ -57,7 +57,6 @@ SPINE_HOP_US = 0.2        # leaf <-> spine
 PCIE_GBPS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}  # raw x16 per direction: GT/s x 16 lanes / 8
 MAX_GPUS = 1 << 17
 GPU_LIMIT = f"collsim builds at most {MAX_GPUS:,} GPUs"   # the one wording of the limit (presets, README)
-NIC_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")   # nvidia-smi topo -m, nearest first
 MAX_NICS_PER_NODE = 32    # NCCL: one channel per NIC, at most MAXCHANNELS/2 = 32 per topology search
 
 

@@ -45,7 +45,7 @@ class Hardware:
     nodes: int | None = None             # hosts (NVLink domains)
     gpus_per_node: int | None = None
     nics_per_node: int | None = None
-    nic_path: str | None = None          # GPU -> nearest NIC as nvidia-smi topo -m prints it: PIX | PXB | PHB | NODE | SYS
+    nic_path: str | None = None          # GPU -> nearest NIC as nvidia-smi topo -m prints it (NIC_PATHS)
     nic_GBps: float | None = None        # per NIC per direction = nic_gbps / 8
     nic_gbps: float | None = None        # per NIC, Gb/s
     sharp: bool | None = None            # the network switches reduce (IB SHARP)
@@ -151,4 +151,13 @@ def _coerce(value: Any, kind: str, what: str) -> Any:
     return value
 
 
-__all__ = ["Hardware"]
+# GPU -> NIC paths as ``nvidia-smi topo -m`` names them, nearest first (NCCL's PATH_PIX .. PATH_SYS)
+NIC_PATHS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def through_cpu(nic_path: str | None) -> bool:
+    """Whether a GPU reaches its NIC beyond its PCIe switches (PHB, NODE, SYS: through the CPU)."""
+    return nic_path in NIC_PATHS and NIC_PATHS.index(nic_path) > NIC_PATHS.index("PXB")
+
+
+__all__ = ["Hardware", "NIC_PATHS", "through_cpu"]

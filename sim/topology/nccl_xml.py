@@ -39,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..errors import CollsimError
+from .hardware import through_cpu
 
 MAX_XML_BYTES = 8 << 20
 SM_ARCH = {7: "volta", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell"}
@@ -241,7 +242,8 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
     # (a file that shows no PCIe switch at all, as VMs dump it, says nothing about where the NICs attach)
     shows_switches = any(g["switch"] for g in node.gpus) or any(n["switch"] for n in node.nics)
     nic_path = node.nic_path or (("PXB" if pairs else "PHB") if node.nics and shows_switches else None)
-    if nic_path in ("PHB", "NODE", "SYS"):
+    nic_behind_cpu = through_cpu(nic_path)
+    if nic_behind_cpu:
         read.append(f"PCIe: GPU to NIC is {nic_path} (through the CPU): NCCL keeps LL128 off across nodes")
     if nvswitch and arch in NVSWITCH_PRESET:
         preset = "dgx-h200" if arch == "hopper" and (gpu_name or "").lower() in H200_NAMES else NVSWITCH_PRESET[arch]
@@ -253,8 +255,8 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
             read.append(f"NICs: {len(rails)} NIC ports for {len(node.gpus)} GPUs (several per GPU)")
         if fastest:
             keys["nic_gbps"] = f"{fastest / 1000:g}"
-        if nic_path in ("PHB", "NODE", "SYS"):
-            keys["nic_path"] = nic_path
+        if nic_behind_cpu:
+            keys["nic_path"] = str(nic_path)   # through_cpu: a path, never None
     elif not nlinks:
         gen = _pcie_gen(node)
         preset, keys = "pcie", {"gpus": str(len(node.gpus)), "gen": str(gen), "arch": arch}

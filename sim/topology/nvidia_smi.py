@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import replace
 
 from ..errors import CollsimError
+from .hardware import NIC_PATHS
 from .nccl_xml import XmlNode, preset_for
 
 MAX_TEXT_BYTES = 1 << 20
@@ -55,8 +56,9 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
         raise CollsimError(f"{source}: the matrix has no row for every GPU column: pass the whole `nvidia-smi topo -m` output")
     numa = {rows[g][len(devs) + 1] for g in gpus if len(rows[g]) > len(devs) + 1 and rows[g][len(devs) + 1]}
     node = XmlNode(cpus=len(numa) or 1, nvlink_listed=True)   # the NUMA Affinity column; the matrix shows every NV#
+    row_of = {g: dict(zip(devs, rows[g])) for g in gpus}    # each GPU's row: device -> path
     for g in gpus:
-        by_dev = dict(zip(devs, rows[g]))
+        by_dev = row_of[g]
         nv = [int(m.group(1)) for d in gpus if d != g for m in [re.fullmatch(r"NV(\d{1,3})", by_dev.get(d, ""))] if m]
         links = Counter(nv).most_common(1)[0][0] if nv else 0
         switch = next((f"pix:{g}" for d in nics if by_dev.get(d) in ("PIX", "PXB")), None)
@@ -68,16 +70,15 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
         by_dev = dict(zip(devs, rows.get(n, [])))
         near = next((g for g in gpus if by_dev.get(g) in ("PIX", "PXB")), None)
         node.nics.append({"busid": n, "name": n, "mbps": None, "switch": f"pix:{near}" if near else None})
-    order = ("PIX", "PXB", "PHB", "NODE", "SYS")
-    between = {(a, b): dict(zip(devs, rows[a])).get(b) for a in gpus for b in gpus if a != b}
+    between = {(a, b): row_of[a].get(b) for a in gpus for b in gpus if a != b}
     node.sockets = 2 if "SYS" in between.values() else 1
     groups = {a: 1 + sum(1 for b in gpus if b != a and between[(a, b)] in ("PIX", "PXB")) for a in gpus}
     if len(set(groups.values())) == 1 and len(gpus) % groups[gpus[0]] == 0:
         node.gpus_per_switch = groups[gpus[0]]
-    paths = [min((c for d in nics for c in [dict(zip(devs, rows[g])).get(d)] if c in order), key=order.index, default=None)
+    paths = [min((c for d in nics for c in [row_of[g].get(d)] if c in NIC_PATHS), key=NIC_PATHS.index, default=None)
              for g in gpus]
     if nics and all(paths):
-        node.nic_path = max(paths, key=order.index)   # the farthest GPU's nearest NIC decides (NCCL: per channel)
+        node.nic_path = max(paths, key=NIC_PATHS.index)   # the farthest GPU's nearest NIC decides (NCCL: per channel)
     if len(gpus) == 2 and node.gpus[0]["links"]:   # two GPUs bonded by NVLink: NVSwitch or bridge cannot be told apart
         node.gpus = [dict(g, nvswitch=True, mesh=False) for g in node.gpus]
         node.notes.append("two GPUs on NVLink: taken as an NVSwitch node")
