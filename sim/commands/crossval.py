@@ -194,21 +194,23 @@ def fit(cases: list[Case]) -> dict:
     # the launch overhead is the host's, measured where no network adds its own latency: one-node cases
     # (fitted on every case it drifted with the largest multi-node system's network, 0.75 to 11.5 us by fold)
     one_node = [c for c in lat_cases if not c.fabric]
+    # per fabric, the cases with small- or mid-size rows: all_to_all fits the per-peer cost, the rest the
+    # per-step overhead of rings across nodes (all_to_all's p2p sends have their own per-peer constant)
+    ring_train: dict[str, list[Case]] = {}
+    peer_train: dict[str, list[Case]] = {}
+    for c in cases:
+        if c.fabric and (c.lat_rows or c.mid_rows):
+            (peer_train if c.remote_peers else ring_train).setdefault(c.fabric, []).append(c)
     groups = {"launch_overhead_us": one_node or lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
-              **{f"p2p_peer.{f}": [c for c in cases if c.fabric == f and c.remote_peers and (c.lat_rows or c.mid_rows)]
-                 for f in sorted({c.fabric for c in cases if c.fabric and c.remote_peers})}}
+              **{f"p2p_peer.{f}": train for f, train in sorted(peer_train.items())}}
     fabrics = sorted({c.fabric for c in lat_cases if c.fabric})
-    ring_fabrics = sorted({c.fabric for c in cases if c.fabric and not c.remote_peers and (c.lat_rows or c.mid_rows)})
     for _ in range(3):
         for f in fabrics:
             key, train = f"latency.{f}", [c for c in lat_cases if c.fabric == f]
             out[key] = float(min(FABRIC_LATENCY_GRID, key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
                                                                             v, PRIORS[key])))
-        # the per-step overhead of rings across nodes: the small- and mid-size rows of the fabric's
-        # collectives (not all_to_all, whose p2p sends have their own per-peer constant)
-        for f in ring_fabrics:
+        for f, train in sorted(ring_train.items()):
             key = f"net_overhead.{f}"
-            train = [c for c in cases if c.fabric == f and not c.remote_peers and (c.lat_rows or c.mid_rows)]
             out[key] = float(min(NET_OVERHEAD_GRID, key=lambda v: _score(
                 [e for c in train for e in _lat_errors(c, {**out, key: v}, mid=True)], v, PRIORS[key])))
         for key, train in groups.items():

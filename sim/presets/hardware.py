@@ -265,9 +265,7 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     links: list[Link] = []
 
     def duplex(pairs, bw: float, lat: float, kind: str) -> None:
-        for a, b in pairs:
-            links.append(Link(a, b, bw, lat, kind))
-            links.append(Link(b, a, bw, lat, kind))
+        _duplex(links, pairs, bw, lat, kind)
 
     nsu = (nodes + per_leaf - 1) // per_leaf     # scalable units: one leaf per rail in each
     per_port = nics // ports
@@ -333,6 +331,13 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     params += ["nvls_sharp=1"] if nvls_sharp else []
     params += [f"oversubscription={oversubscription:g}"] if oversubscription != 1 else []
     return Topology.build(name + (":" + ",".join(params) if params else ""), node_list, links, hardware)
+
+
+def _duplex(links: list[Link], pairs, bw: float, lat: float, kind: str) -> None:
+    """Append a link each way between every pair (the builders' cables are full duplex)."""
+    for a, b in pairs:
+        links.append(Link(a, b, bw, lat, kind))
+        links.append(Link(b, a, bw, lat, kind))
 
 
 def _leaf(su: int, rail: int, nsu: int) -> str:
@@ -456,7 +461,7 @@ def _pcie_server(gpus: int, gen: int, p2p: bool, arch: str, cpu: str, sockets: i
     links: list[Link] = []
 
     def duplex(a: str, b: str, bandwidth: float, lat: float) -> None:
-        links.extend((Link(a, b, bandwidth, lat, "pcie"), Link(b, a, bandwidth, lat, "pcie")))
+        _duplex(links, [(a, b)], bandwidth, lat, "pcie")
 
     for k in range(switches):
         cpu_k = f"cpu{k * per_switch // per_socket}"
