@@ -39,6 +39,7 @@ percentile spread of ``samples`` draws; the seed makes it reproducible.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from statistics import NormalDist
 
 import numpy as np
@@ -86,6 +87,7 @@ def path_factor(stages: int, width: int, sigma: float, z) -> np.ndarray:
     return mean + sd * np.asarray(z) / math.sqrt(stages)
 
 
+@lru_cache(maxsize=256)   # a sweep asks for the same 2-node reference row after row
 def expected_slowest(stages: int, width: int, sigma: float, draws: int = 4096) -> float:
     """E[slowest path] per hop, by a fixed quadrature over the maximum's quantiles."""
     u = (np.arange(draws) + 0.5) / draws
