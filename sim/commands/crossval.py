@@ -20,7 +20,10 @@ it affects, by a small grid search:
   grid value and row);
 * ``net_overhead.<fabric>``: what every step of a ring across nodes costs at least (NCCL's
   ``getNetOverhead`` generalised per fabric): small- and mid-size time rows of the fabric's multi-node
-  cases other than all_to_all, alternating with ``latency.<fabric>``;
+  cases other than all_to_all, alternating with ``latency.<fabric>``; fitted first per net plugin (the
+  fabrics aws-ofi-nccl drives share one value), then per fabric around it (:func:`_fit_per_plugin`);
+* ``rendezvous_us.<fabric>`` (fabrics whose transport has a rendezvous threshold: Slingshot): small- and
+  mid-size time rows of the fabric's multi-node cases; prior 0 (no public figure);
 * ``launch_overhead_us`` (time rows of the one-node cases: the host's cost, with no network latency to
   confound it), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and ``p2p_peer.<fabric>`` (small-
   and mid-size rows of the fabric's multi-node all_to_all): these add the same time to every (algorithm,
@@ -45,6 +48,7 @@ from ..nccl import config as nccl_config
 from ..nccl.execution import is_duplex
 from ..nccl.machine import machine, with_gpus_per_process
 from ..presets import load_topology
+from ..topology.fabrics import PLUGINS
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
@@ -54,6 +58,7 @@ BOUNCE_GRID = (0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8, 0.9, 1.0)
 NVLS_LOSS_GRID = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15)
 FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
 NET_OVERHEAD_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)
+RENDEZVOUS_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0, 30.0, 40.0)
 P2P_PEER_GRID = np.arange(0.0, 30.01, 0.25)
 LINEAR_GRID = {"launch_overhead_us": np.arange(0.0, 15.01, 0.25), "per_gpu_launch_us": np.arange(0.0, 10.01, 0.25)}
 PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
@@ -68,7 +73,9 @@ PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
           **{f"net_overhead.{f.name}": 0.0 for f in calibration.FABRICS.values()},
           # the proxy posting and completing one send/recv pair: a few us on any fabric (NCCL's own
           # netOverhead, 1-2 us per operation, twice per pair, plus the progress loop)
-          **{f"p2p_peer.{f.name}": 5.0 for f in calibration.FABRICS.values()}}
+          **{f"p2p_peer.{f.name}": 5.0 for f in calibration.FABRICS.values()},
+          # no public figure for what a rendezvous costs through a provider's progress: none until cases say
+          **{f"rendezvous_us.{f.name}": 0.0 for f in calibration.FABRICS.values() if f.rdzv_threshold_bytes}}
 
 
 class Case:
@@ -155,8 +162,9 @@ def _lat_base(case: Case, fit: dict, rows: list[dict]) -> list[float]:
     """Times of ``rows`` with the fabric's latency constants as in ``fit`` and the linear constants at their priors."""
     values = dict(PRIORS)
     if case.fabric:
-        for k in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}"):
-            values[k] = fit.get(k, PRIORS[k])
+        for k in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}", f"rendezvous_us.{case.fabric}"):
+            if k in PRIORS:
+                values[k] = fit.get(k, PRIORS[k])
     return [case.run(r["size"], values)[0] for r in rows]
 
 
@@ -209,10 +217,14 @@ def fit(cases: list[Case]) -> dict:
             key, train = f"latency.{f}", [c for c in lat_cases if c.fabric == f]
             out[key] = float(min(FABRIC_LATENCY_GRID, key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
                                                                             v, PRIORS[key])))
-        for f, train in sorted(ring_train.items()):
-            key = f"net_overhead.{f}"
-            out[key] = float(min(NET_OVERHEAD_GRID, key=lambda v: _score(
-                [e for c in train for e in _lat_errors(c, {**out, key: v}, mid=True)], v, PRIORS[key])))
+        # a ring step's software cost belongs to the net plugin: fitted per plugin first, then per fabric
+        _fit_per_plugin("net_overhead", ring_train, out, NET_OVERHEAD_GRID)
+        for f in sorted(set(ring_train) | set(peer_train)):   # the rendezvous: small and mid rows, where it has one
+            key = f"rendezvous_us.{f}"
+            train = ring_train.get(f, []) + peer_train.get(f, [])
+            if key in PRIORS and train:
+                out[key] = float(min(RENDEZVOUS_GRID, key=lambda v: _score(
+                    [e for c in train for e in _lat_errors(c, {**out, key: v}, mid=True)], v, PRIORS[key])))
         for key, train in groups.items():
             if train:   # the per-peer cost also shows in all_to_all's mid sizes (thousands of peers at scale)
                 mid = key.startswith("p2p_peer.")
@@ -220,6 +232,41 @@ def fit(cases: list[Case]) -> dict:
                 out[key] = float(min(grid, key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v}, mid=mid)],
                                                                 v, PRIORS[key])))
     return out
+
+
+def _fit_per_plugin(kind: str, train: dict[str, list[Case]], out: dict, grid) -> None:
+    """Fit ``<kind>.<fabric>`` (a per-step cost of the net plugin) into ``out``: one value per plugin on the
+    small- and mid-size rows of every training case of its fabrics, then each fabric with training cases
+    of its own refitted with the plugin's value as its prior; a fabric with none takes the plugin's value.
+    The fabrics of NCCL's own transport (InfiniBand, RoCE) are fitted one by one around NCCL's figure,
+    which was measured on that transport (pooled, RoCE's cross-rack GB200 runs dragged InfiniBand to 4 us
+    and a 4-node InfiniBand run's small sizes 49 points off).
+
+    What a ring step costs in software is the plugin's proxy posting and completing its messages, so a
+    fabric whose cases cannot tell (the GH200 Slingshot runs pick trees; the other p5 runs are 2-node
+    trees) borrows it from the fabrics the same plugin drives instead of falling back to NCCL's InfiniBand
+    figure. Measured: out of sample, ALCF Polaris (Slingshot) gets 6 us from AWS p5 (EFA), p5 gets 8 from
+    Polaris; each in sample fits its own. The per-peer cost of all_to_all was tried the same way and
+    is not pooled: EFA's SRD and Slingshot's cxi differ there (3.75 against 8.75 us per peer in sample),
+    and pooled, p5's all_to_all mid sizes went from 21% to 42% off at 8 nodes and to 106% at 32."""
+    for plugin in sorted({calibration.FABRICS[f].plugin for f in train}):
+        members = [f for f in calibration.FABRICS if calibration.FABRICS[f].plugin == plugin]
+        if PLUGINS[plugin].nccl_own:   # NCCL's own figures were measured on it: they stay the prior
+            for f in members:
+                key = f"{kind}.{f}"
+                if train.get(f):
+                    out[key] = float(min(grid, key=lambda v: _score(
+                        [e for c in train[f] for e in _lat_errors(c, {**out, key: v}, mid=True)], v, PRIORS[key])))
+            continue
+        pooled_train = [c for f in members for c in train.get(f, [])]
+        keys = [f"{kind}.{f}" for f in members]
+        pooled = float(min(grid, key=lambda v: _score(
+            [e for c in pooled_train for e in _lat_errors(c, {**out, **dict.fromkeys(keys, v)}, mid=True)], v, PRIORS[keys[0]])))
+        for f in members:
+            key = f"{kind}.{f}"
+            own = train.get(f)
+            out[key] = pooled if not own else float(min(grid, key=lambda v: _score(
+                [e for c in own for e in _lat_errors(c, {**out, key: v}, mid=True)], v, pooled)))
 
 
 def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> float:
@@ -277,7 +324,8 @@ def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=No
 def _relevant(case: Case, key: str) -> bool:
     return (key == "launch_overhead_us" or (key == "per_gpu_launch_us" and case.gpus > 1)
             or (case.remote_peers > 0 and key == f"p2p_peer.{case.fabric}") or key in case.bw_keys()
-            or (case.fabric is not None and key in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}")))
+            or (case.fabric is not None and key in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}",
+                                                    f"rendezvous_us.{case.fabric}")))
 
 
 __all__ = ["cross_validate", "fit", "fit_bandwidth", "PRIORS", "Case", "BY"]

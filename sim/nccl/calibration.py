@@ -19,6 +19,8 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   GPU sending and receiving at once (everything else);
 * ``p2p_peer.<fabric>``: what each remote peer adds to an all_to_all (one send/recv pair per peer, each
   posted and completed by the proxy thread through the fabric's net plugin, one after the other);
+* ``rendezvous_us.<fabric>``: what a network message at or above the fabric's rendezvous threshold adds
+  (fabrics whose transport has one: Slingshot's cxi, 16 KiB unless ``FI_CXI_RDZV_THRESHOLD`` says);
 * ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
   NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
 
@@ -61,8 +63,11 @@ DEFAULTS: dict[str, float] = {
     # racks with NVLS off: one system is no reason to give every RoCE message 60 us); likewise p2p_share.roce
     # (fit 0.24 on GB300-128-A2A alone, the many-flow all_to_all across racks that docs/accuracy-at-scale.md
     # leaves open) is held at 1.0
-    # per-step overhead of a ring across nodes (us, LL; Simple x3); 0 = NCCL's own getNetOverhead
-    "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 0.0, "net_overhead.efa2": 6.0, "net_overhead.slingshot": 8.0, "net_overhead.tcpxo": 0.0,
+    # per-step overhead of a ring across nodes (us, LL; Simple x3); 0 = NCCL's own getNetOverhead. Fitted
+    # per net plugin, then per fabric: p4d's EFA has no ring case to say, so it takes aws-ofi-nccl's value
+    "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 8.0, "net_overhead.efa2": 8.0, "net_overhead.slingshot": 8.0, "net_overhead.tcpxo": 0.0,
+    # what a rendezvous adds to a network message at or above the fabric's threshold (us; fabrics with one)
+    "rendezvous_us.slingshot": 8.0,
     # per remote peer of an all_to_all (us): the proxy's cost per send/recv pair through the fabric's plugin
     "p2p_peer.ib": 5.75, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.efa2": 3.75, "p2p_peer.slingshot": 8.75, "p2p_peer.tcpxo": 5.0,
     # p2p_share.ib held at its prior 1.0 (fit 0.86 on S2-A2A alone: one case is no reason to slow every
@@ -131,6 +136,12 @@ def fabric_efficiency(fabric: str | None) -> float:
     return value(f"efficiency.{get_fabric(fabric or 'ib').name}")
 
 
+def fabric_rendezvous_us(fabric: str | None) -> float:
+    """What a rendezvous costs on ``fabric`` (0 where its transport has none)."""
+    f = get_fabric(fabric or "ib")
+    return value(f"rendezvous_us.{f.name}") if f.rdzv_threshold_bytes else 0.0
+
+
 def fabric_latency_us(fabric: str | None) -> float:
     return value(f"latency.{get_fabric(fabric or 'ib').name}")
 
@@ -156,4 +167,4 @@ def override(values: dict):
 
 
 __all__ = ["Fabric", "FABRICS", "DEFAULTS", "DEFAULT", "Calibration", "current", "use", "get_fabric", "value",
-           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "fabric_p2p_peer_us", "override"]
+           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "fabric_p2p_peer_us", "fabric_rendezvous_us", "override"]

@@ -193,9 +193,46 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and allreduce_terms and nbytes / (nch * n) >= RING_PLATEAU_MIN_BYTES:
         lat *= RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1]   # "plateau effect of ring"
         detail["ring_plateau"] = True
+    rdzv = _rendezvous_us(coll, algorithm, p, m, nbytes, nch, nsteps, cfg.rdzv_threshold)
+    if rdzv:
+        lat += rdzv
+        detail["rendezvous_us"] = rdzv
     lat += m.call_overhead_us
     time = lat + nbytes / (1000 * bw) if bw > 0 else math.inf
     return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
+
+
+LL_WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}   # bytes on the wire per byte of data
+
+
+def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int,
+                   threshold: int | None = None) -> float:
+    """What the transport's rendezvous adds to the collective's critical path: on a fabric whose transport
+    sends messages of at least a threshold by rendezvous (Slingshot's cxi provider: 16 KiB), each network
+    message of a ring step or a tree hop at or above it pays ``rendezvous_us.<fabric>``.
+
+    The evidence is the shape of ALCF's Polaris sweeps: a ring step costs ~9 us while each rank's share
+    per step is 4 KiB or less and ~30 us from 16 KiB, at every node count from 2 to 540, so where the share
+    crosses a size, not the node count, sets the jump; 16 KiB of LL wire (8 KiB of data) is cxi's default
+    threshold. That the rendezvous is the cause is the hypothesis this encodes: all_to_all's sends show no
+    such jump at the same message sizes (C6-8-A2A, C6-540-A2A-221) and do not pay it. ``threshold``:
+    FI_CXI_RDZV_THRESHOLD where the run set it. The cost is fitted (no public figure; prior 0).
+    """
+    if m.nnodes <= 1 or not m.arch or m.inter_class != "net":
+        return 0.0
+    cost = calibration.fabric_rendezvous_us(m.fabric)
+    if not cost:
+        return 0.0
+    if threshold is None:   # FI_CXI_RDZV_THRESHOLD, where the run set it
+        threshold = calibration.get_fabric(m.fabric).rdzv_threshold_bytes
+    n, ch = m.nranks, max(nch, 1)
+    if a == "ring":
+        share, messages = nbytes / (n * ch), nsteps
+    elif a == "tree":
+        share, messages = nbytes / ch, 2 * max(1, math.ceil(math.log2(m.nnodes)))
+    else:
+        return 0.0
+    return messages * cost if share * LL_WIRE[p] >= threshold else 0.0
 
 
 def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig) -> tuple[float, int, dict]:

@@ -30,6 +30,31 @@ class Fabric:
     # public figure says otherwise
     p2p_share: float = 1.0
     p2p_source: str = ""
+    # the NCCL net plugin that drives it (NCCL_NET): what a message costs in software (the proxy posting and
+    # completing it) belongs to the plugin, so fabrics driven by the same one share a prior for those costs
+    plugin: str = "net_ib"   # a key of PLUGINS
+    # messages of at least this many bytes go by rendezvous (the receiver is told, then fetches the data:
+    # one more round trip through the provider's progress); 0: the transport has no such switch
+    rdzv_threshold_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """An NCCL net plugin (``NCCL_NET``). ``nccl_own``: NCCL ships it and its per-step figures
+    (``getNetOverhead``, the NET hop latencies) were measured on it, so they stay every fabric's prior."""
+
+    name: str
+    title: str
+    nccl_own: bool = False
+
+
+# NCCL's own InfiniBand verbs transport, the aws-ofi-nccl plugin over libfabric (EFA's SRD and Slingshot's
+# cxi provider: the ALCF and CSCS docs set NCCL_NET="AWS Libfabric"), and Google's TCPXO/FasTrak plugin.
+PLUGINS: dict[str, Plugin] = {p.name: p for p in (
+    Plugin("net_ib", "NCCL's InfiniBand verbs transport (IB and RoCE)", nccl_own=True),
+    Plugin("ofi", "aws-ofi-nccl over libfabric (EFA's SRD, Slingshot's cxi)"),
+    Plugin("tcpxo", "Google's GPUDirect-TCPXO (FasTrak) plugin"),
+)}
 
 
 # Priors: public figures independent of the cases they are later fitted on (docs/nccl-model.md, Fabrics).
@@ -42,17 +67,20 @@ FABRICS: dict[str, Fabric] = {f.name: f for f in (
            "line rate, ~1 us more switch latency)"),
     Fabric("efa", "AWS Elastic Fabric Adapter v1 (p4d/p4de: 4 x 100G per node; SRD via libfabric, aws-ofi-nccl)", 0.85, 15.0,
            "aws-ofi-nccl: SRD is a reliable-datagram protocol run by the EFA device and libfabric; "
-           "sjeaugey (nccl #320): ~20 GB/s per 200 Gb/s NIC"),
+           "sjeaugey (nccl #320): ~20 GB/s per 200 Gb/s NIC", plugin="ofi"),
     Fabric("efa2", "AWS Elastic Fabric Adapter v2 (p5/p5e: 32 x 100G per node; SRD via libfabric, aws-ofi-nccl)", 0.85, 15.0,
            "the same transport as efa (aws-ofi-nccl over libfabric's SRD), its second generation: AWS p5 documents "
-           "EFAv2 at 3,200 Gb/s per instance; priors as efa until cases say otherwise"),
+           "EFAv2 at 3,200 Gb/s per instance; priors as efa until cases say otherwise", plugin="ofi"),
     Fabric("slingshot", "HPE Slingshot 11 (Cassini, libfabric cxi via aws-ofi-nccl)", 0.75, 6.0,
            "HPE Slingshot 11 200 Gb/s; NCCL over libfabric cxi through the aws-ofi-nccl plugin (ALCF docs)",
            0.76, "nccl #1272 (CSCS, 4 GH200 per node, Slingshot via aws-ofi-nccl, NCCL 2.20): sendrecv_perf "
-           "18.3 GB/s with NCCL's default p2p channels per network peer, 24.2 with NCCL_NCHANNELS_PER_NET_PEER=4"),
+           "18.3 GB/s with NCCL's default p2p channels per network peer, 24.2 with NCCL_NCHANNELS_PER_NET_PEER=4",
+           # libfabric's cxi provider sends messages of FI_CXI_RDZV_THRESHOLD bytes and more (16 KiB unless
+           # set) by rendezvous (fi_cxi(7)); sites set the FI_CXI_RDZV_* variables for NCCL
+           plugin="ofi", rdzv_threshold_bytes=16384),
     Fabric("tcpxo", "Google GPUDirect-TCPXO (A3 Mega; host-mediated TCP, not RDMA)", 0.85, 40.0,
            "GPUDirect-TCPX/O moves payload GPU-direct but runs TCP control through host CPUs and the "
-           "NCCL FasTrak plugin: far more latency per message than RDMA (Google Cloud A3 Mega docs)"),
+           "NCCL FasTrak plugin: far more latency per message than RDMA (Google Cloud A3 Mega docs)", plugin="tcpxo"),
 )}
 
 
@@ -65,4 +93,7 @@ def get_fabric(name) -> Fabric:
     return FABRICS[key]
 
 
-__all__ = ["Fabric", "FABRICS", "get_fabric"]
+__all__ = ["Fabric", "FABRICS", "Plugin", "PLUGINS", "get_fabric"]
+
+
+assert all(f.plugin in PLUGINS for f in FABRICS.values())

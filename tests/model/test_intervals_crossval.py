@@ -137,3 +137,17 @@ def test_cli_cross_validate_by_system_writes_the_table(cli, tmp_path):
     assert abs(sum(inside) / len(inside) - json.loads(out)["cross_validated"]["coverage"]) < 1e-9   # the same ranges
     code, _, err = cli("validate", path, "--write-intervals", out_table)
     assert code == 2 and "--cross-validate" in err
+
+
+def test_ring_step_cost_is_the_plugins_where_a_fabric_cannot_tell():
+    # Polaris's 2-node all_reduce and all_gather (Slingshot, aws-ofi-nccl): 7 ring steps take ~67 us at
+    # 128 B, ~9.6 us a step where NCCL assumes 1-2 (the all_reduce's tree pins the per-message latency, so
+    # the step floor has to carry the rest). EFA (v1 and v2) is driven by the same plugin and has no case
+    # here: it takes the plugin's value; InfiniBand and RoCE (NCCL's own transport, where NCCL measured its
+    # figure) keep NCCL's (the prior)
+    case = CASES["C6-2-AG"]
+    per_step = min(r["time_us"] for r in case["rows"] if r["size"] <= 4096) / (case["nranks"] - 1)
+    fitted = crossval.fit([crossval.Case(CASES["C6-2"]), crossval.Case(case)])
+    assert crossval.PRIORS["net_overhead.slingshot"] < fitted["net_overhead.slingshot"] <= per_step
+    assert fitted["net_overhead.efa2"] == fitted["net_overhead.efa"] == fitted["net_overhead.slingshot"]
+    assert fitted["net_overhead.ib"] == fitted["net_overhead.roce"] == crossval.PRIORS["net_overhead.ib"]
