@@ -70,8 +70,7 @@ def add_nccl_args(p) -> None:
                         + "; ".join(f"{k} ({v})" for k, v in HONOURED.items()).replace("%", "%%")
                         + ". Any other NCCL_* is ignored (named on stderr)")
     p.add_argument("--nccl-env-from-shell", action="store_true",
-                   help="also read every NCCL_* variable of this shell's environment, and FI_CXI_RDZV_THRESHOLD "
-                        "(--nccl-env wins)")
+                   help="also read every NCCL_* variable of this shell's environment (--nccl-env wins)")
 
 
 def nccl_config_from_args(args):

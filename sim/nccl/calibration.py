@@ -20,7 +20,7 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
 * ``p2p_peer.<fabric>``: what each remote peer adds to an all_to_all (one send/recv pair per peer, each
   posted and completed by the proxy thread through the fabric's net plugin, one after the other);
 * ``rendezvous_us.<fabric>``: what a network message at or above the fabric's rendezvous threshold adds
-  (fabrics whose transport has one: Slingshot's cxi, 16 KiB unless ``FI_CXI_RDZV_THRESHOLD`` says);
+  (fabrics whose transport has one: Slingshot's cxi, 16 KiB by default);
 * ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
   NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
 

@@ -14,9 +14,7 @@ Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed i
 * ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: bounds on the
   channels the tuner credits (a CTA runs one channel);
 * ``NCCL_NVLS_ENABLE=0`` (no NVLS/NVLSTree), ``NCCL_COLLNET_ENABLE=0`` (no CollNet, hence no multi-node
-  NVLS), ``NCCL_PAT_ENABLE=0`` (no PAT; 1 or 2 leave it to NCCL's own rule: one GPU per node);
-* ``FI_CXI_RDZV_THRESHOLD`` (libfabric's, read with NCCL's because the sites' NCCL recipes set it): the
-  message size from which Slingshot's transport takes a rendezvous (:func:`sim.nccl.tuner`).
+  NVLS), ``NCCL_PAT_ENABLE=0`` (no PAT; 1 or 2 leave it to NCCL's own rule: one GPU per node).
 
 >>> c = make_config(env="NCCL_ALGO=^NVLS,NCCL_MIN_NCHANNELS=32,NCCL_IB_HCA=mlx5")
 >>> c.algo_enabled("all_reduce", "nvls"), c.algo_enabled("all_reduce", "ring"), c.min_channels, c.ignored
@@ -49,9 +47,6 @@ HONOURED = {
     "NCCL_NVLS_ENABLE": "0 disables NVLS and NVLSTree",
     "NCCL_COLLNET_ENABLE": "0 disables CollNet (and with it multi-node NVLS)",
     "NCCL_PAT_ENABLE": "0 disables PAT",
-    # not NCCL's but read with them: the provider's switch to rendezvous (the sites' NCCL recipes set it)
-    "FI_CXI_RDZV_THRESHOLD": "Slingshot (libfabric cxi): messages of at least this many bytes go by rendezvous "
-                             "(default 16384; 0: every message)",
 }
 MAX_ENV_TEXT = 4096          # one variable's value; NCCL's own lists are a few dozen characters
 MAX_CHANNELS = 64            # MAXCHANNELS (device.h)
@@ -73,7 +68,6 @@ class NcclConfig:
     nvls: bool = True
     collnet: bool = True
     pat: bool = True
-    rdzv_threshold: int | None = None      # FI_CXI_RDZV_THRESHOLD (None: the provider's default)
 
     @property
     def version(self) -> str:
@@ -161,16 +155,6 @@ def _count(value: str, var: str) -> int:
     return n
 
 
-def _bytes(value: str, var: str) -> int:
-    try:
-        n = int(value.strip())
-    except ValueError:
-        raise CollsimError(f"{var}={value!r} is not a whole number of bytes: give e.g. {var}=16384") from None
-    if not 0 <= n <= 1 << 40:
-        raise CollsimError(f"{var}={n} is out of range: give 0 to 2^40 bytes")
-    return n
-
-
 def _flag(value: str, var: str) -> bool:
     v = value.strip()
     if v not in ("0", "1", "2"):
@@ -184,12 +168,12 @@ def split_env(text: str) -> list[tuple[str, str]]:
     pairs: list[list[str]] = []
     for piece in str(text).split(","):
         head, eq, rest = piece.partition("=")
-        if eq and head.strip().upper().startswith(("NCCL_", "FI_")) and head.strip().replace("_", "").isalnum():
+        if eq and head.strip().upper().startswith("NCCL_") and head.strip().replace("_", "").isalnum():
             pairs.append([head.strip().upper(), rest])
         elif pairs:
             pairs[-1][1] += "," + piece
         elif piece.strip():
-            raise CollsimError(f"--nccl-env {text!r}: {piece!r} is not NCCL_NAME=VALUE (or FI_NAME=VALUE): give e.g. "
+            raise CollsimError(f"--nccl-env {text!r}: {piece!r} is not NCCL_NAME=VALUE: give e.g. "
                                "NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32")
     return [(k, v) for k, v in pairs]
 
@@ -221,8 +205,6 @@ def make_config(version=None, env=None) -> NcclConfig:
             kw["protos"] = _parse_list(value, var, PROTO_NAMES)
         elif var in ("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"):
             kw["min_channels"] = max(kw.get("min_channels") or 0, _count(value, var))
-        elif var == "FI_CXI_RDZV_THRESHOLD":
-            kw["rdzv_threshold"] = _bytes(value, var)
         elif var in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"):
             kw["max_channels"] = min(kw.get("max_channels") or MAX_CHANNELS, _count(value, var))
         else:
@@ -252,10 +234,9 @@ def case_config(case: dict) -> NcclConfig:
 
 
 def env_from_shell(environ=None) -> list[tuple[str, str]]:
-    """Every ``NCCL_*`` variable of the environment and the provider variables the model honours
-    (``--nccl-env-from-shell``)."""
+    """Every ``NCCL_*`` variable of the environment (``--nccl-env-from-shell``)."""
     environ = os.environ if environ is None else environ
-    return sorted((k, v) for k, v in environ.items() if k.startswith("NCCL_") or (k.startswith("FI_") and k in HONOURED))
+    return sorted((k, v) for k, v in environ.items() if k.startswith("NCCL_"))
 
 
 def describe_honoured() -> str:

@@ -193,7 +193,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and allreduce_terms and nbytes / (nch * n) >= RING_PLATEAU_MIN_BYTES:
         lat *= RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1]   # "plateau effect of ring"
         detail["ring_plateau"] = True
-    rdzv = _rendezvous_us(coll, algorithm, p, m, nbytes, nch, nsteps, cfg.rdzv_threshold)
+    rdzv = _rendezvous_us(coll, algorithm, p, m, nbytes, nch, nsteps)
     if rdzv:
         lat += rdzv
         detail["rendezvous_us"] = rdzv
@@ -205,8 +205,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
 LL_WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}   # bytes on the wire per byte of data
 
 
-def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int,
-                   threshold: int | None = None) -> float:
+def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int) -> float:
     """What the transport's rendezvous adds to the collective's critical path: on a fabric whose transport
     sends messages of at least a threshold by rendezvous (Slingshot's cxi provider: 16 KiB), each network
     message of a ring step or a tree hop at or above it pays ``rendezvous_us.<fabric>``.
@@ -215,16 +214,18 @@ def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nc
     per step is 4 KiB or less and ~30 us from 16 KiB, at every node count from 2 to 540, so where the share
     crosses a size, not the node count, sets the jump; 16 KiB of LL wire (8 KiB of data) is cxi's default
     threshold. That the rendezvous is the cause is the hypothesis this encodes: all_to_all's sends show no
-    such jump at the same message sizes (C6-8-A2A, C6-540-A2A-221) and do not pay it. ``threshold``:
-    FI_CXI_RDZV_THRESHOLD where the run set it. The cost is fitted (no public figure; prior 0).
+    such jump at the same message sizes (C6-8-A2A, C6-540-A2A-221) and do not pay it. A run's
+    FI_CXI_RDZV_THRESHOLD is not an input: Olivia's run set it to 0 (every message by rendezvous, with
+    hybrid matching) and its small sizes are not slow (22 us for 16 B), so what a rendezvous costs depends
+    on more than the threshold (matching mode, eager size) and only cxi's default is modelled. The cost is
+    fitted (no public figure; prior 0).
     """
     if m.nnodes <= 1 or not m.arch or m.inter_class != "net":
         return 0.0
     cost = calibration.fabric_rendezvous_us(m.fabric)
     if not cost:
         return 0.0
-    if threshold is None:   # FI_CXI_RDZV_THRESHOLD, where the run set it
-        threshold = calibration.get_fabric(m.fabric).rdzv_threshold_bytes
+    threshold = calibration.get_fabric(m.fabric).rdzv_threshold_bytes
     n, ch = m.nranks, max(nch, 1)
     if a == "ring":
         share, messages = nbytes / (n * ch), nsteps

@@ -75,8 +75,8 @@ FABRICS: dict[str, Fabric] = {f.name: f for f in (
            "HPE Slingshot 11 200 Gb/s; NCCL over libfabric cxi through the aws-ofi-nccl plugin (ALCF docs)",
            0.76, "nccl #1272 (CSCS, 4 GH200 per node, Slingshot via aws-ofi-nccl, NCCL 2.20): sendrecv_perf "
            "18.3 GB/s with NCCL's default p2p channels per network peer, 24.2 with NCCL_NCHANNELS_PER_NET_PEER=4",
-           # libfabric's cxi provider sends messages of FI_CXI_RDZV_THRESHOLD bytes and more (16 KiB unless
-           # set) by rendezvous (fi_cxi(7)); sites set the FI_CXI_RDZV_* variables for NCCL
+           # libfabric's cxi provider sends messages of FI_CXI_RDZV_THRESHOLD bytes and more (16 KiB by
+           # default) by rendezvous; only the default is modelled (sim.nccl.tuner._rendezvous_us says why)
            plugin="ofi", rdzv_threshold_bytes=16384),
     Fabric("tcpxo", "Google GPUDirect-TCPXO (A3 Mega; host-mediated TCP, not RDMA)", 0.85, 40.0,
            "GPUDirect-TCPX/O moves payload GPU-direct but runs TCP control through host CPUs and the "
