@@ -421,6 +421,8 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         tail["nvls_heads"] = f"{nvls_heads(k)} of {k} GPUs per NVLink domain"
     if plan.tree_correction != 1:
         tail["tree_correction"] = plan.tree_correction
+    if tuned is not None and tuned.detail.get("rendezvous_us"):   # part of latency_us: said apart, it explains a jump
+        tail["rendezvous_us"] = tuned.detail["rendezvous_us"]
     if plan.small_share < 1:
         tail["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels if tuned else 1} channels, "
                                                  f"{plan.used_threads} threads")

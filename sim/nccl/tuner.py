@@ -368,7 +368,7 @@ def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
     g = t.detail.get("graph")
     if g is not None:
         explain["graph"] = f"{g.nchannels} channels x {g.bw_intra:g}/{g.bw_inter:g} GB/s (intra/inter)"
-    for k in ("tree_correction", "ring_plateau"):
+    for k in ("tree_correction", "ring_plateau", "rendezvous_us"):
         if k in t.detail:
             explain[k] = t.detail[k]
     return Result.of(coll, nbytes, topo.nranks, algorithm, p, t.time_us, steps, model="tuner", topology=topo.name,

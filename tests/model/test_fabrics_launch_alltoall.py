@@ -176,6 +176,8 @@ def test_slingshot_rendezvous_adds_one_cost_per_ring_step_above_the_threshold():
     assert small == pytest.approx(time(n * 1024, 0.0)[0])          # 1 KiB a rank: eager
     size = n * 8192 * 8                                              # 64 KiB a rank: above for any channel count <= 8
     assert time(size, r)[0] - time(size, 0.0)[0] == pytest.approx((n - 1) * r)
+    with calibration.override({"rendezvous_us.slingshot": r}):   # --explain says it apart
+        assert sim.simulate("all_gather", size, topo, "ring", "LL").explain["rendezvous_us"] == pytest.approx((n - 1) * r)
     # InfiniBand has no such switch; FI_CXI_RDZV_THRESHOLD is not modelled (named as ignored)
     assert sim.simulate("all_gather", size, topo, "ring", "LL", nccl_env={"FI_CXI_RDZV_THRESHOLD": "0"}).time_us == \
         pytest.approx(sim.simulate("all_gather", size, topo, "ring", "LL").time_us)
