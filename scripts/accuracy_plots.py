@@ -23,6 +23,8 @@ def main(argv: list[str]) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from sim.prediction.intervals import band as size_band  # validate's size bands
+
     with open(argv[0]) as f:
         data = json.load(f)
     cv = data["cross_validated_cases"]
@@ -36,10 +38,9 @@ def main(argv: list[str]) -> int:
         for r in rows:
             if r["time_us"] <= 0 or r["pred_time_us"] <= 0:
                 continue
-            band = "small" if r["size"] <= 64 << 10 else "large" if r["size"] >= 64 << 20 else "mid"
             lo, hi = r.get("time_us_range") or (r["pred_time_us"], r["pred_time_us"])
             ax.errorbar(r["time_us"], r["pred_time_us"], yerr=[[r["pred_time_us"] - lo], [hi - r["pred_time_us"]]],
-                        fmt="o", ms=2.5, color=colours[band], alpha=0.35, elinewidth=0.5)
+                        fmt="o", ms=2.5, color=colours[size_band(r["size"])], alpha=0.35, elinewidth=0.5)
         for key, band in (("bw_median", "large"), ("mid_median", "mid"), ("lat_median", "small")):
             if c.get(key) is not None:
                 bx.scatter(c["nodes"] * (1.0 + 0.06 * ("small", "mid", "large").index(band)), 100 * c[key],

@@ -214,24 +214,28 @@ def fit(cases: list[Case]) -> dict:
     fabrics = sorted({c.fabric for c in lat_cases if c.fabric})
     for _ in range(3):
         for f in fabrics:
-            key, train = f"latency.{f}", [c for c in lat_cases if c.fabric == f]
-            out[key] = float(min(FABRIC_LATENCY_GRID, key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v})],
-                                                                            v, PRIORS[key])))
+            key = f"latency.{f}"
+            out[key] = _fit_time(FABRIC_LATENCY_GRID, [c for c in lat_cases if c.fabric == f], out, [key], PRIORS[key], mid=False)
         # a ring step's software cost belongs to the net plugin: fitted per plugin first, then per fabric
         _fit_per_plugin("net_overhead", ring_train, out, NET_OVERHEAD_GRID)
         for f in sorted(set(ring_train) | set(peer_train)):   # the rendezvous: small and mid rows, where it has one
             key = f"rendezvous_us.{f}"
             train = ring_train.get(f, []) + peer_train.get(f, [])
             if key in PRIORS and train:
-                out[key] = float(min(RENDEZVOUS_GRID, key=lambda v: _score(
-                    [e for c in train for e in _lat_errors(c, {**out, key: v}, mid=True)], v, PRIORS[key])))
+                out[key] = _fit_time(RENDEZVOUS_GRID, train, out, [key], PRIORS[key])
         for key, train in groups.items():
             if train:   # the per-peer cost also shows in all_to_all's mid sizes (thousands of peers at scale)
                 mid = key.startswith("p2p_peer.")
-                grid = P2P_PEER_GRID if mid else LINEAR_GRID[key]
-                out[key] = float(min(grid, key=lambda v: _score([e for c in train for e in _lat_errors(c, {**out, key: v}, mid=mid)],
-                                                                v, PRIORS[key])))
+                out[key] = _fit_time(P2P_PEER_GRID if mid else LINEAR_GRID[key], train, out, [key], PRIORS[key], mid=mid)
     return out
+
+
+def _fit_time(grid, train: list[Case], out: dict, keys: list[str], prior: float, mid: bool = True) -> float:
+    """The value of ``grid`` that minimises the pooled time error of the small-size rows of ``train`` (and
+    the mid-size ones with ``mid``) with every constant of ``keys`` at it and the others as in ``out``; a
+    tie goes to the value nearest ``prior`` (:func:`_score`)."""
+    return float(min(grid, key=lambda v: _score(
+        [e for c in train for e in _lat_errors(c, {**out, **dict.fromkeys(keys, v)}, mid=mid)], v, prior)))
 
 
 def _fit_per_plugin(kind: str, train: dict[str, list[Case]], out: dict, grid) -> None:
@@ -251,22 +255,16 @@ def _fit_per_plugin(kind: str, train: dict[str, list[Case]], out: dict, grid) ->
     and pooled, p5's all_to_all mid sizes went from 21% to 42% off at 8 nodes and to 106% at 32."""
     for plugin in sorted({calibration.FABRICS[f].plugin for f in train}):
         members = [f for f in calibration.FABRICS if calibration.FABRICS[f].plugin == plugin]
-        if PLUGINS[plugin].nccl_own:   # NCCL's own figures were measured on it: they stay the prior
-            for f in members:
-                key = f"{kind}.{f}"
-                if train.get(f):
-                    out[key] = float(min(grid, key=lambda v: _score(
-                        [e for c in train[f] for e in _lat_errors(c, {**out, key: v}, mid=True)], v, PRIORS[key])))
-            continue
-        pooled_train = [c for f in members for c in train.get(f, [])]
-        keys = [f"{kind}.{f}" for f in members]
-        pooled = float(min(grid, key=lambda v: _score(
-            [e for c in pooled_train for e in _lat_errors(c, {**out, **dict.fromkeys(keys, v)}, mid=True)], v, PRIORS[keys[0]])))
+        pooled = None   # NCCL's own transport: its figures were measured on it and stay each fabric's prior
+        if not PLUGINS[plugin].nccl_own:
+            keys = [f"{kind}.{f}" for f in members]
+            pooled = _fit_time(grid, [c for f in members for c in train.get(f, [])], out, keys, PRIORS[keys[0]])
         for f in members:
             key = f"{kind}.{f}"
-            own = train.get(f)
-            out[key] = pooled if not own else float(min(grid, key=lambda v: _score(
-                [e for c in own for e in _lat_errors(c, {**out, key: v}, mid=True)], v, pooled)))
+            if train.get(f):
+                out[key] = _fit_time(grid, train[f], out, [key], PRIORS[key] if pooled is None else pooled)
+            elif pooled is not None:
+                out[key] = pooled
 
 
 def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> float:

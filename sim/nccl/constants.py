@@ -25,7 +25,6 @@ from ..collectives import (
     REDUCE_SCATTER,
     Collective,
 )
-from ..topology.hardware import NIC_PATHS
 
 # ---- NCCL's wire formats (src/include/device.h) -------------------------------------------------------
 NCCL_STEPS = 8                       # slots per connection buffer
@@ -151,6 +150,3 @@ P2P_LL_THRESHOLD = 16384          # NCCL_P2P_LL_THRESHOLD: p2p sends of at most 
 NVLINK_EFFICIENCY = {arch: bw / (50.0 if arch == "blackwell" else 25.0) for arch, bw in NVLINK_LINK_GBps.items()}
 PCIE_EFFICIENCY = 0.75
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}   # tuning.cc nvlsEfficiency (2.28+)
-# GPU -> NIC paths (nvidia-smi's names) beyond PXB: NCCL keeps LL128 off across nodes there
-# (src/graph/tuning.cc, v2.18.5-1 line 285, v2.21.5-1 line 308: typeInter <= PATH_PXB, or PATH_PXN on Hopper+)
-NIC_PATHS_BEYOND_PXB = NIC_PATHS[NIC_PATHS.index("PXB") + 1:]

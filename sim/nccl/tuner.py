@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ..algorithms.analytic import ring_steps
 from ..collectives import Collective, get_collective
 from ..errors import CollsimError
+from ..topology.hardware import through_cpu
 from . import calibration
 from . import config as nccl_config
 from .config import NcclConfig
@@ -35,7 +36,6 @@ from .constants import (
     NCCL_PROTOCOLS,
     NCCL_RULES,
     NET_SHARE_FACTOR,
-    NIC_PATHS_BEYOND_PXB,
     NVLS_BUS_TO_ALG,
     NVLS_EFFICIENCY,
     NVLS_MAX_HEADS,
@@ -135,8 +135,9 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
         return "PAT needs one GPU per node"
     if p == "LL128" and m.ppn > 1 and m.intra_class != "nvlink":
         return "LL128 is enabled only over NVLink inside a node"
-    if p == "LL128" and m.nnodes > 1 and m.nic_path in NIC_PATHS_BEYOND_PXB:
-        # tuning.cc (2.18 .. 2.29): typeInter <= PATH_PXB (PATH_PXN on Hopper+, still nearer than PHB)
+    if p == "LL128" and m.nnodes > 1 and through_cpu(m.nic_path):
+        # tuning.cc (2.18 .. 2.29; v2.18.5-1 line 285, v2.21.5-1 line 308): typeInter <= PATH_PXB (PATH_PXN on
+        # Hopper+, still nearer than PHB)
         return (f"NCCL enables LL128 across nodes only when the GPU reaches its NIC through PCIe switches (PXB or "
                 f"nearer); here the NIC is {m.nic_path} (behind the CPU)")
     return None
@@ -202,9 +203,6 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
 
 
-LL_WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}   # bytes on the wire per byte of data
-
-
 def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int) -> float:
     """What the transport's rendezvous adds to the collective's critical path: on a fabric whose transport
     sends messages of at least a threshold by rendezvous (Slingshot's cxi provider: 16 KiB), each network
@@ -233,7 +231,7 @@ def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nc
         share, messages = nbytes / ch, 2 * max(1, math.ceil(math.log2(m.nnodes)))
     else:
         return 0.0
-    return messages * cost if share * LL_WIRE[p] >= threshold else 0.0
+    return messages * cost if get_protocol(p).wire_bytes(share) >= threshold else 0.0
 
 
 def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig) -> tuple[float, int, dict]:
