@@ -13,6 +13,9 @@ it affects, by a small grid search:
   rows fit nothing else;
 * ``host_bounce_efficiency`` / ``host_bounce_duplex_efficiency``: busbw rows of the cases without
   peer-to-peer (``p2p=0``), one-way (2-GPU broadcast/reduce) and the others;
+* ``gdr_host_bridge_efficiency``: busbw rows of the multi-node cases whose GPUDirect RDMA crosses the CPU's
+  root complex (A100 nodes with the NIC on a CPU root port), with each fabric's efficiency at its value
+  fitted on the cases without that path, so a fabric's efficiency is the NIC's and this the path's;
 * ``nvls_loss_per_doubling``: busbw rows of the all_reduce cases on NVLS domains of more than 8 GPUs
   (GB200 NVL72 racks); these fit nothing else (across racks their NICs carry a 32nd of the data, so the
   fabric's efficiency hardly moves them);
@@ -49,12 +52,14 @@ from ..nccl.execution import is_duplex
 from ..nccl.machine import machine, with_gpus_per_process
 from ..presets import load_topology
 from ..topology.fabrics import PLUGINS
+from ..topology.hardware import gdr_through_host_bridge
 
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
 EFFICIENCY_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)   # busbw is interpolated linearly in between
 P2P_SHARE_GRID = (0.2, 0.4, 0.6, 0.8, 1.0)
 BOUNCE_GRID = (0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8, 0.9, 1.0)
+BRIDGE_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 NVLS_LOSS_GRID = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15)
 FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
 NET_OVERHEAD_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)
@@ -66,6 +71,7 @@ PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
           # search charges that path no bounce penalty), until a case says otherwise
           "host_bounce_efficiency": 1.0, "host_bounce_duplex_efficiency": 1.0,
           "nvls_loss_per_doubling": 0.0,   # NCCL's own model: nvlsEfficiency whatever the domain size
+          "gdr_host_bridge_efficiency": 1.0,   # NCCL's own model: no penalty for the path
           **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
           **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()},
           **{f"p2p_share.{f.name}": f.p2p_share for f in calibration.FABRICS.values()},
@@ -95,6 +101,7 @@ class Case:
         self.remote_peers = (m.nranks - m.ppn) if (m.nnodes > 1 and self.coll.pairwise) else 0
         self.p2p_off = self.topo.hardware.p2p is False
         self.duplex = is_duplex(self.coll, self.topo)
+        self.host_bridge = bool(self.fabric) and gdr_through_host_bridge(self.topo.hardware)
         self.large_nvls = bool(self.topo.reducing_switches("nvls")) and m.ppn > 8 and self.coll.passes == 2   # NVLS all_reduce
         rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
@@ -117,6 +124,8 @@ class Case:
         keys = []
         if self.fabric and self.remote_peers:   # many-peer p2p: its own share of the fabric's efficiency
             keys.append(f"p2p_share.{self.fabric}")
+        elif self.host_bridge:   # the path's share of the fabric's efficiency (fitted on the other cases)
+            keys.append("gdr_host_bridge_efficiency")
         elif self.fabric:
             keys.append(f"efficiency.{self.fabric}")
         elif self.p2p_off:
@@ -154,7 +163,7 @@ def _bw_errors(case: Case, key: str, value: float, base: dict | None = None) -> 
 
 
 def _grid(key: str) -> tuple:
-    return (EFFICIENCY_GRID if key.startswith("efficiency.") else P2P_SHARE_GRID if key.startswith("p2p_share.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
+    return (EFFICIENCY_GRID if key.startswith("efficiency.") else BRIDGE_GRID if key == "gdr_host_bridge_efficiency" else P2P_SHARE_GRID if key.startswith("p2p_share.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
             else BOUNCE_GRID)
 
 
@@ -191,12 +200,20 @@ def fit(cases: list[Case]) -> dict:
     """Every fitted constant from ``cases`` (the training set), by the grid searches described above."""
     cases = [c for c in cases if modelled_release(c)]
     out = dict(PRIORS)
-    # bandwidth: one constant per fabric / host bounce, each from its own cases' busbw rows
-    # (the p2p shares last: they scale the fabric efficiency fitted on the other collectives)
-    for key in sorted({k for c in cases if c.bw_rows for k in c.bw_keys()}, key=lambda k: (k.startswith("p2p_share."), k)):
-        fabric = key.partition(".")[2]
-        out[key] = fit_bandwidth(cases, key, {**PRIORS, f"efficiency.{fabric}": out[f"efficiency.{fabric}"]}
-                                 if key.startswith("p2p_share.") else None)
+    # bandwidth: one constant per fabric / host bounce, each from its own cases' busbw rows; then the
+    # host-bridge path's share of the fabric efficiencies just fitted; the p2p shares last (they scale both)
+    # (each base holds only the values its cases depend on, so the memoised runs are shared by the folds)
+    bridge = "gdr_host_bridge_efficiency"
+    order = lambda k: (k == bridge) + 2 * k.startswith("p2p_share.")
+    for key in sorted({k for c in cases if c.bw_rows for k in c.bw_keys()}, key=lambda k: (order(k), k)):
+        if key == bridge:
+            base = {**PRIORS, **{f"efficiency.{c.fabric}": out[f"efficiency.{c.fabric}"] for c in cases if c.host_bridge}}
+        elif key.startswith("p2p_share."):
+            fabric = key.partition(".")[2]
+            base = {**PRIORS, f"efficiency.{fabric}": out[f"efficiency.{fabric}"], bridge: out[bridge]}
+        else:
+            base = None
+        out[key] = fit_bandwidth(cases, key, base)
     # latency: coordinate descent over the fabric latencies and the three linear constants
     lat_cases = [c for c in cases if c.lat_rows]
     # the launch overhead is the host's, measured where no network adds its own latency: one-node cases
@@ -322,6 +339,7 @@ def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=No
 def _relevant(case: Case, key: str) -> bool:
     return (key == "launch_overhead_us" or (key == "per_gpu_launch_us" and case.gpus > 1)
             or (case.remote_peers > 0 and key == f"p2p_peer.{case.fabric}") or key in case.bw_keys()
+            or (case.host_bridge and key == "gdr_host_bridge_efficiency")
             or (case.fabric is not None and key in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}",
                                                     f"rendezvous_us.{case.fabric}")))
 

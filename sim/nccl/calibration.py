@@ -23,6 +23,10 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   (fabrics whose transport has one: Slingshot's cxi, 16 KiB by default);
 * ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
   NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
+* ``gdr_host_bridge_efficiency``: the share of the fabric's efficiency left when a GPU's GPUDirect RDMA
+  crosses the CPU's PCIe root complex (a PCIe GPU, its NIC on a CPU root port: ``nic_path`` PHB or
+  farther; :func:`sim.topology.hardware.gdr_through_host_bridge`). NCCL's own model charges that path
+  nothing, so the prior is 1.0.
 
 The values are an immutable :class:`Calibration`: :data:`DEFAULT` is the in-sample fit (every public
 case; ``docs/nccl-model.md`` lists the values with their sources) and ``with_values`` makes another. The
@@ -57,6 +61,9 @@ DEFAULTS: dict[str, float] = {
     "launch_overhead_us": 3.0, "per_gpu_launch_us": 2.0,
     "host_bounce_efficiency": 0.93, "host_bounce_duplex_efficiency": 0.71,
     "nvls_loss_per_doubling": 0.06,
+    # GPUDirect RDMA across the CPU's PCIe root complex (GPU on PCIe, NIC on a CPU root port: nic_path PHB or
+    # farther), share of the fabric's efficiency; 1.0 is NCCL's own model (no penalty for the path)
+    "gdr_host_bridge_efficiency": 1.0,
     "efficiency.ib": 1.0, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.efa2": 0.85, "efficiency.slingshot": 0.75, "efficiency.tcpxo": 0.85,
     "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.efa2": 20.0, "latency.slingshot": 6.0, "latency.tcpxo": 40.0,
     # latency.roce held at its prior 1.0 (fit 60 on one system, oci-gb200-v3, whose small sizes cross two MNNVL

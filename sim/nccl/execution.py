@@ -41,6 +41,7 @@ from ..algorithms.nvls import nvls_heads
 from ..errors import CollsimError
 from ..program import Program
 from ..topology import Link, Topology
+from ..topology.hardware import gdr_through_host_bridge
 from . import calibration
 from .constants import (
     MAX_THREADS,
@@ -76,7 +77,12 @@ def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool
     host-bounced PCIe (``p2p=0``) that costs more than sharing the link: each GPU's SMs read host memory
     while its own writes stream up (E1: 11.1 GB/s one way alone, 4.0 GB/s per GPU both ways), so the two
     cases have their own fitted efficiency. ``p2p``: the all_to_all's grouped sends, whose network links
-    run at the fabric's efficiency times its fitted ``p2p_share`` (:func:`sim.nccl.calibration.fabric_p2p_share`)."""
+    run at the fabric's efficiency times its fitted ``p2p_share`` (:func:`sim.nccl.calibration.fabric_p2p_share`).
+    A network link whose GPUDirect traffic crosses the CPU's PCIe root complex
+    (:func:`sim.topology.hardware.gdr_through_host_bridge`) runs at the fitted ``gdr_host_bridge_efficiency``
+    of that: the same Slingshot NICs give A100 nodes with the NIC on the CPU's root port 0.73-0.79 of their
+    rate (ALCF Polaris, NERSC Perlmutter) and GH200 nodes, which reach theirs over NVLink-C2C, 0.89-0.96
+    (CSCS Alps, Sigma2 Olivia), each fitted alone."""
     hw = topo.hardware
     arch = hw.gpu_arch
     if arch is None:
@@ -90,6 +96,8 @@ def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool
         return PCIE_EFFICIENCY
     if link.kind == "net":
         eff = calibration.fabric_efficiency(hw.fabric)
+        if gdr_through_host_bridge(hw):   # A100 + NIC on the CPU's root port: Polaris, Perlmutter
+            eff *= calibration.value("gdr_host_bridge_efficiency")
         return eff * calibration.fabric_p2p_share(hw.fabric) if p2p else eff
     return 1.0
 

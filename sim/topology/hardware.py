@@ -160,4 +160,20 @@ def through_cpu(nic_path: str | None) -> bool:
     return nic_path in NIC_PATHS and NIC_PATHS.index(nic_path) > NIC_PATHS.index("PXB")
 
 
-__all__ = ["Hardware", "NIC_PATHS", "through_cpu"]
+# GPUs joined to their CPU by NVLink-C2C (Grace superchips), not by PCIe
+SUPERCHIPS = ("GH200", "GB200", "GB300")
+
+
+def gdr_through_host_bridge(hw: "Hardware") -> bool:
+    """Whether a GPU's GPUDirect RDMA traffic crosses the CPU's PCIe root complex from one PCIe device to
+    another: its NIC sits beyond its PCIe switches (PHB or farther) and the GPU itself hangs off PCIe. A
+    Grace superchip's GPU reaches its CPU, and the NIC behind it, over NVLink-C2C (NCCL 2.2x names that
+    path P2C and enables GPUDirect on it by default), so its PHB path does not count.
+
+    >>> gdr_through_host_bridge(Hardware(gpu="A100-SXM4", nic_path="PHB")), gdr_through_host_bridge(Hardware(gpu="GH200", nic_path="PHB"))
+    (True, False)
+    """
+    return through_cpu(hw.nic_path) and not any(s in (hw.gpu or "").upper() for s in SUPERCHIPS)
+
+
+__all__ = ["Hardware", "NIC_PATHS", "SUPERCHIPS", "gdr_through_host_bridge", "through_cpu"]
