@@ -137,7 +137,8 @@ def test_many_rank_all_to_all_pipelines_to_the_nic_bound():
     buffer over 50 GB/s (within 6%: latency, pipeline fill, first-come first-served queueing). It ran
     unpipelined (one piece per block) at 60% of that rate."""
     size = 1 << 30
-    with calibration.override({"efficiency.slingshot": 1.0, "p2p_share.slingshot": 1.0}):
+    line_rate = {"efficiency.slingshot": 1.0, "p2p_share.slingshot": 1.0, "gdr_host_bridge_efficiency": 1.0}
+    with calibration.override(line_rate):
         r = sim.simulate("all_to_all", size, "hgx-a100-4:nodes=8,nics_per_node=2,nic_gbps=200", "p2p", "Simple")
     bound_us = 4 * size * 28 / 32 / 50e3
     assert r.time_us == pytest.approx(bound_us, rel=0.06)
