@@ -68,9 +68,8 @@ DEFAULTS: dict[str, float] = {
     "efficiency.ib": 1.0, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.efa2": 0.85, "efficiency.slingshot": 0.93, "efficiency.tcpxo": 0.85,
     "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.efa2": 20.0, "latency.slingshot": 6.0, "latency.tcpxo": 40.0,
     # latency.roce held at its prior 1.0 (fit 60 on one system, oci-gb200-v3, whose small sizes cross two MNNVL
-    # racks with NVLS off: one system is no reason to give every RoCE message 60 us); likewise p2p_share.roce
-    # (fit 0.24 on GB300-128-A2A alone, the many-flow all_to_all across racks that docs/accuracy-at-scale.md
-    # leaves open) is held at 1.0
+    # racks with NVLS off: one system is no reason to give every RoCE message 60 us). p2p_share.roce is the fit,
+    # 1.0: GB300-128-A2A's busbw does not move with it (crossval._sensitive), so no case fits it
     # per-step overhead of a ring across nodes (us, LL; Simple x3); 0 = NCCL's own getNetOverhead. Fitted
     # per net plugin, then per fabric: p4d's EFA has no ring case to say, so it takes aws-ofi-nccl's value
     "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 8.0, "net_overhead.efa2": 8.0, "net_overhead.slingshot": 8.0, "net_overhead.tcpxo": 0.0,
