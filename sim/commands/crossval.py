@@ -59,7 +59,6 @@ LAT_MAX_BYTES = 64 << 10
 EFFICIENCY_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)   # busbw is interpolated linearly in between
 P2P_SHARE_GRID = (0.2, 0.4, 0.6, 0.8, 1.0)
 BOUNCE_GRID = (0.4, 0.5, 0.6, 2 / 3, 0.7, 0.8, 0.9, 1.0)
-BRIDGE_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 NVLS_LOSS_GRID = (0.0, 0.025, 0.05, 0.075, 0.1, 0.15)
 FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0)
 NET_OVERHEAD_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)
@@ -163,7 +162,8 @@ def _bw_errors(case: Case, key: str, value: float, base: dict | None = None) -> 
 
 
 def _grid(key: str) -> tuple:
-    return (EFFICIENCY_GRID if key.startswith("efficiency.") else BRIDGE_GRID if key == "gdr_host_bridge_efficiency" else P2P_SHARE_GRID if key.startswith("p2p_share.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
+    # the host-bridge share is an efficiency too (a share of line rate): the same grid
+    return (EFFICIENCY_GRID if key.startswith("efficiency.") or key == "gdr_host_bridge_efficiency" else P2P_SHARE_GRID if key.startswith("p2p_share.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
             else BOUNCE_GRID)
 
 
