@@ -37,10 +37,17 @@ nothing (:func:`modelled_release`). While one group is fitted the other group st
 fitted on a case), so no constant fitted with case k inside reaches its own fold. A constant with no
 training row left (the only case of its fabric is the one scored) takes its prior. Runs are memoised
 per (case, size, grid value), so the folds share them: the cost is about one run per row and grid value.
+
+With ``jobs`` > 1 the runs a search is about to ask for are made first, on that many forked worker
+processes (:func:`_prefetch`), and the search itself stays serial and reads them from the memo: the fit,
+and so every figure, is the serial one; only the wall time changes (74 cases: 19 CPU-minutes, most of
+them the first fold's runs).
 """
 from __future__ import annotations
 
+import multiprocessing
 import statistics
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -109,7 +116,7 @@ class Case:
         self._memo: dict = {}
 
     def run(self, size: int, values: dict):
-        key = (size, tuple(sorted(values.items())))
+        key = (size, _values_key(values))
         if key not in self._memo:
             with calibration.override(values), nccl_config.use(self.nccl):
                 q = api.simulate(self.coll, size, self.topo, self.algo, self.proto)
@@ -130,6 +137,50 @@ class Case:
         elif self.p2p_off:
             keys.append("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency")
         return keys
+
+
+def _values_key(values: dict) -> tuple:
+    return tuple(sorted(values.items()))
+
+
+# The worker pool of a parallel cross-validation: forked after the cases are prepared, so each worker holds
+# the same Case objects (found by their index in _CASES) and runs what the parent asks, memoising it too.
+_CASES: list[Case] = []
+_POOL = None
+_SCORE: tuple = ()   # (validate's scorer, its keyword arguments): how a worker scores a case left out
+
+
+def _score_one(task: tuple) -> tuple:
+    """In a worker (or in this process): case ``index`` scored with the constants of the fold that left it out."""
+    index, fitted = task
+    score_case, kwargs = _SCORE
+    with calibration.override(fitted):
+        return index, score_case(_CASES[index].raw, **kwargs)
+
+
+def _run_rows(task: tuple) -> tuple:
+    """In a worker: the runs of one case at some sizes with one set of values."""
+    index, sizes, key = task
+    values = dict(key)
+    return index, key, [(size, _CASES[index].run(size, values)) for size in sizes]
+
+
+def _prefetch(needs: Iterable[tuple[Case, list[dict], dict]]) -> None:
+    """Make the runs ``needs`` asks for ((case, rows, values) each) that are not memoised yet, on the worker
+    pool, and memoise them; without a pool, nothing (the serial search makes them as it goes)."""
+    if _POOL is None:
+        return
+    batches: dict[tuple, set] = {}
+    for case, rows, values in needs:
+        key = _values_key(values)
+        missing = {r["size"] for r in rows if (r["size"], key) not in case._memo}
+        if missing:
+            batches.setdefault((_CASES.index(case), key), set()).update(missing)
+    # one task per run: a GB200 rack's run costs a hundred small ones, so batches would leave a worker idle
+    tasks = [(i, (size,), key) for (i, key), sizes in batches.items() for size in sorted(sizes)]
+    for index, key, results in _POOL.imap_unordered(_run_rows, tasks):
+        for size, result in results:
+            _CASES[index]._memo[(size, key)] = result
 
 
 TIE = 0.005   # medians closer than half a percentage point are a tie, broken toward the prior
@@ -167,13 +218,20 @@ def _grid(key: str) -> tuple:
             else BOUNCE_GRID)
 
 
-def _lat_base(case: Case, fit: dict, rows: list[dict]) -> list[float]:
-    """Times of ``rows`` with the fabric's latency constants as in ``fit`` and the linear constants at their priors."""
+def _lat_values(case: Case, fit: dict) -> dict:
+    """What a time row of ``case`` is run with: its fabric's latency constants as in ``fit``, the rest (the
+    linear constants among them, added afterwards) at their priors."""
     values = dict(PRIORS)
     if case.fabric:
         for k in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}", f"rendezvous_us.{case.fabric}"):
             if k in PRIORS:
                 values[k] = fit.get(k, PRIORS[k])
+    return values
+
+
+def _lat_base(case: Case, fit: dict, rows: list[dict]) -> list[float]:
+    """Times of ``rows`` with the fabric's latency constants as in ``fit`` and the linear constants at their priors."""
+    values = _lat_values(case, fit)
     return [case.run(r["size"], values)[0] for r in rows]
 
 
@@ -251,6 +309,8 @@ def _fit_time(grid, train: list[Case], out: dict, keys: list[str], prior: float,
     """The value of ``grid`` that minimises the pooled time error of the small-size rows of ``train`` (and
     the mid-size ones with ``mid``) with every constant of ``keys`` at it and the others as in ``out``; a
     tie goes to the value nearest ``prior`` (:func:`_score`)."""
+    _prefetch((c, c.lat_rows + (c.mid_rows if mid else []), _lat_values(c, {**out, **dict.fromkeys(keys, v)}))
+              for v in grid for c in train)
     return float(min(grid, key=lambda v: _score(
         [e for c in train for e in _lat_errors(c, {**out, **dict.fromkeys(keys, v)}, mid=mid)], v, prior)))
 
@@ -287,10 +347,14 @@ def _fit_per_plugin(kind: str, train: dict[str, list[Case]], out: dict, grid) ->
 def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> float:
     """Bandwidth constant ``key`` fitted on the busbw rows of those ``cases`` it affects (others as in
     ``base``, by default their priors); its prior when none of them does."""
-    train = [c for c in cases if key in c.bw_keys() and c.bw_rows and _sensitive(c, key, base)]
+    candidates = [c for c in cases if key in c.bw_keys() and c.bw_rows]
+    values = base or PRIORS
+    _prefetch((c, c.bw_rows, {**values, key: v}) for v in _sensitivity_values(key) for c in candidates)
+    train = [c for c in candidates if _sensitive(c, key, base)]
     if not train:
         return PRIORS[key]
     grid = _grid(key)
+    _prefetch((c, c.bw_rows, {**values, key: v}) for v in grid for c in train)
     fine = np.arange(grid[0], grid[-1] + 1e-9, 0.005 if key == "nvls_loss_per_doubling" else 0.01)
     return float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v, base)], v, PRIORS[key])))
 
@@ -307,14 +371,8 @@ def _sensitive(case: Case, key: str, base: dict | None) -> bool:
     on the 2-node p5 runs EFAv2's efficiency fell to 0.61, which then made the 4- to 32-node p5 runs (bound
     by their NICs) 20-38% too slow. Measured as the elasticity of busbw between the two grid values around
     the prior (the public figure, independent of the cases): at least :data:`ELASTICITY`."""
-    grid = _grid(key)
     values = base or PRIORS
-    if key == "nvls_loss_per_doubling":
-        lo_v, hi_v = grid[0], grid[-1]
-    else:
-        prior = PRIORS[key]
-        lo_v = max([g for g in grid if g < prior] or [grid[-2]])
-        hi_v = min(g for g in grid if g > lo_v)
+    lo_v, hi_v = _sensitivity_values(key)
     lo = [case.run(r["size"], {**values, key: lo_v})[1] for r in case.bw_rows]
     hi = [case.run(r["size"], {**values, key: hi_v})[1] for r in case.bw_rows]
     ratio = statistics.median(h / l for h, l in zip(hi, lo) if l > 0 and h > 0)
@@ -323,29 +381,54 @@ def _sensitive(case: Case, key: str, base: dict | None) -> bool:
     return float(np.log(ratio) / np.log(hi_v / lo_v)) >= ELASTICITY
 
 
+def _sensitivity_values(key: str) -> tuple[float, float]:
+    """The two values of ``key`` whose busbw :func:`_sensitive` compares: the grid's ends for the NVLS loss,
+    else the grid values around the prior."""
+    grid = _grid(key)
+    if key == "nvls_loss_per_doubling":
+        return grid[0], grid[-1]
+    lo_v = max([g for g in grid if g < PRIORS[key]] or [grid[-2]])
+    return lo_v, min(g for g in grid if g > lo_v)
+
+
 BY = ("case", "system")
 
 
 def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=None, model: str = "auto",
-                   by: str = "case") -> tuple[list[dict], dict]:
+                   by: str = "case", jobs: int = 1) -> tuple[list[dict], dict]:
     """(per-case scores out of sample, the in-sample fit). ``score_case`` is validate's scorer.
 
     ``by="case"`` leaves one case out at a time; ``by="system"`` every case of one ``system`` at once
-    (a case without ``system`` is its own), so no constant is fitted on the machine it then predicts."""
+    (a case without ``system`` is its own), so no constant is fitted on the machine it then predicts.
+    ``jobs``: worker processes making the fits' runs (1: in this process; the result is the same)."""
     if by not in BY:
         raise ValueError(f"--by {by!r}: choose case or system")
-    prepared = [Case(c, algorithm, protocol) for c in cases]
+    global _POOL, _SCORE
+    _CASES[:] = [Case(c, algorithm, protocol) for c in cases]
+    _SCORE = (score_case, {"model": model, "algorithm": algorithm, "protocol": protocol})
+    try:
+        if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():   # workers must inherit the cases
+            return _cross_validate(_CASES, by)
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            _POOL = pool
+            return _cross_validate(_CASES, by)
+    finally:
+        _POOL, _SCORE = None, ()
+        _CASES.clear()
+
+
+def _cross_validate(prepared: list[Case], by: str) -> tuple[list[dict], dict]:
     group = (lambda c: c.system) if by == "system" else (lambda c: c.id)
-    scores: list = [None] * len(prepared)
+    folds = []   # (index of a case, the constants fitted without its group)
     for g in dict.fromkeys(group(c) for c in prepared):
         fitted = fit([c for c in prepared if group(c) != g])
-        for k, case in enumerate(prepared):
-            if group(case) != g:
-                continue
-            with calibration.override(fitted):
-                s = score_case(case.raw, model=model, algorithm=algorithm, protocol=protocol)
-            s["fitted"] = {key: round(v, 4) for key, v in fitted.items() if _relevant(case, key)}
-            scores[k] = s
+        folds += [(k, fitted) for k, case in enumerate(prepared) if group(case) == g]
+    scores: list = [None] * len(prepared)
+    fitted_for = dict(folds)
+    done = _POOL.imap_unordered(_score_one, folds) if _POOL is not None else map(_score_one, folds)
+    for k, s in done:
+        s["fitted"] = {key: round(v, 4) for key, v in fitted_for[k].items() if _relevant(prepared[k], key)}
+        scores[k] = s
     return scores, fit(prepared)
 
 

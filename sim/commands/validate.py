@@ -18,6 +18,7 @@ FILE is one of:
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -31,6 +32,7 @@ from ..io.safe_io import read_input
 from ..io.validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
 from ..nccl import config as nccl_config
 from ..nccl.machine import with_gpus_per_process
+from ..prediction import sweep
 from ..prediction.intervals import RESIDUALS, regime
 from ..presets import load_topology
 
@@ -66,6 +68,9 @@ def register(sub) -> None:
     p.add_argument("--write-intervals", nargs="?", const=RESIDUALS, default=None, metavar="PATH",
                    help="with --cross-validate: write the out-of-sample residual table the 80%% ranges of "
                         f"collsim simulate are made from (default {os.path.relpath(RESIDUALS)})")
+    p.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
+                   help="worker processes scoring the cases and making the cross-validation's runs (default 0: "
+                        "every core; 1: in this process); every figure is the same whatever N")
     p.add_argument("--format", default="table", choices=("table", "json"))
     p.set_defaults(func=run)
 
@@ -168,6 +173,15 @@ def score_case(case: dict, *, model: str = "auto", algorithm: str | None = None,
             "rows": rows, "seconds": time.perf_counter() - t0, "source": case.get("source", "")}
 
 
+def _score_all(cases: list[dict], jobs: int, **kwargs) -> list[dict]:
+    """:func:`score_case` of every case, in order, on ``jobs`` forked worker processes (1: in this one)."""
+    import multiprocessing
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [score_case(c, **kwargs) for c in cases]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        return pool.map(functools.partial(score_case, **kwargs), cases, chunksize=1)
+
+
 def summarize(scores: list[dict]) -> dict:
     """Pooled medians over every case's errors (the acceptance rule) and the worst case."""
     bw = [e for s in scores for e in s["bw_errors"]]
@@ -187,11 +201,10 @@ def run(args) -> int:
         cases = [c for c in cases if c["id"] in wanted]
         if not cases:
             raise CollsimError(f"no case named {', '.join(sorted(wanted))} in {args.file or PUBLIC_CASES}")
-    scores = []
-    for c in cases:
-        if args.auto:
-            c = {k: v for k, v in c.items() if k not in ("algorithm", "protocol")}
-        scores.append(score_case(c, model=args.model, algorithm=args.algorithm, protocol=args.protocol))
+    jobs = sweep.jobs_for(args.jobs, len(cases))
+    if args.auto:
+        cases = [{k: v for k, v in c.items() if k not in ("algorithm", "protocol")} for c in cases]
+    scores = _score_all(cases, jobs, model=args.model, algorithm=args.algorithm, protocol=args.protocol)
     total = summarize(scores)
     cv, cv_total, refit = None, None, None
     per_cov: dict[str, float | None] = {}
@@ -203,9 +216,8 @@ def run(args) -> int:
     if args.cross_validate:
         from .crossval import cross_validate
         from .residuals import coverage, residual_rows, write_residuals
-        cases_cv = [{k: v for k, v in c.items() if k not in ("algorithm", "protocol")} if args.auto else c for c in cases]
-        cv, refit = cross_validate(cases_cv, score_case, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
-                                   by=args.by)
+        cv, refit = cross_validate(cases, score_case, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
+                                   by=args.by, jobs=jobs)
         cv_total = summarize(cv)
         resid = residual_rows(cv)
         cv_total["coverage"], per_cov = coverage(cv, resid)

@@ -101,6 +101,18 @@ def test_leave_one_system_out_keeps_the_system_out_of_its_fit():
         crossval.cross_validate(pick, score_case, by="fabric")
 
 
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="workers are forked")
+def test_cross_validation_on_workers_is_the_serial_one():
+    # the runs move to worker processes, the searches stay serial: every fitted constant and score must be
+    # the one the serial path (a second, independent execution) computes, whatever order the runs came in
+    pick = [CASES[k] for k in ("E1", "E1-BC", "C6-2", "C6-2-AG-218", "PM-2-AR")]
+    drop = lambda scores: [{k: v for k, v in s.items() if k != "seconds"} for s in scores]
+    serial, refit = crossval.cross_validate(pick, score_case, by="case", jobs=1)
+    parallel, refit2 = crossval.cross_validate(pick, score_case, by="case", jobs=2)
+    assert drop(parallel) == drop(serial) and refit2 == refit
+    assert crossval._POOL is None and not crossval._CASES   # nothing left behind for the next caller
+
+
 def test_validate_scores_a_case_with_its_nccl_version():
     # a one-GPU-per-node all_gather: NCCL 2.18 has only rings, 2.27 picks PAT at 1 MiB (tuning.cc)
     rows = [{"size": 1 << 20, "time_us": 200.0, "busbw": 5.0}]
