@@ -38,10 +38,9 @@ fitted on a case), so no constant fitted with case k inside reaches its own fold
 training row left (the only case of its fabric is the one scored) takes its prior. Runs are memoised
 per (case, size, grid value), so the folds share them: the cost is about one run per row and grid value.
 
-With ``jobs`` > 1 the runs a search is about to ask for are made first, on that many forked worker
-processes (:func:`_prefetch`), and the search itself stays serial and reads them from the memo: the fit,
-and so every figure, is the serial one; only the wall time changes (74 cases: 19 CPU-minutes, most of
-them the first fold's runs).
+The runs a search is about to ask for are made first, row by row (:func:`_prefetch`), with ``jobs`` > 1
+on that many forked worker processes, and the search itself reads them from the memo: the fit, and so
+every figure, is the serial one; only the wall time changes.
 """
 from __future__ import annotations
 
@@ -116,12 +115,20 @@ class Case:
         self._memo: dict = {}
 
     def run(self, size: int, values: dict):
-        key = (size, _values_key(values))
-        if key not in self._memo:
-            with calibration.override(values), nccl_config.use(self.nccl):
-                q = api.simulate(self.coll, size, self.topo, self.algo, self.proto)
-            self._memo[key] = (q.time_us, q.busbw_GBps)
-        return self._memo[key]
+        return self.runs([size], values)[0]
+
+    def runs(self, sizes, values: dict) -> list[tuple[float, float]]:
+        """(time us, busbw GB/s) at each of ``sizes`` with the constants ``values``, memoised."""
+        key = _values_key(values)   # once for every size: the searches ask for hundreds of thousands
+        out = []
+        for size in sizes:
+            hit = self._memo.get((size, key))
+            if hit is None:
+                with calibration.override(values), nccl_config.use(self.nccl):
+                    q = api.simulate(self.coll, size, self.topo, self.algo, self.proto)
+                hit = self._memo[(size, key)] = (q.time_us, q.busbw_GBps)
+            out.append(hit)
+        return out
 
     def bw_keys(self) -> list[str]:
         """The bandwidth constants this case's busbw rows are fitted for."""
@@ -158,28 +165,31 @@ def _score_one(task: tuple) -> tuple:
         return index, score_case(_CASES[index].raw, **kwargs)
 
 
-def _run_rows(task: tuple) -> tuple:
-    """In a worker: the runs of one case at some sizes with one set of values."""
-    index, sizes, key = task
-    values = dict(key)
-    return index, key, [(size, _CASES[index].run(size, values)) for size in sizes]
+def _run_values(task: tuple) -> tuple:
+    """In a worker: the runs of one case at one size with several sets of values, one after the other (they
+    differ in time constants mostly, so the engine's caches answer all but the first)."""
+    index, size, keys = task
+    return index, size, [(key, _CASES[index].run(size, dict(key))) for key in keys]
 
 
 def _prefetch(needs: Iterable[tuple[Case, list[dict], dict]]) -> None:
-    """Make the runs ``needs`` asks for ((case, rows, values) each) that are not memoised yet, on the worker
-    pool, and memoise them; without a pool, nothing (the serial search makes them as it goes)."""
-    if _POOL is None:
-        return
-    batches: dict[tuple, set] = {}
+    """Make the runs ``needs`` asks for ((case, rows, values) each) that are not memoised yet, row by row
+    (a row's runs at every value one after the other, so the engine's caches answer all but the first:
+    the values differ in time constants mostly), on the worker pool if there is one, and memoise them."""
+    batches: dict[tuple, dict] = {}   # (case, size) -> the values it is missing (a dict: ordered, unique)
     for case, rows, values in needs:
         key = _values_key(values)
-        missing = {r["size"] for r in rows if (r["size"], key) not in case._memo}
-        if missing:
-            batches.setdefault((_CASES.index(case), key), set()).update(missing)
-    # one task per run: a GB200 rack's run costs a hundred small ones, so batches would leave a worker idle
-    tasks = [(i, (size,), key) for (i, key), sizes in batches.items() for size in sorted(sizes)]
-    for index, key, results in _POOL.imap_unordered(_run_rows, tasks):
-        for size, result in results:
+        for r in rows:
+            if (r["size"], key) not in case._memo:
+                batches.setdefault((case, r["size"]), {})[key] = None
+    if _POOL is None:
+        for (case, size), keys in batches.items():
+            for key in keys:
+                case.run(size, dict(key))
+        return
+    tasks = [(_CASES.index(case), size, list(keys)) for (case, size), keys in batches.items()]
+    for index, size, results in _POOL.imap_unordered(_run_values, tasks):
+        for key, result in results:
             _CASES[index]._memo[(size, key)] = result
 
 
@@ -205,9 +215,8 @@ def _bw_errors(case: Case, key: str, value: float, base: dict | None = None) -> 
     lo, hi = grid[i], grid[i + 1]
     w = (value - lo) / (hi - lo)
     out = []
-    for r in case.bw_rows:
-        a = case.run(r["size"], {**base, key: lo})[1]
-        b = case.run(r["size"], {**base, key: hi})[1]
+    sizes = [r["size"] for r in case.bw_rows]
+    for r, (_, a), (_, b) in zip(case.bw_rows, case.runs(sizes, {**base, key: lo}), case.runs(sizes, {**base, key: hi})):
         out.append(abs(a + w * (b - a) - r["busbw"]) / r["busbw"])
     return out
 
@@ -232,7 +241,7 @@ def _lat_values(case: Case, fit: dict) -> dict:
 def _lat_base(case: Case, fit: dict, rows: list[dict]) -> list[float]:
     """Times of ``rows`` with the fabric's latency constants as in ``fit`` and the linear constants at their priors."""
     values = _lat_values(case, fit)
-    return [case.run(r["size"], values)[0] for r in rows]
+    return [t for t, _ in case.runs([r["size"] for r in rows], values)]
 
 
 def _lat_errors(case: Case, fit: dict, mid: bool = False) -> list[float]:
@@ -373,8 +382,9 @@ def _sensitive(case: Case, key: str, base: dict | None) -> bool:
     the prior (the public figure, independent of the cases): at least :data:`ELASTICITY`."""
     values = base or PRIORS
     lo_v, hi_v = _sensitivity_values(key)
-    lo = [case.run(r["size"], {**values, key: lo_v})[1] for r in case.bw_rows]
-    hi = [case.run(r["size"], {**values, key: hi_v})[1] for r in case.bw_rows]
+    sizes = [r["size"] for r in case.bw_rows]
+    lo = [b for _, b in case.runs(sizes, {**values, key: lo_v})]
+    hi = [b for _, b in case.runs(sizes, {**values, key: hi_v})]
     ratio = statistics.median(h / l for h, l in zip(hi, lo) if l > 0 and h > 0)
     if key == "nvls_loss_per_doubling":
         return max(ratio, 1 / ratio) >= SENSITIVITY

@@ -125,5 +125,5 @@ def engine_result(coll, nbytes: int, topo, timing: EngineTiming, trace: bool = F
 def link_tables(topology, link_bytes: np.ndarray, link_busy: np.ndarray) -> tuple[dict, dict]:
     """Per-link dicts for links that carried traffic (labels ``src->dst``)."""
     used = np.flatnonzero(link_bytes > 0)
-    return ({topology.link_label(i): float(link_bytes[i]) for i in used},
-            {topology.link_label(i): float(link_busy[i]) for i in used})
+    labels = [topology.link_label(i) for i in used]
+    return (dict(zip(labels, link_bytes[used].tolist())), dict(zip(labels, link_busy[used].tolist())))

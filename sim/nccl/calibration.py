@@ -49,6 +49,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..errors import CollsimError
 from ..topology.fabrics import FABRICS, Fabric, get_fabric  # the fabrics and their priors (topology layer)
@@ -83,6 +84,12 @@ DEFAULTS: dict[str, float] = {
 }
 assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share", "net_overhead", "p2p_peer")}
 
+# The constants that only add time outside the engine (the latency term, the launch, the proxy's per-peer
+# and per-step costs): an effective link never reads them, so the caches of engine runs are keyed by the
+# calibration without them (:attr:`Calibration.links`) and a latency search reuses every run.
+# tests/model/test_calibration_object.py checks that no link's bandwidth moves with any of them.
+TIME_ONLY = ("latency.", "net_overhead.", "rendezvous_us.", "p2p_peer.", "launch_overhead_us", "per_gpu_launch_us")
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -99,11 +106,21 @@ class Calibration:
                                f"missing {sorted(missing)}, unknown {sorted(unknown)}")
         return cls(tuple(sorted((k, float(v)) for k, v in values.items())))
 
+    @cached_property
+    def _values(self) -> dict[str, float]:
+        return dict(self.items)
+
     def value(self, key: str) -> float:
-        return dict(self.items)[key]
+        return self._values[key]
 
     def as_dict(self) -> dict[str, float]:
         return dict(self.items)
+
+    @cached_property
+    def links(self) -> "Calibration":
+        """This calibration with every :data:`TIME_ONLY` constant at its default: what the links' effective
+        bandwidths depend on (a cache key for engine runs)."""
+        return Calibration(tuple((k, DEFAULTS[k] if k.startswith(TIME_ONLY) else v) for k, v in self.items))
 
     def with_values(self, values: dict) -> "Calibration":
         """This calibration with ``values`` (keys of :data:`DEFAULTS`) changed."""
@@ -173,5 +190,5 @@ def override(values: dict):
     return use(current().with_values(values))
 
 
-__all__ = ["Fabric", "FABRICS", "DEFAULTS", "DEFAULT", "Calibration", "current", "use", "get_fabric", "value",
+__all__ = ["Fabric", "FABRICS", "DEFAULTS", "TIME_ONLY", "DEFAULT", "Calibration", "current", "use", "get_fabric", "value",
            "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "fabric_p2p_peer_us", "fabric_rendezvous_us", "override"]

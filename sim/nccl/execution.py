@@ -119,17 +119,17 @@ def nvls_domain_factor(gpus_per_domain: int) -> float:
 
 def effective_topology(topo: Topology, nvls: bool = False, duplex: bool = True, p2p: bool = False) -> Topology:
     """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology
-    and calibration (:func:`sim.nccl.calibration.current`).
+    and the calibration's link constants (:attr:`sim.nccl.calibration.Calibration.links`).
 
     Links keep a millionth of their latency: routes are chosen by latency, so they stay exactly those of
     the real topology, while the time the wire adds (under a nanosecond per hop) is negligible: the
     latency is in the latency term."""
-    return _effective_topology(topo, nvls, duplex, p2p, calibration.current())
+    return _effective_topology(topo, nvls, duplex, p2p, calibration.current().links)
 
 
 @lru_cache(maxsize=16)
 def _effective_topology(topo: Topology, nvls: bool, duplex: bool, p2p: bool, cal: calibration.Calibration) -> Topology:
-    # ``cal`` is the calibration link_efficiency reads (it is in force here); it keys the cache
+    # ``cal`` is the part of the calibration in force that link_efficiency reads; it keys the cache
     links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls, duplex, p2p), l.latency_us * 1e-6, l.kind)
              for l in topo.links]
     return Topology.build(topo.name, topo.nodes, links, topo.hardware)
@@ -470,8 +470,9 @@ def is_duplex(coll, topo: Topology) -> bool:
 
 def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = False) -> dict:
     out: dict[str, float] = {}
-    for l in topo.links:
-        out.setdefault(l.kind, link_efficiency(topo, l, nvls, duplex, p2p))
+    for l in topo.links:   # the first link of each kind speaks for its kind
+        if l.kind not in out:
+            out[l.kind] = link_efficiency(topo, l, nvls, duplex, p2p)
     return out
 
 

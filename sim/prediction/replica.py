@@ -106,15 +106,16 @@ def _engine_time(algorithm, coll, topo: Topology, nchannels, pieces, root, sprea
     Past ``ops_budget`` ops it simulates ``s`` and ``s // 2`` pieces, ``s`` at least the program's steps
     + 2 so that the pipeline is full, and extrapolates linearly, as
     :func:`sim.nccl.execution.simulate_with_plan` does (each further piece adds one period). Cached per
-    calibration in force (the effective links depend on it): a sweep's large sizes repeat the same chunks."""
+    link constants of the calibration in force (the effective links depend on them, the latency term is
+    added outside): a sweep's large sizes repeat the same chunks, a latency search every run."""
     return _engine_time_cached(algorithm, coll, topo, nchannels, pieces, root, spread, nbytes, protocol, nvls,
-                               ops_budget, duplex, calibration.current())
+                               ops_budget, duplex, calibration.current().links)
 
 
 @lru_cache(maxsize=256)
 def _engine_time_cached(algorithm, coll, topo: Topology, nchannels, pieces, root, spread, nbytes, protocol, nvls,
                         ops_budget: int, duplex: bool, cal) -> tuple:
-    # ``cal`` only keys the cache: effective_topology reads the calibration in force, which is ``cal``
+    # ``cal`` only keys the cache: effective_topology reads the link constants of the calibration in force
     from ..nccl.execution import effective_topology, extrapolate_steady_state, steady_state_pieces
     eff = effective_topology(topo, nvls, duplex) if protocol.name != IDEAL.name else topo
     one = _program(algorithm, coll, topo, nchannels, 1, root, spread)

@@ -39,3 +39,54 @@ def test_effective_links_follow_the_calibration_in_force():
     assert half.links[net].bandwidth_GBps == pytest.approx(0.5 * topo.links[net].bandwidth_GBps)
     assert full.links[net].bandwidth_GBps == pytest.approx(calibration.DEFAULT.value("efficiency.ib")
                                                            * topo.links[net].bandwidth_GBps)
+
+
+# topologies that reach every branch of link_efficiency: NVLink + NVLS, host-bounced PCIe, each fabric, the
+# host-bridge path (A100 with the NIC on a CPU root port), a GB200 rack's NVLS domain
+LINK_TOPOLOGIES = ("dgx-h100:nodes=2,fabric=efa2", "dgx-h100:nodes=2,fabric=efa", "dgx-h100:nodes=2,fabric=tcpxo",
+                   "dgx-a100:nodes=2,fabric=ib", "hgx-a100-4:nodes=2,nics_per_node=2,fabric=slingshot",
+                   "gh200-4:nodes=2,fabric=slingshot", "dgx-a100:nodes=2,fabric=roce", "pcie:gpus=2,gen=3,p2p=0",
+                   "gb200-nvl72:nodes=2,gpus_per_node=64,nics_per_node=64,nic_gbps=800,fabric=roce")
+
+
+def _all_link_efficiencies():
+    from sim.nccl.execution import link_efficiency
+    return [link_efficiency(topo, link, nvls, duplex, p2p) for spec in LINK_TOPOLOGIES
+            for topo in [load_topology(spec)] for link in topo.links
+            for nvls in (False, True) for duplex in (False, True) for p2p in (False, True)]
+
+
+def test_no_link_reads_a_time_only_constant():
+    # the engine's caches are keyed by Calibration.links (the time-only constants at their defaults): sound
+    # only if no effective link moves with one of them, which is what this checks, constant by constant
+    time_only = [k for k in calibration.DEFAULTS if k.startswith(calibration.TIME_ONLY)]
+    assert {k.partition(".")[0] for k in time_only} == {"latency", "net_overhead", "rendezvous_us", "p2p_peer",
+                                                        "launch_overhead_us", "per_gpu_launch_us"}
+    base = _all_link_efficiencies()
+    for key in time_only:
+        with calibration.override({key: calibration.DEFAULTS[key] + 7.0}):
+            assert _all_link_efficiencies() == base, key
+    for key in (k for k in calibration.DEFAULTS if k not in time_only):
+        with calibration.override({key: calibration.DEFAULTS[key] * 0.5 + 0.01}):
+            assert _all_link_efficiencies() != base, f"{key} moves no link: add it to calibration.TIME_ONLY"
+
+
+def test_a_latency_change_reuses_the_engine_runs_and_gets_the_fresh_answer():
+    # the engine's caches ignore the time-only constants: a prediction under changed latencies, made after
+    # the same prediction at the defaults filled the caches, must be the one a fresh process makes
+    import json
+    import subprocess
+    import sys
+    spec, sizes = "hgx-a100-4:nodes=8,nics_per_node=2,fabric=slingshot", (8, 1 << 16, 1 << 22)
+    changed = {"latency.slingshot": 30.0, "net_overhead.slingshot": 2.0, "rendezvous_us.slingshot": 40.0}
+    times = lambda model: [sim.simulate("all_reduce", s, spec, model=model).time_us for s in sizes]
+    for model in ("flow", "engine"):
+        before = times(model)
+        with calibration.override(changed):
+            warm = times(model)
+        fresh = subprocess.run([sys.executable, "-c", (
+            "import json, sim; from sim.nccl import calibration\n"
+            f"with calibration.override({changed!r}):\n"
+            f"    print(json.dumps([sim.simulate('all_reduce', s, {spec!r}, model={model!r}).time_us for s in {sizes!r}]))")],
+            capture_output=True, text=True, check=True)
+        assert warm == json.loads(fresh.stdout) and warm != before, model
