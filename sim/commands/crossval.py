@@ -429,12 +429,12 @@ def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=No
 
 def _cross_validate(prepared: list[Case], by: str) -> tuple[list[dict], dict]:
     group = (lambda c: c.system) if by == "system" else (lambda c: c.id)
-    folds = []   # (index of a case, the constants fitted without its group)
+    fitted_for: dict[int, dict] = {}   # index of a case -> the constants fitted without its group
     for g in dict.fromkeys(group(c) for c in prepared):
         fitted = fit([c for c in prepared if group(c) != g])
-        folds += [(k, fitted) for k, case in enumerate(prepared) if group(case) == g]
+        fitted_for.update((k, fitted) for k, case in enumerate(prepared) if group(case) == g)
     scores: list = [None] * len(prepared)
-    fitted_for = dict(folds)
+    folds = fitted_for.items()
     done = _POOL.imap_unordered(_score_one, folds) if _POOL is not None else map(_score_one, folds)
     for k, s in done:
         s["fitted"] = {key: round(v, 4) for key, v in fitted_for[k].items() if _relevant(prepared[k], key)}
