@@ -27,6 +27,10 @@ it affects, by a small grid search:
   fabrics aws-ofi-nccl drives share one value), then per fabric around it (:func:`_fit_per_plugin`);
 * ``rendezvous_us.<fabric>`` (fabrics whose transport has a rendezvous threshold: Slingshot): small- and
   mid-size time rows of the fabric's multi-node cases; prior 0 (no public figure);
+* ``tree_chunk_lag_us`` (a deep tree's lag per level and chunk, :func:`sim.nccl.execution.tree_chunk_lag_us`):
+  mid- and large-size time rows of the multi-node all_reduce cases, with every other constant at its
+  prior like the other groups; the lag only adds time to a row NCCL runs as tree/Simple, so a row's time
+  is linear in it (one run per row, at the priors, for every fold);
 * ``launch_overhead_us`` (time rows of the one-node cases: the host's cost, with no network latency to
   confound it), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and ``p2p_peer.<fabric>`` (small-
   and mid-size rows of the fabric's multi-node all_to_all): these add the same time to every (algorithm,
@@ -70,6 +74,8 @@ FABRIC_LATENCY_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60
 NET_OVERHEAD_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)
 RENDEZVOUS_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0, 30.0, 40.0)
 P2P_PEER_GRID = np.arange(0.0, 30.01, 0.25)
+TREE_LAG = "tree_chunk_lag_us"
+TREE_LAG_GRID = np.round(np.arange(0.0, 3.001, 0.02), 2)   # linear: the grid costs no runs
 LINEAR_GRID = {"launch_overhead_us": np.arange(0.0, 15.01, 0.25), "per_gpu_launch_us": np.arange(0.0, 10.01, 0.25)}
 PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
           # NCCL's own model of GPUs without peer-to-peer: the host-memory path at the PCIe rate (its topology
@@ -77,6 +83,7 @@ PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
           "host_bounce_efficiency": 1.0, "host_bounce_duplex_efficiency": 1.0,
           "nvls_loss_per_doubling": 0.0,   # NCCL's own model: nvlsEfficiency whatever the domain size
           "gdr_host_bridge_efficiency": 1.0,   # NCCL's own model: no penalty for the path
+          TREE_LAG: 0.0,   # NCCL's own model: a tree's chunks cost their bytes, whatever its depth
           **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
           **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()},
           **{f"p2p_share.{f.name}": f.p2p_share for f in calibration.FABRICS.values()},
@@ -119,6 +126,14 @@ class Case:
 
     def runs(self, sizes, values: dict) -> list[tuple[float, float]]:
         """(time us, busbw GB/s) at each of ``sizes`` with the constants ``values``, memoised."""
+        return [hit[:2] for hit in self._runs(sizes, values)]
+
+    def tree_lag_units(self, sizes, values: dict) -> list[float]:
+        """What ``tree_chunk_lag_us`` multiplies at each of ``sizes`` (0 where NCCL runs no tree/Simple
+        across nodes): a row's time is its time at lag 0 plus the constant times this."""
+        return [hit[2] for hit in self._runs(sizes, values)]
+
+    def _runs(self, sizes, values: dict) -> list[tuple[float, float, float]]:
         key = _values_key(values)   # once for every size: the searches ask for hundreds of thousands
         out = []
         for size in sizes:
@@ -126,7 +141,7 @@ class Case:
             if hit is None:
                 with calibration.override(values), nccl_config.use(self.nccl):
                     q = api.simulate(self.coll, size, self.topo, self.algo, self.proto)
-                hit = self._memo[(size, key)] = (q.time_us, q.busbw_GBps)
+                hit = self._memo[(size, key)] = (q.time_us, q.busbw_GBps, float((q.explain or {}).get("tree_chunk_levels", 0.0)))
             out.append(hit)
         return out
 
@@ -169,7 +184,7 @@ def _run_values(task: tuple) -> tuple:
     """In a worker: the runs of one case at one size with several sets of values, one after the other (they
     differ in time constants mostly, so the engine's caches answer all but the first)."""
     index, size, keys = task
-    return index, size, [(key, _CASES[index].run(size, dict(key))) for key in keys]
+    return index, size, [(key, _CASES[index]._runs([size], dict(key))[0]) for key in keys]
 
 
 def _prefetch(needs: Iterable[tuple[Case, list[dict], dict]]) -> None:
@@ -185,7 +200,7 @@ def _prefetch(needs: Iterable[tuple[Case, list[dict], dict]]) -> None:
     if _POOL is None:
         for (case, size), keys in batches.items():
             for key in keys:
-                case.run(size, dict(key))
+                case._runs([size], dict(key))
         return
     tasks = [(_CASES.index(case), size, list(keys)) for (case, size), keys in batches.items()]
     for index, size, results in _POOL.imap_unordered(_run_values, tasks):
@@ -311,7 +326,24 @@ def fit(cases: list[Case]) -> dict:
             if train:   # the per-peer cost also shows in all_to_all's mid sizes (thousands of peers at scale)
                 mid = key.startswith("p2p_peer.")
                 out[key] = _fit_time(P2P_PEER_GRID if mid else LINEAR_GRID[key], train, out, [key], PRIORS[key], mid=mid)
+    out[TREE_LAG] = _fit_tree_lag([c for c in cases if c.fabric and c.coll.name == "all_reduce"])
     return out
+
+
+def _fit_tree_lag(train: list[Case]) -> float:
+    """``tree_chunk_lag_us`` from the mid- and large-size time rows of ``train`` (multi-node all_reduce)
+    that NCCL runs as tree/Simple, every other constant at its prior: a row's time is ``t0 + lag x units`` (:meth:`Case.tree_lag_units`),
+    so one run per row serves every grid value and every fold. A tie goes to the prior (0)."""
+    _prefetch((c, c.mid_rows + c.bw_rows, PRIORS) for c in train)
+    rows = []
+    for c in train:
+        sizes = [r["size"] for r in c.mid_rows + c.bw_rows]
+        rows += [(t, u, r["time_us"]) for (t, _), u, r in zip(c.runs(sizes, PRIORS), c.tree_lag_units(sizes, PRIORS),
+                                                           c.mid_rows + c.bw_rows)]
+    rows = [row for row in rows if row[1] > 0]   # the rows it affects (NCCL's tree/Simple across nodes)
+    if not rows:
+        return PRIORS[TREE_LAG]
+    return float(min(TREE_LAG_GRID, key=lambda v: _score([abs(t + v * u - m) / m for t, u, m in rows], v, PRIORS[TREE_LAG])))
 
 
 def _fit_time(grid, train: list[Case], out: dict, keys: list[str], prior: float, mid: bool = True) -> float:
@@ -446,6 +478,7 @@ def _relevant(case: Case, key: str) -> bool:
     return (key == "launch_overhead_us" or (key == "per_gpu_launch_us" and case.gpus > 1)
             or (case.remote_peers > 0 and key == f"p2p_peer.{case.fabric}") or key in case.bw_keys()
             or (case.host_bridge and key == "gdr_host_bridge_efficiency")
+            or (key == TREE_LAG and case.fabric is not None and case.coll.name == "all_reduce")
             or (case.fabric is not None and key in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}",
                                                     f"rendezvous_us.{case.fabric}")))
 

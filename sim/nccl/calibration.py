@@ -23,6 +23,9 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   (fabrics whose transport has one: Slingshot's cxi, 16 KiB by default);
 * ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
   NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
+* ``tree_chunk_lag_us``: what every level of a tree across nodes adds to each chunk a channel's tree
+  carries with Simple (:func:`sim.nccl.execution.tree_chunk_lag_us`): the per-message delays of a deep
+  pipeline that NCCL's model and the engine's link bandwidths do not have. Prior 0 (NCCL's own model).
 * ``gdr_host_bridge_efficiency``: the share of the fabric's efficiency left when a GPU's GPUDirect RDMA
   crosses the CPU's PCIe root complex (a PCIe GPU, its NIC on a CPU root port: ``nic_path`` PHB or
   farther; :func:`sim.topology.hardware.gdr_through_host_bridge`). NCCL's own model charges that path
@@ -62,6 +65,9 @@ DEFAULTS: dict[str, float] = {
     "launch_overhead_us": 3.0, "per_gpu_launch_us": 2.0,
     "host_bounce_efficiency": 0.93, "host_bounce_duplex_efficiency": 0.71,
     "nvls_loss_per_doubling": 0.06,
+    # per tree level and chunk of a tree/Simple across nodes (us); fitted on the mid- and large-size rows of the
+    # multi-node all_reduce cases (ALCF Polaris and CSCS Alps at 2-540 nodes are those whose trees it moves)
+    "tree_chunk_lag_us": 0.84,
     # GPUDirect RDMA across the CPU's PCIe root complex (GPU on PCIe, NIC on a CPU root port: nic_path PHB or
     # farther), share of the fabric's efficiency; 1.0 is NCCL's own model (no penalty for the path). Fitted on
     # ALCF Polaris and NERSC Perlmutter (A100, Slingshot) with Slingshot's efficiency fitted on the GH200 systems
@@ -85,10 +91,11 @@ DEFAULTS: dict[str, float] = {
 assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share", "net_overhead", "p2p_peer")}
 
 # The constants that only add time outside the engine (the latency term, the launch, the proxy's per-peer
-# and per-step costs): an effective link never reads them, so the caches of engine runs are keyed by the
+# and per-step costs, a deep tree's per-chunk lag): an effective link never reads them, so the caches of engine runs are keyed by the
 # calibration without them (:attr:`Calibration.links`) and a latency search reuses every run.
 # tests/model/test_calibration_object.py checks that no link's bandwidth moves with any of them.
-TIME_ONLY = ("latency.", "net_overhead.", "rendezvous_us.", "p2p_peer.", "launch_overhead_us", "per_gpu_launch_us")
+TIME_ONLY = ("latency.", "net_overhead.", "rendezvous_us.", "p2p_peer.", "launch_overhead_us", "per_gpu_launch_us",
+             "tree_chunk_lag_us")
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,8 @@ class NcclPlan:
     (protocol bandwidth over Simple's, times the share of channels NCCL uses on a small message:
     ``used_channels`` of ``tuned.nchannels`` with ``used_threads`` threads, times NCCL's
     ``treeCorrectionFactor`` for tree all_reduce, 1 otherwise); ``tuned``: the tuner's terms (None for
-    algorithms NCCL does not have); ``latency_us``: the latency term, in us.
+    algorithms NCCL does not have); ``latency_us``: the latency term, in us, which holds ``tree_lag_us``
+    (:func:`tree_chunk_lag_us`, a deep tree's per-chunk lag across nodes: ``tree_lag_units`` times the constant).
 
     >>> from sim.collectives import get_collective
     >>> from sim.presets import load_topology
@@ -234,6 +235,8 @@ class NcclPlan:
     tuned: Terms | None
     engine_protocol: Protocol
     latency_us: float
+    tree_lag_us: float = 0.0
+    tree_lag_units: float = 0.0
 
 
 def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, m: Machine | None = None) -> tuple[bool, int]:
@@ -280,12 +283,57 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
     small, used_ch, used_threads = small_message_share(nbytes, topo, algorithm, p.name,
                                                        tuned.nchannels if tuned and tuned.nchannels else 1)
     lat = _latency_term(tuned, m, p.name, steps)
+    units = tree_lag_units(algorithm, p.name, m, nbytes, tuned.nchannels if tuned and tuned.nchannels else nch, steps)
+    lag = calibration.value("tree_chunk_lag_us") * units
     # NCCL's model slows tree all_reduce at mid sizes (treeCorrectionFactor, 0.4-1.0 from 64 B to 256 MiB:
     # "trees are not perfectly sticking to the model for medium sizes"); the engine's tree moves data at
     # the same model bandwidths, so it takes the same factor (docs/nccl-model.md, Calibration).
     corr = tuned.detail.get("tree_correction", 1.0) if tuned is not None else 1.0
     return NcclPlan(algorithm, p.name, m, spread, nch, steps, split, pipelined, chunk, pieces, share, small,
-                    used_ch, used_threads, corr, tuned, Protocol(p.name, payload_efficiency=share * small * corr), lat)
+                    used_ch, used_threads, corr, tuned, Protocol(p.name, payload_efficiency=share * small * corr), lat + lag, lag, units)
+
+
+def tree_lag_units(algorithm: str, proto: str, m: Machine, nbytes: float, nchannels: int, depth: int) -> float:
+    """Tree levels across nodes (log2 of the nodes) times the chunks one of NCCL's ``nchannels`` channels
+    carries (NCCL's chunk for that channel's bytes, :func:`sim.nccl.protocols.nccl_chunk_bytes`), for a
+    tree with Simple across a network; 0 otherwise. What :func:`tree_chunk_lag_us` multiplies.
+
+    >>> from sim.presets import load_topology
+    >>> from sim.nccl.machine import machine
+    >>> tree_lag_units("tree", "Simple", machine(load_topology("dgx-h100:nodes=16")), 512 << 20, 16, 8)   # 4 levels x 64 chunks of 512 KiB
+    256.0
+    >>> tree_lag_units("ring", "Simple", machine(load_topology("dgx-h100:nodes=16")), 512 << 20, 16, 8)
+    0.0
+    """
+    if algorithm != "tree" or proto != "Simple" or m.nnodes < 2 or m.inter_class != "net":
+        return 0.0
+    chunk = nccl_chunk_bytes(algorithm, proto, nbytes / nchannels, depth=depth)
+    return math.log2(m.nnodes) * math.ceil(nbytes / nchannels / chunk)
+
+
+def tree_chunk_lag_us(algorithm: str, proto: str, m: Machine, nbytes: float, nchannels: int, depth: int) -> float:
+    """What a tree across nodes loses to its depth beyond the engine's link bandwidths, in us:
+    ``tree_chunk_lag_us`` (:mod:`sim.nccl.calibration`) for every tree level and every chunk a channel
+    carries (:func:`tree_lag_units`). 0 for other algorithms and protocols, and inside a node.
+
+    Why: on the public sweeps at 32 to 540 nodes (CSCS Alps, ALCF Polaris) a tree/Simple all_reduce runs
+    at 0.4-0.6 of the model's busbw at 2-128 MiB and approaches it at 1-4 GiB, and the loss grows with
+    the node count; at 2 nodes it is small. NCCL shrinks a tree's chunks the deeper the tree and the
+    smaller the message, so a cost per chunk and per level gives both trends: each chunk is one network
+    message per level, and a per-message delay (the proxy posting and completing it, a detour of
+    adaptive routing) that NCCL's 8-slot flow control cannot hide behind the next chunks adds up level
+    after level. The mechanism is inferred from that shape, not measured directly
+    (docs/accuracy-at-scale.md, sixth pass); the constant is fitted and cross-validated by system.
+
+    >>> from sim.presets import load_topology
+    >>> from sim.nccl.machine import machine
+    >>> m = machine(load_topology("dgx-h100:nodes=16"))
+    >>> with calibration.override({"tree_chunk_lag_us": 0.5}):   # 0.5 us x 4 levels x 64 chunks
+    ...     tree_chunk_lag_us("tree", "Simple", m, 512 << 20, 16, 8)
+    128.0
+    """
+    per = calibration.value("tree_chunk_lag_us")
+    return per * tree_lag_units(algorithm, proto, m, nbytes, nchannels, depth) if per else 0.0
 
 
 def nvls_loop(algorithm: str, nbytes: int, m: Machine) -> tuple[int, int]:
@@ -429,6 +477,9 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         tail["nvls_heads"] = f"{nvls_heads(k)} of {k} GPUs per NVLink domain"
     if plan.tree_correction != 1:
         tail["tree_correction"] = plan.tree_correction
+    if plan.tree_lag_units:   # part of latency_us: said apart, it is what the tree's depth costs beyond the links
+        tail["tree_chunk_levels"] = plan.tree_lag_units
+        tail["tree_chunk_lag_us"] = plan.tree_lag_us
     if tuned is not None and tuned.detail.get("rendezvous_us"):   # part of latency_us: said apart, it explains a jump
         tail["rendezvous_us"] = tuned.detail["rendezvous_us"]
     if plan.small_share < 1:
@@ -476,5 +527,5 @@ def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = F
     return out
 
 
-__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us",
+__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units",
            "payload_share", "steady_state_pieces", "extrapolate_steady_state", "OPS_BUDGET"]

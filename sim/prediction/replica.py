@@ -169,6 +169,8 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
         nch, pieces, spread, engine_proto, lat = plan.nchannels, plan.pieces, plan.spread, plan.engine_protocol, plan.latency_us
         extra = {"latency_us": lat, "payload_share": plan.payload_share, "chunk_bytes": plan.chunk_bytes,
                  "channels_spread_over_nics": spread}
+        if plan.tree_lag_units:   # part of latency_us, said apart (sim.nccl.execution.tree_chunk_lag_us)
+            extra.update(tree_chunk_levels=plan.tree_lag_units, tree_chunk_lag_us=plan.tree_lag_us)
     key = (algorithm, coll, nch, pieces, root, spread, float(nbytes), engine_proto, nvls)
     from ..nccl.execution import is_duplex
     duplex = is_duplex(coll, topo)   # the full cluster's: its links run at the efficiencies NCCL gets there

@@ -61,7 +61,7 @@ def test_no_link_reads_a_time_only_constant():
     # only if no effective link moves with one of them, which is what this checks, constant by constant
     time_only = [k for k in calibration.DEFAULTS if k.startswith(calibration.TIME_ONLY)]
     assert {k.partition(".")[0] for k in time_only} == {"latency", "net_overhead", "rendezvous_us", "p2p_peer",
-                                                        "launch_overhead_us", "per_gpu_launch_us"}
+                                                        "launch_overhead_us", "per_gpu_launch_us", "tree_chunk_lag_us"}
     base = _all_link_efficiencies()
     for key in time_only:
         with calibration.override({key: calibration.DEFAULTS[key] + 7.0}):
@@ -78,7 +78,8 @@ def test_a_latency_change_reuses_the_engine_runs_and_gets_the_fresh_answer():
     import subprocess
     import sys
     spec, sizes = "hgx-a100-4:nodes=8,nics_per_node=2,fabric=slingshot", (8, 1 << 16, 1 << 22)
-    changed = {"latency.slingshot": 30.0, "net_overhead.slingshot": 2.0, "rendezvous_us.slingshot": 40.0}
+    changed = {"latency.slingshot": 30.0, "net_overhead.slingshot": 2.0, "rendezvous_us.slingshot": 40.0,
+               "tree_chunk_lag_us": 3.0}
     times = lambda model: [sim.simulate("all_reduce", s, spec, model=model).time_us for s in sizes]
     for model in ("flow", "engine"):
         before = times(model)
