@@ -12,9 +12,11 @@ The engine does not simulate NCCL's channels one by one: channels that cross the
 aggregated into one flow at the links' effective bandwidth (same bytes, same links, the same time once
 the pipeline is full); across nodes it runs one channel per NIC port, so that each crosses its own NIC.
 
-Differences. The engine's time minus the tuner's splits exactly into three terms:
+Differences. The engine's time minus the tuner's splits exactly into three terms, four for a tree across nodes:
 
 * ``latency``: the engine's latency term minus the tuner's (the same formula for NCCL's algorithms);
+* ``tree depth lag``: what a tree/Simple across nodes adds per level and chunk
+  (:func:`sim.nccl.execution.tree_chunk_lag_us`), part of the engine's latency term but not of NCCL's;
 * ``link efficiency``: the busiest link's busy time (the data at that link's effective bandwidth)
   minus the tuner's ``size / bandwidth``;
 * ``pipeline fill and contention``: the engine's data term minus the busiest link's busy time (the
@@ -87,7 +89,10 @@ def difference_lines(r, topo) -> list[str]:
     data = r.explain.get("bandwidth_term_us", r.time_us - lat)
     tuner_bw = t.time_us - t.latency_us
     other = r.time_us - lat - data                   # launch and what else the model adds outside both terms
-    terms = {"latency": lat - t.latency_us + other}
+    lag = r.explain.get("tree_chunk_lag_us", 0.0)   # in the latency term, but not NCCL's: said apart
+    terms = {"latency": lat - lag - t.latency_us + other}
+    if lag:
+        terms["tree depth lag"] = lag
     busiest = max(r.link_busy_us.values()) if r.link_busy_us else None
     if busiest is not None and busiest <= data * (1 + 1e-9):
         terms["link efficiency"] = busiest - tuner_bw
