@@ -332,8 +332,9 @@ def fit(cases: list[Case]) -> dict:
 
 def _fit_tree_lag(train: list[Case]) -> float:
     """``tree_chunk_lag_us`` from the mid- and large-size time rows of ``train`` (multi-node all_reduce)
-    that NCCL runs as tree/Simple, every other constant at its prior: a row's time is ``t0 + lag x units`` (:meth:`Case.tree_lag_units`),
-    so one run per row serves every grid value and every fold. A tie goes to the prior (0)."""
+    that NCCL runs as tree/Simple, every other constant at its prior. A row's time is ``t0 + lag x units``
+    (:meth:`Case.tree_lag_units`), so one run per row serves every grid value and every fold. A tie goes
+    to the prior (0)."""
     _prefetch((c, c.mid_rows + c.bw_rows, PRIORS) for c in train)
     rows = []
     for c in train:
