@@ -28,9 +28,10 @@ it affects, by a small grid search:
 * ``rendezvous_us.<fabric>`` (fabrics whose transport has a rendezvous threshold: Slingshot): small- and
   mid-size time rows of the fabric's multi-node cases; prior 0 (no public figure);
 * ``tree_chunk_lag_us`` (a deep tree's lag per level and chunk, :func:`sim.nccl.execution.tree_chunk_lag_us`):
-  mid- and large-size time rows of the multi-node all_reduce cases, with every other constant at its
-  prior like the other groups; the lag only adds time to a row NCCL runs as tree/Simple, so a row's time
-  is linear in it (one run per row, at the priors, for every fold);
+  the mid- and large-size time rows NCCL runs as tree/Simple in the multi-node all_reduce cases, with
+  every other constant at its prior (so one run per row serves every fold: a row's time is linear in
+  the lag). Those rows also fit the bandwidth and rendezvous constants, each with the lag at its prior 0,
+  so the two groups can absorb the same residual; what the folds measure is the sum;
 * ``launch_overhead_us`` (time rows of the one-node cases: the host's cost, with no network latency to
   confound it), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and ``p2p_peer.<fabric>`` (small-
   and mid-size rows of the fabric's multi-node all_to_all): these add the same time to every (algorithm,
@@ -141,7 +142,7 @@ class Case:
             if hit is None:
                 with calibration.override(values), nccl_config.use(self.nccl):
                     q = api.simulate(self.coll, size, self.topo, self.algo, self.proto)
-                hit = self._memo[(size, key)] = (q.time_us, q.busbw_GBps, float((q.explain or {}).get("tree_chunk_levels", 0.0)))
+                hit = self._memo[(size, key)] = (q.time_us, q.busbw_GBps, float((q.explain or {}).get("tree_lag_units", 0.0)))
             out.append(hit)
         return out
 

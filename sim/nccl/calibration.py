@@ -23,9 +23,10 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   (fabrics whose transport has one: Slingshot's cxi, 16 KiB by default);
 * ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
   NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
-* ``tree_chunk_lag_us``: what every level of a tree across nodes adds to each chunk a channel's tree
-  carries with Simple (:func:`sim.nccl.execution.tree_chunk_lag_us`): the per-message delays of a deep
-  pipeline that NCCL's model and the engine's link bandwidths do not have. Prior 0 (NCCL's own model).
+* ``tree_chunk_lag_us``: what every level of a tree across nodes adds to each chunk of a channel's tree
+  with Simple, at the engine's chunk size (:func:`sim.nccl.execution.tree_chunk_lag_us`): the loss of deep
+  trees at mid sizes that NCCL's model and the engine's link bandwidths do not have (cause open). Prior 0
+  (NCCL's own model).
 * ``gdr_host_bridge_efficiency``: the share of the fabric's efficiency left when a GPU's GPUDirect RDMA
   crosses the CPU's PCIe root complex (a PCIe GPU, its NIC on a CPU root port: ``nic_path`` PHB or
   farther; :func:`sim.topology.hardware.gdr_through_host_bridge`). NCCL's own model charges that path

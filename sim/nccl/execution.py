@@ -283,8 +283,9 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
     small, used_ch, used_threads = small_message_share(nbytes, topo, algorithm, p.name,
                                                        tuned.nchannels if tuned and tuned.nchannels else 1)
     lat = _latency_term(tuned, m, p.name, steps)
-    units = tree_lag_units(algorithm, p.name, m, nbytes, tuned.nchannels if tuned and tuned.nchannels else nch, steps)
-    lag = calibration.value("tree_chunk_lag_us") * units
+    nccl_nch = tuned.nchannels if tuned and tuned.nchannels else nch
+    units = tree_lag_units(algorithm, p.name, m, nbytes, nccl_nch, steps)
+    lag = tree_chunk_lag_us(algorithm, p.name, m, nbytes, nccl_nch, steps)
     # NCCL's model slows tree all_reduce at mid sizes (treeCorrectionFactor, 0.4-1.0 from 64 B to 256 MiB:
     # "trees are not perfectly sticking to the model for medium sizes"); the engine's tree moves data at
     # the same model bandwidths, so it takes the same factor (docs/nccl-model.md, Calibration).
@@ -294,21 +295,30 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
 
 
 def tree_lag_units(algorithm: str, proto: str, m: Machine, nbytes: float, nchannels: int, depth: int) -> float:
-    """Tree levels across nodes (log2 of the nodes) times the chunks one of NCCL's ``nchannels`` channels
-    carries (NCCL's chunk for that channel's bytes, :func:`sim.nccl.protocols.nccl_chunk_bytes`), for a
-    tree with Simple across a network; 0 otherwise. What :func:`tree_chunk_lag_us` multiplies.
+    """Tree levels across nodes (log2 of the nodes) times the chunks of ``nbytes / nchannels`` (one of
+    NCCL's channels) at the chunk size the model's pipeline uses (:func:`sim.nccl.protocols.nccl_chunk_bytes`
+    against the engine program's ``depth`` steps), for a tree with Simple across a network; 0 otherwise.
+    What ``tree_chunk_lag_us`` multiplies (:func:`tree_chunk_lag_us`).
+
+    Not NCCL's own chunk count: NCCL halves a tree's chunk in three stages against its tree depth (about
+    half the engine's steps), which leaves 2-8x fewer, larger chunks at 2-128 MiB. Fitted on that count
+    the lag gains nothing out of sample (docs/accuracy-at-scale.md, sixth pass); on this one it does.
 
     >>> from sim.presets import load_topology
     >>> from sim.nccl.machine import machine
-    >>> tree_lag_units("tree", "Simple", machine(load_topology("dgx-h100:nodes=16")), 512 << 20, 16, 8)   # 4 levels x 64 chunks of 512 KiB
+    >>> m = machine(load_topology("dgx-h100:nodes=16"))
+    >>> tree_lag_units("tree", "Simple", m, 1 << 30, 8, 22)     # 4 levels x 256 chunks of 512 KiB
+    1024.0
+    >>> tree_lag_units("tree", "Simple", m, 16 << 20, 8, 22)    # 2 MiB a channel: 32 KiB chunks (< 176), 64 of them
     256.0
-    >>> tree_lag_units("ring", "Simple", machine(load_topology("dgx-h100:nodes=16")), 512 << 20, 16, 8)
+    >>> tree_lag_units("ring", "Simple", m, 1 << 30, 8, 22)
     0.0
     """
     if algorithm != "tree" or proto != "Simple" or m.nnodes < 2 or m.inter_class != "net":
         return 0.0
-    chunk = nccl_chunk_bytes(algorithm, proto, nbytes / nchannels, depth=depth)
-    return math.log2(m.nnodes) * math.ceil(nbytes / nchannels / chunk)
+    per_channel = nbytes / nchannels
+    chunk = nccl_chunk_bytes(algorithm, proto, per_channel, depth=depth)
+    return math.log2(m.nnodes) * math.ceil(per_channel / chunk)
 
 
 def tree_chunk_lag_us(algorithm: str, proto: str, m: Machine, nbytes: float, nchannels: int, depth: int) -> float:
@@ -318,19 +328,18 @@ def tree_chunk_lag_us(algorithm: str, proto: str, m: Machine, nbytes: float, nch
 
     Why: on the public sweeps at 32 to 540 nodes (CSCS Alps, ALCF Polaris) a tree/Simple all_reduce runs
     at 0.4-0.6 of the model's busbw at 2-128 MiB and approaches it at 1-4 GiB, and the loss grows with
-    the node count; at 2 nodes it is small. NCCL shrinks a tree's chunks the deeper the tree and the
-    smaller the message, so a cost per chunk and per level gives both trends: each chunk is one network
-    message per level, and a per-message delay (the proxy posting and completing it, a detour of
-    adaptive routing) that NCCL's 8-slot flow control cannot hide behind the next chunks adds up level
-    after level. The mechanism is inferred from that shape, not measured directly
-    (docs/accuracy-at-scale.md, sixth pass); the constant is fitted and cross-validated by system.
+    the node count; at 2 nodes it is small. The model's tree pipeline shrinks its chunks the deeper the
+    tree and the smaller the message, so a cost per chunk and per level gives both trends: at mid sizes a
+    cost per byte that grows with the depth, fading as the chunks reach 512 KiB. Read as a per-message
+    delay that flow control cannot hide, adding up level after level; the mechanism is inferred from the
+    shape, not measured, and NCCL's own chunk count does not carry it (:func:`tree_lag_units`;
+    docs/accuracy-at-scale.md, sixth pass). The constant is fitted and cross-validated by system.
 
     >>> from sim.presets import load_topology
     >>> from sim.nccl.machine import machine
-    >>> m = machine(load_topology("dgx-h100:nodes=16"))
-    >>> with calibration.override({"tree_chunk_lag_us": 0.5}):   # 0.5 us x 4 levels x 64 chunks
-    ...     tree_chunk_lag_us("tree", "Simple", m, 512 << 20, 16, 8)
-    128.0
+    >>> with calibration.override({"tree_chunk_lag_us": 0.5}):   # 0.5 us x 4 levels x 256 chunks
+    ...     tree_chunk_lag_us("tree", "Simple", machine(load_topology("dgx-h100:nodes=16")), 1 << 30, 8, 22)
+    512.0
     """
     per = calibration.value("tree_chunk_lag_us")
     return per * tree_lag_units(algorithm, proto, m, nbytes, nchannels, depth) if per else 0.0
@@ -478,8 +487,8 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
     if plan.tree_correction != 1:
         tail["tree_correction"] = plan.tree_correction
     if plan.tree_lag_units:   # part of latency_us: said apart, it is what the tree's depth costs beyond the links
-        tail["tree_chunk_levels"] = plan.tree_lag_units
-        tail["tree_chunk_lag_us"] = plan.tree_lag_us
+        tail["tree_lag_units"] = plan.tree_lag_units
+        tail["tree_lag_us"] = plan.tree_lag_us
     if tuned is not None and tuned.detail.get("rendezvous_us"):   # part of latency_us: said apart, it explains a jump
         tail["rendezvous_us"] = tuned.detail["rendezvous_us"]
     if plan.small_share < 1:

@@ -89,7 +89,7 @@ def difference_lines(r, topo) -> list[str]:
     data = r.explain.get("bandwidth_term_us", r.time_us - lat)
     tuner_bw = t.time_us - t.latency_us
     other = r.time_us - lat - data                   # launch and what else the model adds outside both terms
-    lag = r.explain.get("tree_chunk_lag_us", 0.0)   # in the latency term, but not NCCL's: said apart
+    lag = r.explain.get("tree_lag_us", 0.0)   # in the latency term, but not NCCL's: said apart
     terms = {"latency": lat - lag - t.latency_us + other}
     if lag:
         terms["tree depth lag"] = lag

@@ -170,7 +170,7 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
         extra = {"latency_us": lat, "payload_share": plan.payload_share, "chunk_bytes": plan.chunk_bytes,
                  "channels_spread_over_nics": spread}
         if plan.tree_lag_units:   # part of latency_us, said apart (sim.nccl.execution.tree_chunk_lag_us)
-            extra.update(tree_chunk_levels=plan.tree_lag_units, tree_chunk_lag_us=plan.tree_lag_us)
+            extra.update(tree_lag_units=plan.tree_lag_units, tree_lag_us=plan.tree_lag_us)
     key = (algorithm, coll, nch, pieces, root, spread, float(nbytes), engine_proto, nvls)
     from ..nccl.execution import is_duplex
     duplex = is_duplex(coll, topo)   # the full cluster's: its links run at the efficiencies NCCL gets there

@@ -103,7 +103,9 @@ def sample(result, topo, samples: int = 100, seed: int = 0, sigma: float | None 
     sigma = HOP_SIGMA if sigma is None else float(sigma)
     m = machine(load_topology(topo) if isinstance(topo, str) else topo)
     stages, width = network_stages(result, m)
-    lat = float((result.explain or {}).get("latency_us", 0.0))
+    explain = result.explain or {}
+    # the per-hop latencies only: a deep tree's lag (part of latency_us) grows with the bytes, like the data term
+    lat = float(explain.get("latency_us", 0.0)) - float(explain.get("tree_lag_us", 0.0))
     rng = np.random.default_rng(seed)
     if stages == 0 or lat <= 0 or sigma <= 0:
         factors = np.ones(samples)

@@ -1,7 +1,8 @@
 """A deep tree's per-level, per-chunk lag across nodes (``tree_chunk_lag_us``, issue 23).
 
-Expected values: closed forms of NCCL's chunking (a Simple tree chunk is one 512 KiB step of NCCL's
-4 MiB buffer; log2 of the nodes tree levels), and published nccl-tests sweeps of two Slingshot systems
+Expected values: closed forms of the model's tree chunking (a Simple tree chunk is one 512 KiB step of
+NCCL's 4 MiB buffer, halved while a channel holds fewer than 8 x steps chunks, down to 32 KiB) and
+log2(nodes) levels, worked by hand below, and published nccl-tests sweeps of two Slingshot systems
 (CSCS Alps, ALCF Polaris), one fitted and the other predicted."""
 from __future__ import annotations
 
@@ -29,35 +30,59 @@ def lag_us(topology: str, nbytes: int, value: float, **kw) -> tuple[float, dict]
     return r.time_us - base.time_us, r.explain
 
 
-def test_each_level_and_each_chunk_of_a_large_tree_pays_the_lag_once():
-    # 1 GiB: every channel's share is far above 8 x depth chunks, so each chunk is the full 512 KiB step;
-    # NCCL's channels together carry 1 GiB / 512 KiB = 2048 chunks, each through log2(nodes) levels. The
-    # same node type gives the same channels at 4 and 16 nodes: the lag doubles with the levels (2 -> 4)
-    four, explain4 = lag_us("dgx-h100:nodes=4", 1 << 30, 0.5, algorithm="tree", protocol="Simple")
-    sixteen, explain16 = lag_us("dgx-h100:nodes=16", 1 << 30, 0.5, algorithm="tree", protocol="Simple")
-    chunks = explain4["tree_chunk_levels"] / math.log2(4)          # per channel
-    channels = 2048 / chunks
-    assert channels == int(channels) and 1 <= channels <= 64
-    assert four == pytest.approx(0.5 * 2 * chunks) and sixteen == pytest.approx(2 * four)
-    assert explain16["tree_chunk_lag_us"] == pytest.approx(sixteen)
+@pytest.mark.parametrize("nbytes, units", [
+    # 16 DGX H100 nodes: log2(16) = 4 levels across nodes, NCCL's 8 tree channels, the engine's tree
+    # program 22 steps deep. The model's chunk halves from 512 KiB while a channel holds fewer than
+    # 8 x 22 = 176 chunks, down to 32 KiB: 512 KiB and 2 MiB a channel -> 32 KiB (16 and 64 chunks);
+    # 128 MiB a channel -> 512 KiB (256 chunks)
+    (4 << 20, 4 * 16),
+    (16 << 20, 4 * 64),
+    (1 << 30, 4 * 256),
+])
+def test_each_level_and_each_chunk_of_a_tree_pays_the_lag_once(nbytes, units):
+    from sim.collectives import get_collective
+    from sim.nccl.tuner import tuner_terms
+    from sim.presets import load_topology
+    topo = "dgx-h100:nodes=16"
+    assert tuner_terms(get_collective("all_reduce"), nbytes, load_topology(topo), "tree", "Simple").nchannels == 8
+    added, explain = lag_us(topo, nbytes, 0.5, algorithm="tree", protocol="Simple")
+    assert explain["tree_lag_units"] == units
+    assert added == pytest.approx(0.5 * units) and explain["tree_lag_us"] == pytest.approx(added)
 
 
-def test_the_lag_is_linear_and_doubles_with_the_bytes_of_a_large_tree():
-    topo = "dgx-h100:nodes=8"
-    one, _ = lag_us(topo, 1 << 30, 1.0, algorithm="tree", protocol="Simple")
-    two, _ = lag_us(topo, 1 << 30, 2.0, algorithm="tree", protocol="Simple")
-    double, _ = lag_us(topo, 2 << 30, 1.0, algorithm="tree", protocol="Simple")
-    assert two == pytest.approx(2 * one) and double == pytest.approx(2 * one) and one > 0
+def test_the_lag_is_linear_and_grows_with_the_levels():
+    # 1 GiB on 8 tree channels: 512 KiB chunks at 8, 12 and 16 nodes alike, so the lag follows log2(nodes)
+    one, _ = lag_us("dgx-h100:nodes=8", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
+    two, _ = lag_us("dgx-h100:nodes=8", 1 << 30, 2.0, algorithm="tree", protocol="Simple")
+    assert one > 0 and two == pytest.approx(2 * one)
+    twelve, _ = lag_us("dgx-h100:nodes=12", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
+    sixteen, _ = lag_us("dgx-h100:nodes=16", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
+    assert twelve == pytest.approx(one * math.log2(12) / 3) and sixteen == pytest.approx(one * 4 / 3)
 
 
 @pytest.mark.parametrize("topology, kw", [
     ("dgx-h100:nodes=8", {"algorithm": "ring", "protocol": "Simple"}),   # rings: their steps have their own floor
     ("dgx-h100:nodes=8", {"algorithm": "tree", "protocol": "LL"}),       # LL: fixed small chunks, not fitted
-    ("dgx-h100", {"algorithm": "ring", "protocol": "Simple"}),           # one node: no network levels
+    ("dgx-h100", {"algorithm": "tree", "protocol": "Simple"}),           # one node: no network levels
 ])
 def test_no_lag_where_no_tree_crosses_a_network_with_simple(topology, kw):
     added, explain = lag_us(topology, 256 << 20, 1.0, **kw)
-    assert added == 0.0 and "tree_chunk_lag_us" not in explain
+    assert added == 0.0 and "tree_lag_us" not in explain
+
+
+def test_the_stochastic_mode_samples_the_hops_not_the_lag():
+    from sim.prediction.stochastic import sample
+    topo = "hgx-a100-4:nodes=64,nics_per_node=2,nic_gbps=200,fabric=slingshot"
+    with calibration.override({LAG: 0.0}):
+        without = sim.simulate("all_reduce", 64 << 20, topo, algorithm="tree", protocol="Simple")
+        spread0 = sample(without, topo, samples=200, seed=1)
+    with calibration.override({LAG: 2.0}):
+        lagged = sim.simulate("all_reduce", 64 << 20, topo, algorithm="tree", protocol="Simple")
+        spread = sample(lagged, topo, samples=200, seed=1)
+    assert lagged.explain["tree_lag_us"] > 0
+    # the same draws shift the same hop latencies: the lag moves every percentile by itself, no more
+    for q in ("time_us_p10", "time_us_median", "time_us_p90"):
+        assert spread[q] - spread0[q] == pytest.approx(lagged.explain["tree_lag_us"], rel=1e-6)
 
 
 def tree_simple_time_error(case: crossval.Case, value: float) -> float:
