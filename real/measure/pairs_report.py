@@ -7,7 +7,8 @@ does not say which end is at fault; many do:
 - a **rank** (its GPU, its NIC) is named when more than half of its pairs are slow: a bad rank spoils
   every pair it is in, a good rank only the pair with the bad one;
 - a **node** likewise over node pairs, a node pair being slow when the median of its rank pairs is;
-  a node whose own pairs (both ranks on it) are slow is named too (its internal fabric);
+  a node more than half of whose own pairs (both ranks on it) are slow is named too (its internal
+  fabric); one bad rank among four on a node spoils half of them, which names the rank, not the node;
 - a **link** is a slow pair that no named rank or node explains (a cable, a switch port, a route).
 
 With two ranks (or two nodes) both ends are named: one pair cannot tell them apart.
@@ -58,8 +59,10 @@ def verdict(rows: list[dict], hosts: list[str], threshold: float) -> dict:
             per_node[k] = per_node.get(k, 0) + 1
             slow_node[k] = slow_node.get(k, 0) + bad
     slow_nodes = _named(per_node, slow_node) if len(nodes) > 1 else []
+    # counted, not a median: with half the pairs slow an even median averages a slow and a healthy pair and
+    # lands on either side of the threshold by the noise of the healthy one
     slow_nodes += [nodes[a] for (a, b), ratios in cell.items()
-                   if a == b and statistics.median(ratios) < threshold and nodes[a] not in slow_nodes]
+                   if a == b and 2 * sum(x < threshold for x in ratios) > len(ratios) and nodes[a] not in slow_nodes]
     slow_ranks = sorted(_named(per_rank, slow_rank))
     links = []
     for r in rows:

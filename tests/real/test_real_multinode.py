@@ -122,6 +122,16 @@ def test_verdict_names_the_node_every_pair_of_which_is_slow():
     assert v["node_matrix"][0][1] == pytest.approx(0.9) and v["node_matrix"][2][3] == pytest.approx(0.2)
 
 
+@pytest.mark.parametrize("healthy", [1.2, 1.4, 1.6])
+def test_one_bad_rank_of_four_on_a_node_names_the_rank_not_the_node(healthy):
+    # rank 2's three pairs at 0.12, the other three at `healthy`: half the node's pairs are slow, so the
+    # node is not named whatever the healthy pairs read (a median of six averaged 0.12 and 1.2-1.4 below 0.8)
+    rows = [{"ranks": [i, j], "measured_GBps": 0.12 if 2 in (i, j) else healthy, "predicted_GBps": 1.0}
+            for i in range(4) for j in range(i + 1, 4)]
+    v = pairs_report.verdict(rows, ["vm"] * 4, 0.8)
+    assert v["slow_ranks"] == [2] and v["slow_nodes"] == [] and v["slow_links"] == []
+
+
 def test_verdict_names_a_link_when_no_end_is_bad():
     hosts = ["n0", "n1", "n2", "n3"]
     v = pairs_report.verdict(_rows(4, lambda i, j: (i, j) == (1, 3)), hosts, 0.8)
