@@ -337,12 +337,11 @@ def _fit_tree_lag(train: list[Case]) -> float:
     (:meth:`Case.tree_lag_units`), so one run per row serves every grid value and every fold. A tie goes
     to the prior (0)."""
     _prefetch((c, c.mid_rows + c.bw_rows, PRIORS) for c in train)
-    rows = []
+    rows = []   # (time at lag 0, units, measured time) of the rows it affects (NCCL's tree/Simple across nodes)
     for c in train:
-        sizes = [r["size"] for r in c.mid_rows + c.bw_rows]
-        rows += [(t, u, r["time_us"]) for (t, _), u, r in zip(c.runs(sizes, PRIORS), c.tree_lag_units(sizes, PRIORS),
-                                                           c.mid_rows + c.bw_rows)]
-    rows = [row for row in rows if row[1] > 0]   # the rows it affects (NCCL's tree/Simple across nodes)
+        measured = c.mid_rows + c.bw_rows
+        rows += [(t, u, r["time_us"]) for (t, _, u), r in zip(c._runs([r["size"] for r in measured], PRIORS), measured)
+                 if u > 0]
     if not rows:
         return PRIORS[TREE_LAG]
     return float(min(TREE_LAG_GRID, key=lambda v: _score([abs(t + v * u - m) / m for t, u, m in rows], v, PRIORS[TREE_LAG])))
