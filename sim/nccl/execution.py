@@ -57,6 +57,7 @@ from .constants import (
     SMALL_MESSAGE_ALGORITHMS,
     THREAD_HALVING_MULTIPLE,
     THREAD_THRESHOLD,
+    TREE_BUS_TO_ALG,
 )
 from .context import cached
 from .machine import Machine, machine, nvls_channels
@@ -294,6 +295,32 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
                     used_ch, used_threads, corr, tuned, Protocol(p.name, payload_efficiency=share * small * corr), lat + lag, lag, units)
 
 
+def kernel_cap_us(plan: NcclPlan, nbytes: float) -> float:
+    """The least time NCCL's per-channel kernel cap leaves the data of ``plan`` (0 where none applies).
+
+    NCCL's tuner caps a tree all_reduce at ``perChMaxTreeBw`` per channel of its search (``tuning.cc``:
+    ``busBw = min(busBw * .92, nChannels * perChMaxTreeBw)``, a table per GPU generation and node count):
+    what one channel's tree kernel moves at most, measured by NCCL's authors, whatever the links could
+    carry. The engine's links know nothing of it, so the bandwidth term is at least the size over that
+    cap, at the same payload share, small-message share and tree correction as the engine's own
+    protocol (a pipeline runs at its slowest stage: the larger of the two times). On DGX B200 nodes (8 x
+    400G) across 4 or more nodes it is 8 channels x 24 GB/s: Together AI's forced-Tree
+    runs at 4-64 nodes measure 191-196 GB/s (docs/accuracy-at-scale.md, seventh pass).
+
+    >>> from sim.collectives import get_collective
+    >>> from sim.presets import load_topology
+    >>> from sim.nccl import config
+    >>> with config.use(config.make_config(version="2.28")):
+    ...     p = plan_nccl(get_collective("all_reduce"), 1 << 34, load_topology("dgx-b200:nodes=4"), "tree", "Simple")
+    ...     round(kernel_cap_us(p, 1 << 34))           # 16 GiB at 8 x 24 x 0.5 GB/s of algbw
+    178957
+    """
+    tuned = plan.tuned
+    cap = tuned.detail.get("tree_kernel_cap_bus_GBps", 0.0) if tuned is not None else 0.0
+    alg = cap * TREE_BUS_TO_ALG * plan.engine_protocol.payload_efficiency
+    return nbytes / (alg * 1e3) if alg > 0 and nbytes > 0 else 0.0
+
+
 def tree_lag_units(algorithm: str, proto: str, m: Machine, nbytes: float, nchannels: int, depth: int) -> float:
     """Tree levels across nodes (log2 of the nodes) times the chunks of ``nbytes / nchannels`` (one of
     NCCL's channels) at the chunk size the model's pipeline uses (:func:`sim.nccl.protocols.nccl_chunk_bytes`
@@ -473,6 +500,9 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         # NVLSTree: there the engine's own tree stages already fill more loops than NCCL's measured ramp
         # (docs/nccl-model.md, GB200 NVL72).
         data_us += 2 * float(np.max(runs.link_busy_us, initial=0.0)) / sim_pieces
+    cap = kernel_cap_us(plan, nbytes)
+    capped = cap > data_us
+    data_us = max(data_us, cap)
     lat = plan.latency_us
     head = {"latency_us": lat, "bandwidth_term_us": data_us,
             "effective_busbw_GBps": analytic.busbw_GBps(coll.name, topo.nranks, nbytes, data_us) if data_us > 0 else 0.0,
@@ -486,6 +516,8 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         tail["nvls_heads"] = f"{nvls_heads(k)} of {k} GPUs per NVLink domain"
     if plan.tree_correction != 1:
         tail["tree_correction"] = plan.tree_correction
+    if capped:   # the bandwidth term is the kernel's, not the links': said so, with NCCL's figure
+        tail["kernel_cap_us"] = cap
     if plan.tree_lag_units:   # part of latency_us: said apart, it is what the tree's depth costs beyond the links
         tail["tree_lag_units"] = plan.tree_lag_units
         tail["tree_lag_us"] = plan.tree_lag_us
@@ -536,5 +568,5 @@ def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = F
     return out
 
 
-__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units",
+__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units", "kernel_cap_us",
            "payload_share", "steady_state_pieces", "extrapolate_steady_state", "OPS_BUDGET"]

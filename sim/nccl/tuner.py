@@ -266,8 +266,12 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
         bus = min(ll_max, bus * share)
     if a == "ring" and p == "LL128":
         bus = min(bus * (rel.ring_ll128_one_gpu if ppn < 2 else LL128_BW_FACTOR), nch * caps["ring_ll128"])
+    detail: dict = {}
     if a == "tree" and NCCL_RULES[coll].allreduce_terms:
         bus = min(bus * LL128_BW_FACTOR, nch * caps["tree"])
+        # perChMaxTreeBw: what one channel's tree kernel moves at most, whatever the links (the engine
+        # honours it too: sim.nccl.execution.kernel_cap_us)
+        detail["tree_kernel_cap_bus_GBps"] = nch * caps["tree"]
     if a == "tree" and p == "LL":
         bus = min(bus / TREE_LL_BW_DIVISOR, ll_max)
     if a == "tree" and p == "LL128":
@@ -282,7 +286,7 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
             bus /= factor - (factor - 1) / 2
             if ci >= 2:
                 bus *= COLLNET_DIRECT_SM90_FACTOR
-    return bus, nch, {"graph": graph}
+    return bus, nch, {"graph": graph, **detail}
 
 
 def _latency(coll: Collective, a: str, p: str, m: Machine, nsteps: int, cfg: NcclConfig) -> float:

@@ -182,6 +182,11 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
         t_half, _ = _engine_time(algorithm, coll, half, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget, duplex)
         level_cost = max(0.0, (t_rep - t_half) / (levels_rep - tree_levels(r // 2)))
         data += level_cost * (levels_full - levels_rep)
+    if not ideal:   # NCCL's per-channel kernel cap (sim.nccl.execution.kernel_cap_us), as the engine takes it
+        from ..nccl.execution import kernel_cap_us
+        cap = kernel_cap_us(plan, nbytes)
+        if cap > data:
+            data, extra["kernel_cap_us"] = cap, cap
     t = lat + data
     explain = {**extra, "bandwidth_term_us": data, "replica_nodes": r, "tree_levels": levels_full,
                "replica_tree_levels": levels_rep, "level_cost_us": level_cost, "simulated_ops": sim_ops,
