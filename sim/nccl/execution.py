@@ -304,8 +304,10 @@ def kernel_cap_us(plan: NcclPlan, nbytes: float) -> float:
     carry. The engine's links know nothing of it, so the bandwidth term is at least the size over that
     cap, at the same payload share, small-message share and tree correction as the engine's own
     protocol (a pipeline runs at its slowest stage: the larger of the two times). On DGX B200 nodes (8 x
-    400G) across 4 or more nodes it is 8 channels x 24 GB/s: Together AI's forced-Tree
-    runs at 4-64 nodes measure 191-196 GB/s (docs/accuracy-at-scale.md, seventh pass).
+    400G) across 4 or more nodes it is 8 channels x 24 GB/s, and Together AI's forced-Tree runs at 4-64
+    nodes measure 191-196 GB/s (docs/accuracy-at-scale.md, seventh pass). Only this cap is taken:
+    NCCL's other bandwidth terms (CollNetDirect's intra-node x0.85, say) are estimates of links the
+    engine models itself.
 
     >>> from sim.collectives import get_collective
     >>> from sim.presets import load_topology
@@ -316,7 +318,7 @@ def kernel_cap_us(plan: NcclPlan, nbytes: float) -> float:
     178957
     """
     tuned = plan.tuned
-    cap = tuned.detail.get("tree_kernel_cap_bus_GBps", 0.0) if tuned is not None else 0.0
+    cap = tuned.detail.get("kernel_cap_bus_GBps", 0.0) if tuned is not None else 0.0
     alg = cap * TREE_BUS_TO_ALG * plan.engine_protocol.payload_efficiency
     return nbytes / (alg * 1e3) if alg > 0 and nbytes > 0 else 0.0
 

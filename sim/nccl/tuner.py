@@ -271,7 +271,7 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
         bus = min(bus * LL128_BW_FACTOR, nch * caps["tree"])
         # perChMaxTreeBw: what one channel's tree kernel moves at most, whatever the links (the engine
         # honours it too: sim.nccl.execution.kernel_cap_us)
-        detail["tree_kernel_cap_bus_GBps"] = nch * caps["tree"]
+        detail["kernel_cap_bus_GBps"] = nch * caps["tree"]
     if a == "tree" and p == "LL":
         bus = min(bus / TREE_LL_BW_DIVISOR, ll_max)
     if a == "tree" and p == "LL128":
