@@ -305,9 +305,11 @@ def kernel_cap_us(plan: NcclPlan, nbytes: float) -> float:
     cap, at the same payload share, small-message share and tree correction as the engine's own
     protocol (a pipeline runs at its slowest stage: the larger of the two times). On DGX B200 nodes (8 x
     400G) across 4 or more nodes it is 8 channels x 24 GB/s, and Together AI's forced-Tree runs at 4-64
-    nodes measure 191-196 GB/s (docs/accuracy-at-scale.md, seventh pass). Only this cap is taken:
-    NCCL's other bandwidth terms (CollNetDirect's intra-node x0.85, say) are estimates of links the
-    engine models itself.
+    nodes measure 191-196 GB/s (docs/accuracy-at-scale.md, seventh pass). CollNetDirect's all_reduce is
+    bounded the same way by NCCL's model of its kernels (``nChannels x bwIntra``, divided by the
+    GPUs-per-channel factor, x0.85 on Hopper+: every GPU of a node scatters and gathers through the
+    channels at once): 585 GB/s on those nodes, where their SHARP runs measure 530-606 and the links
+    alone would give 760. NCCL's other bandwidth terms are estimates of links the engine models itself.
 
     >>> from sim.collectives import get_collective
     >>> from sim.presets import load_topology

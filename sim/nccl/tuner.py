@@ -286,6 +286,10 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
             bus /= factor - (factor - 1) / 2
             if ci >= 2:
                 bus *= COLLNET_DIRECT_SM90_FACTOR
+            # NCCL's model of CollNetDirect's kernels: every GPU of the node scatters and gathers through
+            # the channels at the search's intra-node speed (x0.85 on Hopper+); the engine honours it as a
+            # bound (sim.nccl.execution.kernel_cap_us)
+            detail["kernel_cap_bus_GBps"] = bus
     return bus, nch, {"graph": graph, **detail}
 
 
