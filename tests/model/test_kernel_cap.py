@@ -48,3 +48,15 @@ def test_the_engine_never_beats_the_cap_and_says_when_it_binds():
     cap_busbw = 8 * 24.0 * 0.5 * 2 * (n - 1) / n   # busbw of the capped algbw
     assert r.busbw_GBps <= cap_busbw * (1 + 1e-9)
     assert r.explain.get("kernel_cap_us", 0) > 0
+
+
+def test_collnet_direct_takes_nccls_model_of_its_kernels():
+    # Together's SHARP runs (same report): CollnetDirect all_reduce on 16 nodes, 563.13 GB/s at 16 GiB and
+    # 588.83 at 32 GiB. NCCL's model: 8 channels x the search's 86 GB/s intra-node speed x 0.85 (Hopper+),
+    # one GPU per channel (no GPUs-per-channel division); the links alone carry 2 x 400 GB/s of busbw.
+    spec = B200.format(16) + ",sharp=1"
+    with config.use(config.make_config(version="2.28")):
+        p = plan_nccl(AR, SIZE, load_topology(spec), "collnet_direct", "Simple")
+    assert p.tuned.detail["kernel_cap_bus_GBps"] == pytest.approx(8 * 86 * 0.85)
+    for size, measured in ((16 << 30, 563.13), (32 << 30, 588.83)):
+        assert predict(spec, "collnet_direct", size).busbw_GBps == pytest.approx(measured, rel=0.10)
