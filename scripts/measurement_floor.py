@@ -3,7 +3,7 @@ leave-one-system-out error.
 
 Two cases are *the same question* to collsim's hardware inputs when they describe the same machine (the
 topology spec after the preset is built: GPU, GPUs per node, nodes, NICs per node and their speed,
-fabric) and run the same collective. Whatever a model does with the machine, it gives both the same
+fabric) and run the same collective (with the same algorithm, where the run forced one). Whatever a model does with the machine, it gives both the same
 prediction, so if they were measured on different systems, predicting one from a fit on the other costs
 about what the two measurements differ by; only the NCCL version and variables (printed with each pair)
 can separate them. This script finds every such pair in the public set and reports, per size band
@@ -38,7 +38,7 @@ def machine_key(case: dict) -> tuple:
     """What the model sees of the case's machine and call (two cases with one key get one prediction)."""
     meta = load_topology(case["topology"]).meta
     fabric = case.get("fabric") or meta.get("fabric") or ""
-    return (case.get("collective", "all_reduce"), int(case.get("gpus_per_process") or 1), fabric,
+    return (case.get("collective", "all_reduce"), case.get("algorithm"), int(case.get("gpus_per_process") or 1), fabric,
             *(meta.get(k) for k in META_KEYS))
 
 

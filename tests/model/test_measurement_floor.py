@@ -22,10 +22,11 @@ A = case("A", "site-a", "dgx-h100:nodes=2", [(8, 20.0, 0.0), (1 << 20, 100.0, 1.
 B = case("B", "site-b", "dgx-h100:nodes=2", [(8, 30.0, 0.0), (1 << 20, 100.0, 1.0), (1 << 30, 9000.0, 100.0)])
 C = case("C", "site-c", "dgx-h100:nodes=4", [(8, 10.0, 0.0)])                            # another machine
 D = case("D", "site-d", "dgx-h100:nodes=2", [(8, 10.0, 0.0)], collective="all_gather")   # another call
+E = {**case("E", "site-e", "dgx-h100:nodes=2", [(8, 10.0, 0.0)]), "algorithm": "tree"}   # a forced algorithm
 
 
-def test_only_cases_of_one_machine_and_collective_pair_up():
-    got = [(a["id"], b["id"], same) for a, b, same, _ in measurement_floor.pairs([A, B, C, D])]
+def test_only_cases_of_one_machine_collective_and_algorithm_pair_up():
+    got = [(a["id"], b["id"], same) for a, b, same, _ in measurement_floor.pairs([A, B, C, D, E])]
     assert got == [("A", "B", False)]
 
 
