@@ -57,7 +57,6 @@ from .constants import (
     SMALL_MESSAGE_ALGORITHMS,
     THREAD_HALVING_MULTIPLE,
     THREAD_THRESHOLD,
-    TREE_BUS_TO_ALG,
 )
 from .context import cached
 from .machine import Machine, machine, nvls_channels
@@ -320,8 +319,8 @@ def kernel_cap_us(plan: NcclPlan, nbytes: float) -> float:
     178957
     """
     tuned = plan.tuned
-    cap = tuned.detail.get("kernel_cap_bus_GBps", 0.0) if tuned is not None else 0.0
-    alg = cap * TREE_BUS_TO_ALG * plan.engine_protocol.payload_efficiency
+    cap = tuned.detail.get("kernel_cap_alg_GBps", 0.0) if tuned is not None else 0.0
+    alg = cap * plan.engine_protocol.payload_efficiency
     return nbytes / (alg * 1e3) if alg > 0 and nbytes > 0 else 0.0
 
 

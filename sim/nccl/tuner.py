@@ -184,6 +184,8 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         alg = bus * (n / nsteps if algorithm in ("ring", "p2p") else nvls_ratio if algorithm.startswith("nvls") else TREE_BUS_TO_ALG)
         if algorithm == "nvls_tree" and cfg.release.nvls_tree_ratio_old and m.nnodes > 1:
             alg = bus * NVLS_TREE_RATIO_2_18 * m.nnodes / (2 * (m.nnodes - 1))   # 2.18: ratio = .70 nNodes / (2 (nNodes-1))
+    if "kernel_cap_bus_GBps" in detail and bus > 0:   # the kernels' bound as algBw, by the same ratio as the rest
+        detail["kernel_cap_alg_GBps"] = detail.pop("kernel_cap_bus_GBps") * alg / bus
     lat = _latency(coll, algorithm, p, m, nsteps, cfg)
     bw = alg
     log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1

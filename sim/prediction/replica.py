@@ -163,7 +163,7 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
                                               steps if coll.name in get_algorithm(algorithm).pipelined else 0)
         spread, engine_proto, lat, extra = False, proto, 0.0, {}
     else:
-        from ..nccl.execution import plan_nccl
+        from ..nccl.execution import kernel_cap_us, plan_nccl
         plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, steps=steps,
                          split=max(1, one_rep.nchunks))
         nch, pieces, spread, engine_proto, lat = plan.nchannels, plan.pieces, plan.spread, plan.engine_protocol, plan.latency_us
@@ -183,7 +183,6 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
         level_cost = max(0.0, (t_rep - t_half) / (levels_rep - tree_levels(r // 2)))
         data += level_cost * (levels_full - levels_rep)
     if not ideal:   # NCCL's per-channel kernel cap (sim.nccl.execution.kernel_cap_us), as the engine takes it
-        from ..nccl.execution import kernel_cap_us
         cap = kernel_cap_us(plan, nbytes)
         if cap > data:
             data, extra["kernel_cap_us"] = cap, cap
