@@ -313,6 +313,7 @@ def fit(cases: list[Case]) -> dict:
               **{f"p2p_peer.{f}": train for f, train in sorted(peer_train.items())}}
     fabrics = sorted({c.fabric for c in lat_cases if c.fabric})
     for _ in range(3):
+        before = dict(out)
         for f in fabrics:
             key = f"latency.{f}"
             out[key] = _fit_time(FABRIC_LATENCY_GRID, [c for c in lat_cases if c.fabric == f], out, [key], PRIORS[key], mid=False)
@@ -327,6 +328,8 @@ def fit(cases: list[Case]) -> dict:
             if train:   # the per-peer cost also shows in all_to_all's mid sizes (thousands of peers at scale)
                 mid = key.startswith("p2p_peer.")
                 out[key] = _fit_time(P2P_PEER_GRID if mid else LINEAR_GRID[key], train, out, [key], PRIORS[key], mid=mid)
+        if out == before:   # a fixed point: another round would fit the same values again (exact, and it
+            break           # saves a third of a fold's runs where the first round already settled)
     out[TREE_LAG] = _fit_tree_lag([c for c in cases if c.fabric and c.coll.name == "all_reduce"])
     return out
 

@@ -112,7 +112,7 @@ def _engine_time(algorithm, coll, topo: Topology, nchannels, pieces, root, sprea
                                ops_budget, duplex, calibration.current().links)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=8192)   # (time, ops) tuples: small; a cross-validation's searches revisit thousands
 def _engine_time_cached(algorithm, coll, topo: Topology, nchannels, pieces, root, spread, nbytes, protocol, nvls,
                         ops_budget: int, duplex: bool, cal) -> tuple:
     # ``cal`` only keys the cache: effective_topology reads the link constants of the calibration in force
@@ -128,7 +128,7 @@ def _engine_time_cached(algorithm, coll, topo: Topology, nchannels, pieces, root
     return t, ops
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=8192)
 def _run(algorithm, coll, topo, eff, nchannels, pieces, root, spread, piece_bytes, protocol) -> tuple:
     """One engine run of ``pieces`` pieces of ``piece_bytes`` each (cached across a sweep's sizes)."""
     from ..engine import simulate_program

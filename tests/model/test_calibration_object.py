@@ -79,8 +79,9 @@ def test_a_latency_change_reuses_the_engine_runs_and_gets_the_fresh_answer():
     import sys
     spec, sizes = "hgx-a100-4:nodes=8,nics_per_node=2,fabric=slingshot", (8, 1 << 16, 1 << 22)
     changed = {"latency.slingshot": 30.0, "net_overhead.slingshot": 2.0, "rendezvous_us.slingshot": 40.0,
-               "tree_chunk_lag_us": 3.0}
-    times = lambda model: [sim.simulate("all_reduce", s, spec, model=model).time_us for s in sizes]
+               "tree_chunk_lag_us": 3.0, "p2p_peer.slingshot": 9.0}
+    colls = ("all_reduce", "all_to_all")   # rings and trees; many-peer p2p sends
+    times = lambda model: [sim.simulate(c, s, spec, model=model).time_us for c in colls for s in sizes]
     for model in ("flow", "engine"):
         before = times(model)
         with calibration.override(changed):
@@ -88,6 +89,6 @@ def test_a_latency_change_reuses_the_engine_runs_and_gets_the_fresh_answer():
         fresh = subprocess.run([sys.executable, "-c", (
             "import json, sim; from sim.nccl import calibration\n"
             f"with calibration.override({changed!r}):\n"
-            f"    print(json.dumps([sim.simulate('all_reduce', s, {spec!r}, model={model!r}).time_us for s in {sizes!r}]))")],
+            f"    print(json.dumps([sim.simulate(c, s, {spec!r}, model={model!r}).time_us for c in {colls!r} for s in {sizes!r}]))")],
             capture_output=True, text=True, check=True)
         assert warm == json.loads(fresh.stdout) and warm != before, model
