@@ -373,7 +373,7 @@ def _fit_per_plugin(kind: str, train: dict[str, list[Case]], out: dict, grid) ->
     trees) borrows it from the fabrics the same plugin drives instead of falling back to NCCL's InfiniBand
     figure. Measured: out of sample, ALCF Polaris (Slingshot) gets 6 us from AWS p5 (EFA), p5 gets 8 from
     Polaris; each in sample fits its own. The per-peer cost of all_to_all was tried the same way and
-    is not pooled: EFA's SRD and Slingshot's cxi differ there (3.75 against 8.75 us per peer in sample),
+    is not pooled: EFA's SRD and Slingshot's cxi differ there (3.75 against 7.75 us per peer in sample),
     and pooled, p5's all_to_all mid sizes went from 21% to 42% off at 8 nodes and to 106% at 32."""
     for plugin in sorted({calibration.FABRICS[f].plugin for f in train}):
         members = [f for f in calibration.FABRICS if calibration.FABRICS[f].plugin == plugin]

@@ -82,12 +82,12 @@ DEFAULTS: dict[str, float] = {
     # per net plugin, then per fabric: p4d's EFA has no ring case to say, so it takes aws-ofi-nccl's value
     "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 8.0, "net_overhead.efa2": 8.0, "net_overhead.slingshot": 8.0, "net_overhead.tcpxo": 0.0,
     # what a rendezvous adds to a network message at or above the fabric's threshold (us; fabrics with one)
-    "rendezvous_us.slingshot": 15.0,
+    "rendezvous_us.slingshot": 10.0,
     # per remote peer of an all_to_all (us): the proxy's cost per send/recv pair through the fabric's plugin
-    "p2p_peer.ib": 5.75, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.efa2": 3.75, "p2p_peer.slingshot": 8.75, "p2p_peer.tcpxo": 5.0,
+    "p2p_peer.ib": 5.75, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.efa2": 3.75, "p2p_peer.slingshot": 7.75, "p2p_peer.tcpxo": 5.0,
     # p2p_share.ib held at its prior 1.0 (fit 0.86 on S2-A2A alone: one case is no reason to slow every
     # InfiniBand all_to_all; nccl-tests #267, sjeaugey: all_to_all runs at a NIC's rate)
-    "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.efa2": 0.97, "p2p_share.slingshot": 0.54, "p2p_share.tcpxo": 1.0,
+    "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.efa2": 0.97, "p2p_share.slingshot": 0.52, "p2p_share.tcpxo": 1.0,
 }
 assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share", "net_overhead", "p2p_peer")}
 
