@@ -68,9 +68,10 @@ def add_nccl_args(p) -> None:
     p.add_argument("--nccl-env", default=None, metavar="K=V,...",
                    help="NCCL variables the run sets, e.g. NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32. Honoured: "
                         + "; ".join(f"{k} ({v})" for k, v in HONOURED.items()).replace("%", "%%")
-                        + ". Any other NCCL_* is ignored (named on stderr)")
+                        + ". Any other NCCL_* or FI_* is ignored (named on stderr)")
     p.add_argument("--nccl-env-from-shell", action="store_true",
-                   help="also read every NCCL_* variable of this shell's environment (--nccl-env wins)")
+                   help="also read every NCCL_* variable of this shell's environment, and the FI_* ones above "
+                        "(--nccl-env wins)")
 
 
 def nccl_config_from_args(args):

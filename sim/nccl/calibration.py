@@ -21,6 +21,11 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   posted and completed by the proxy thread through the fabric's net plugin, one after the other);
 * ``rendezvous_us.<fabric>``: what a network message at or above the fabric's rendezvous threshold adds
   (fabrics whose transport has one: Slingshot's cxi, 16 KiB by default);
+* ``recv_copy_us.<fabric>``: what copying one received small message from the provider's host buffer into
+  GPU memory with cudaMemcpy costs (fabrics whose provider can match in software: Slingshot's cxi), paid
+  per network message of a tree hop or an all_to_all peer (a ring step pays the larger of it and its
+  net-overhead floor) when the run set
+  ``FI_CXI_RX_MATCH_MODE=software`` and GDRCopy does not take the copy (:func:`sim.nccl.tuner._recv_copy_us`);
 * ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
   NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
 * ``tree_chunk_lag_us``: what every level of a tree across nodes adds to each chunk of a channel's tree
@@ -83,6 +88,8 @@ DEFAULTS: dict[str, float] = {
     "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 8.0, "net_overhead.efa2": 8.0, "net_overhead.slingshot": 8.0, "net_overhead.tcpxo": 0.0,
     # what a rendezvous adds to a network message at or above the fabric's threshold (us; fabrics with one)
     "rendezvous_us.slingshot": 10.0,
+    # a small message's copy from the provider's host buffer into GPU memory by cudaMemcpy (us; software matching)
+    "recv_copy_us.slingshot": 6.0,
     # per remote peer of an all_to_all (us): the proxy's cost per send/recv pair through the fabric's plugin
     "p2p_peer.ib": 5.75, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.efa2": 3.75, "p2p_peer.slingshot": 7.75, "p2p_peer.tcpxo": 5.0,
     # p2p_share.ib held at its prior 1.0 (fit 0.86 on S2-A2A alone: one case is no reason to slow every
@@ -95,7 +102,7 @@ assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "la
 # and per-step costs, a deep tree's per-chunk lag): an effective link never reads them, so the caches of engine runs are keyed by the
 # calibration without them (:attr:`Calibration.links`) and a latency search reuses every run.
 # tests/model/test_calibration_object.py checks that no link's bandwidth moves with any of them.
-TIME_ONLY = ("latency.", "net_overhead.", "rendezvous_us.", "p2p_peer.", "launch_overhead_us", "per_gpu_launch_us",
+TIME_ONLY = ("latency.", "net_overhead.", "rendezvous_us.", "recv_copy_us.", "p2p_peer.", "launch_overhead_us", "per_gpu_launch_us",
              "tree_chunk_lag_us")
 
 
@@ -183,6 +190,13 @@ def fabric_net_overhead_us(fabric: str | None) -> float:
     return value(f"net_overhead.{get_fabric(fabric or 'ib').name}")
 
 
+def fabric_recv_copy_us(fabric: str | None) -> float:
+    """What copying a received small message into GPU memory by cudaMemcpy costs on ``fabric`` (0 where its
+    provider never matches in software)."""
+    f = get_fabric(fabric or "ib")
+    return value(f"recv_copy_us.{f.name}") if f.software_matching else 0.0
+
+
 def fabric_p2p_peer_us(fabric: str | None) -> float:
     """What each remote peer of an all_to_all costs the proxy thread on this fabric (us)."""
     return value(f"p2p_peer.{get_fabric(fabric or 'ib').name}")
@@ -199,4 +213,4 @@ def override(values: dict):
 
 
 __all__ = ["Fabric", "FABRICS", "DEFAULTS", "TIME_ONLY", "DEFAULT", "Calibration", "current", "use", "get_fabric", "value",
-           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "fabric_p2p_peer_us", "fabric_rendezvous_us", "override"]
+           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "fabric_p2p_peer_us", "fabric_rendezvous_us", "fabric_recv_copy_us", "override"]

@@ -14,7 +14,13 @@ Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed i
 * ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: bounds on the
   channels the tuner credits (a CTA runs one channel);
 * ``NCCL_NVLS_ENABLE=0`` (no NVLS/NVLSTree), ``NCCL_COLLNET_ENABLE=0`` (no CollNet, hence no multi-node
-  NVLS), ``NCCL_PAT_ENABLE=0`` (no PAT; 1 or 2 leave it to NCCL's own rule: one GPU per node).
+  NVLS), ``NCCL_PAT_ENABLE=0`` (no PAT; 1 or 2 leave it to NCCL's own rule: one GPU per node);
+* three libfabric variables of the aws-ofi-nccl plugin's transport on Slingshot (cxi), which decide what
+  receiving a small message costs (:func:`sim.nccl.tuner._recv_copy_us`): ``FI_CXI_RX_MATCH_MODE``
+  (``hardware``, the provider's default; ``software``; ``hybrid``), ``FI_HMEM_CUDA_USE_GDRCOPY`` (0/1) and
+  ``FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD`` (bytes; 4096 by default). collsim takes GDRCopy as in use only where
+  a run sets ``FI_HMEM_CUDA_USE_GDRCOPY=1``: libfabric uses it by default only when it was built with it and
+  the gdrdrv kernel module is loaded, which a run's variables do not say.
 
 >>> c = make_config(env="NCCL_ALGO=^NVLS,NCCL_MIN_NCHANNELS=32,NCCL_IB_HCA=mlx5")
 >>> c.algo_enabled("all_reduce", "nvls"), c.algo_enabled("all_reduce", "ring"), c.min_channels, c.ignored
@@ -47,7 +53,17 @@ HONOURED = {
     "NCCL_NVLS_ENABLE": "0 disables NVLS and NVLSTree",
     "NCCL_COLLNET_ENABLE": "0 disables CollNet (and with it multi-node NVLS)",
     "NCCL_PAT_ENABLE": "0 disables PAT",
+    "FI_CXI_RX_MATCH_MODE": "Slingshot (cxi) tag matching: hardware (default), software or hybrid; with software every "
+                            "small message is copied from a host buffer into GPU memory",
+    "FI_HMEM_CUDA_USE_GDRCOPY": "1: that copy goes through GDRCopy (cheap) up to FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD; "
+                                "otherwise cudaMemcpy (taken as off unless set to 1)",
+    "FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD": "largest message (bytes) GDRCopy copies (default 4096)",
 }
+# the libfabric variables among them (read from the shell with the NCCL_* ones)
+NET_VARIABLES = tuple(k for k in HONOURED if k.startswith("FI_"))
+RX_MATCH_MODES = ("hardware", "software", "hybrid")
+SAFE_DEVMEM_COPY_DEFAULT = 4096   # libfabric prov/cxi: CXIP_SAFE_DEVMEM_COPY_THRESH
+MAX_COPY_THRESHOLD = 1 << 40
 MAX_ENV_TEXT = 4096          # one variable's value; NCCL's own lists are a few dozen characters
 MAX_CHANNELS = 64            # MAXCHANNELS (device.h)
 
@@ -68,6 +84,9 @@ class NcclConfig:
     nvls: bool = True
     collnet: bool = True
     pat: bool = True
+    rx_match: str = "hardware"             # FI_CXI_RX_MATCH_MODE
+    gdrcopy: bool = False                  # FI_HMEM_CUDA_USE_GDRCOPY=1
+    safe_devmem_copy: int = SAFE_DEVMEM_COPY_DEFAULT
 
     @property
     def version(self) -> str:
@@ -162,13 +181,30 @@ def _flag(value: str, var: str) -> bool:
     return v != "0"
 
 
+def _bool(value: str, var: str) -> bool:
+    v = value.strip().lower()
+    if v not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+        raise CollsimError(f"{var}={value!r}: give 0 (off) or 1 (on)")
+    return v in ("1", "true", "yes", "on")
+
+
+def _bytes(value: str, var: str) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise CollsimError(f"{var}={value!r} is not a whole number of bytes: give e.g. {var}=16384") from None
+    if not 0 <= n <= MAX_COPY_THRESHOLD:
+        raise CollsimError(f"{var}={n} is out of range: give 0..{MAX_COPY_THRESHOLD} bytes")
+    return n
+
+
 def split_env(text: str) -> list[tuple[str, str]]:
     """``"NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32"`` -> pairs. A comma starts a new variable only when an
-    ``NCCL_NAME=`` follows it, so list values (``NCCL_ALGO=Ring,Tree``) keep their commas."""
+    ``NCCL_NAME=`` (or ``FI_NAME=``) follows it, so list values (``NCCL_ALGO=Ring,Tree``) keep their commas."""
     pairs: list[list[str]] = []
     for piece in str(text).split(","):
         head, eq, rest = piece.partition("=")
-        if eq and head.strip().upper().startswith("NCCL_") and head.strip().replace("_", "").isalnum():
+        if eq and head.strip().upper().startswith(("NCCL_", "FI_")) and head.strip().replace("_", "").isalnum():
             pairs.append([head.strip().upper(), rest])
         elif pairs:
             pairs[-1][1] += "," + piece
@@ -207,6 +243,15 @@ def make_config(version=None, env=None) -> NcclConfig:
             kw["min_channels"] = max(kw.get("min_channels") or 0, _count(value, var))
         elif var in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"):
             kw["max_channels"] = min(kw.get("max_channels") or MAX_CHANNELS, _count(value, var))
+        elif var == "FI_CXI_RX_MATCH_MODE":
+            mode = value.strip().lower()
+            if mode not in RX_MATCH_MODES:
+                raise CollsimError(f"{var}={value!r}: give one of {', '.join(RX_MATCH_MODES)}")
+            kw["rx_match"] = mode
+        elif var == "FI_HMEM_CUDA_USE_GDRCOPY":
+            kw["gdrcopy"] = _bool(value, var)
+        elif var == "FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD":
+            kw["safe_devmem_copy"] = _bytes(value, var)
         else:
             kw[{"NCCL_NVLS_ENABLE": "nvls", "NCCL_COLLNET_ENABLE": "collnet", "NCCL_PAT_ENABLE": "pat"}[var]] = _flag(value, var)
     if kw.get("min_channels") and kw.get("max_channels") and kw["min_channels"] > kw["max_channels"]:
@@ -234,9 +279,10 @@ def case_config(case: dict) -> NcclConfig:
 
 
 def env_from_shell(environ=None) -> list[tuple[str, str]]:
-    """Every ``NCCL_*`` variable of the environment (``--nccl-env-from-shell``)."""
+    """Every ``NCCL_*`` variable of the environment and the libfabric ones the model honours
+    (``--nccl-env-from-shell``)."""
     environ = os.environ if environ is None else environ
-    return sorted((k, v) for k, v in environ.items() if k.startswith("NCCL_"))
+    return sorted((k, v) for k, v in environ.items() if k.startswith("NCCL_") or k in NET_VARIABLES)
 
 
 def describe_honoured() -> str:
@@ -247,6 +293,7 @@ def describe_honoured() -> str:
 __all__ = [
     "DEFAULT",
     "HONOURED",
+    "NET_VARIABLES",
     "NcclConfig",
     "case_config",
     "current",

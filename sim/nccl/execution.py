@@ -520,6 +520,8 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         tail["tree_lag_us"] = plan.tree_lag_us
     if tuned is not None and tuned.detail.get("rendezvous_us"):   # part of latency_us: said apart, it explains a jump
         tail["rendezvous_us"] = tuned.detail["rendezvous_us"]
+    if tuned is not None and tuned.detail.get("recv_copy_us"):    # part of latency_us: the host-to-GPU copies
+        tail["recv_copy_us"] = tuned.detail["recv_copy_us"]
     if plan.small_share < 1:
         tail["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels if tuned else 1} channels, "
                                                  f"{plan.used_threads} threads")

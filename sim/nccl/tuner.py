@@ -200,6 +200,10 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     if rdzv:
         lat += rdzv
         detail["rendezvous_us"] = rdzv
+    copy = _recv_copy_us(algorithm, p, m, nbytes, nch, nsteps, cfg)
+    if copy:
+        lat += copy
+        detail["recv_copy_us"] = copy
     lat += m.call_overhead_us
     time = lat + nbytes / (1000 * bw) if bw > 0 else math.inf
     return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
@@ -226,14 +230,67 @@ def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nc
     if not cost:
         return 0.0
     threshold = calibration.get_fabric(m.fabric).rdzv_threshold_bytes
+    if a not in ("ring", "tree"):   # all_to_all's sends show no jump (above)
+        return 0.0
+    share, messages = _network_messages(a, m, nbytes, nch, nsteps)
+    return messages * cost if get_protocol(p).wire_bytes(share) >= threshold else 0.0
+
+
+def _network_messages(a: str, m: Machine, nbytes: int, nch: int, nsteps: int) -> tuple[float, int]:
+    """(bytes of one network message, messages on the critical path) of a ring step, a tree hop or an
+    all_to_all's remote peers: a ring's steps are synchronised end to end, so each of its ``nsteps`` waits for
+    one network message; a tree crosses ceil(log2 nodes) levels up and as many down; all_to_all's proxy
+    handles its remote peers one after the other. (0, 0) for the algorithms without such messages."""
     n, ch = m.nranks, max(nch, 1)
     if a == "ring":
-        share, messages = nbytes / (n * ch), nsteps
-    elif a == "tree":
-        share, messages = nbytes / ch, 2 * max(1, math.ceil(math.log2(m.nnodes)))
-    else:
+        return nbytes / (n * ch), nsteps
+    if a == "tree":
+        return nbytes / ch, 2 * max(1, math.ceil(math.log2(m.nnodes)))
+    if a == "p2p":
+        return nbytes / n, n - m.ppn
+    return 0.0, 0
+
+
+def _recv_copy_us(a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int, cfg: NcclConfig) -> float:
+    """What copying received small messages into GPU memory adds (a ring step: only what the copy costs
+    beyond the net-overhead floor the step already pays, see below): with software tag matching
+    (``FI_CXI_RX_MATCH_MODE=software`` on Slingshot's cxi provider) a message below the rendezvous threshold
+    (an eager one) lands in one of the provider's host buffers and is copied into the GPU buffer NCCL posted:
+    by GDRCopy (a CPU store through the GPU's BAR, ~0.1 us for a few KiB: nothing at this model's scale) when
+    the run enabled it and the message is at most ``FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD`` (4 KiB by default),
+    by cudaMemcpy otherwise (``recv_copy_us.<fabric>`` per message). With hardware matching the NIC writes
+    the message straight into GPU memory and there is no copy.
+
+    The evidence is two pairs of sweeps that change only that: CSCS Alps with FI_HMEM_CUDA_USE_GDRCOPY=1
+    and =0 (boeschf/nccl-benchmark-on-alps-2025; software matching; 8 B to 1 KiB all_reduce at 2 to 512
+    nodes 11 to 120 us slower without GDRCopy, about 6 us per tree hop, and no slower from 8 KiB, above the
+    4 KiB GDRCopy threshold), and ALCF Polaris's setups (4) and (5) (argonne-lcf/alcf-nccl-tests; hardware
+    against software matching, GDRCopy not set: 13 to 83 us slower at 2 to 256 nodes). Fitted; prior 0.
+    """
+    if cfg.rx_match != "software" or m.nnodes <= 1 or not m.arch or m.inter_class != "net":
         return 0.0
-    return messages * cost if get_protocol(p).wire_bytes(share) >= threshold else 0.0
+    cost = calibration.fabric_recv_copy_us(m.fabric)
+    if not cost:
+        return 0.0
+    size, messages = _network_messages(a, m, nbytes, nch, nsteps)
+    if not messages:
+        return 0.0
+    wire = get_protocol(p).wire_bytes(size)
+    threshold = calibration.get_fabric(m.fabric).rdzv_threshold_bytes
+    if threshold and wire >= threshold:
+        return 0.0   # a rendezvous: the data is fetched into the posted buffer, no copy (_rendezvous_us)
+    if cfg.gdrcopy and wire <= cfg.safe_devmem_copy:
+        return 0.0
+    if a == "ring":
+        # a ring step already pays at least the net overhead (NCCL's floor under every step of a ring across
+        # nodes, x3 for Simple: the proxy's work on the step's message); the copy is more of the same
+        # proxy's work on that message, so a step pays the larger of the two, not both. Measured: ALCF
+        # Polaris's all_gather over 1,024 ranks costs 8 us a step with software matching and without
+        # (setups (5) and (4): 8.02 and 8.18 ms at 16 KiB), while at 2 nodes, where the floor is low, the
+        # copy shows (67 against 23 us for 7 steps)
+        floor = m.net_overhead_us * (3 if p == "Simple" else 1)
+        return messages * max(0.0, cost - floor)
+    return messages * cost
 
 
 def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig) -> tuple[float, int, dict]:
@@ -376,7 +433,7 @@ def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
     g = t.detail.get("graph")
     if g is not None:
         explain["graph"] = f"{g.nchannels} channels x {g.bw_intra:g}/{g.bw_inter:g} GB/s (intra/inter)"
-    for k in ("tree_correction", "ring_plateau", "rendezvous_us"):
+    for k in ("tree_correction", "ring_plateau", "rendezvous_us", "recv_copy_us"):
         if k in t.detail:
             explain[k] = t.detail[k]
     return Result.of(coll, nbytes, topo.nranks, algorithm, p, t.time_us, steps, model="tuner", topology=topo.name,

@@ -36,6 +36,9 @@ class Fabric:
     # messages of at least this many bytes go by rendezvous (the receiver is told, then fetches the data:
     # one more round trip through the provider's progress); 0: the transport has no such switch
     rdzv_threshold_bytes: int = 0
+    # the transport's provider can match tags in software (libfabric cxi: FI_CXI_RX_MATCH_MODE=software); then
+    # every eager message lands in a host buffer and is copied into the GPU's (sim.nccl.tuner._recv_copy_us)
+    software_matching: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ FABRICS: dict[str, Fabric] = {f.name: f for f in (
            "18.3 GB/s with NCCL's default p2p channels per network peer, 24.2 with NCCL_NCHANNELS_PER_NET_PEER=4",
            # libfabric's cxi provider sends messages of FI_CXI_RDZV_THRESHOLD bytes and more (16 KiB by
            # default) by rendezvous; only the default is modelled (sim.nccl.tuner._rendezvous_us says why)
-           plugin="ofi", rdzv_threshold_bytes=16384),
+           plugin="ofi", rdzv_threshold_bytes=16384, software_matching=True),
     Fabric("tcpxo", "Google GPUDirect-TCPXO (A3 Mega; host-mediated TCP, not RDMA)", 0.85, 40.0,
            "GPUDirect-TCPX/O moves payload GPU-direct but runs TCP control through host CPUs and the "
            "NCCL FasTrak plugin: far more latency per message than RDMA (Google Cloud A3 Mega docs)", plugin="tcpxo"),

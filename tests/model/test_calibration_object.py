@@ -60,7 +60,7 @@ def test_no_link_reads_a_time_only_constant():
     # the engine's caches are keyed by Calibration.links (the time-only constants at their defaults): sound
     # only if no effective link moves with one of them, which is what this checks, constant by constant
     time_only = [k for k in calibration.DEFAULTS if k.startswith(calibration.TIME_ONLY)]
-    assert {k.partition(".")[0] for k in time_only} == {"latency", "net_overhead", "rendezvous_us", "p2p_peer",
+    assert {k.partition(".")[0] for k in time_only} == {"latency", "net_overhead", "rendezvous_us", "recv_copy_us", "p2p_peer",
                                                         "launch_overhead_us", "per_gpu_launch_us", "tree_chunk_lag_us"}
     base = _all_link_efficiencies()
     for key in time_only:
@@ -79,9 +79,10 @@ def test_a_latency_change_reuses_the_engine_runs_and_gets_the_fresh_answer():
     import sys
     spec, sizes = "hgx-a100-4:nodes=8,nics_per_node=2,fabric=slingshot", (8, 1 << 16, 1 << 22)
     changed = {"latency.slingshot": 30.0, "net_overhead.slingshot": 2.0, "rendezvous_us.slingshot": 40.0,
-               "tree_chunk_lag_us": 3.0, "p2p_peer.slingshot": 9.0}
+               "tree_chunk_lag_us": 3.0, "p2p_peer.slingshot": 9.0, "recv_copy_us.slingshot": 11.0}
     colls = ("all_reduce", "all_to_all")   # rings and trees; many-peer p2p sends
-    times = lambda model: [sim.simulate(c, s, spec, model=model).time_us for c in colls for s in sizes]
+    env = {"FI_CXI_RX_MATCH_MODE": "software"}   # so that the receive copies count too
+    times = lambda model: [sim.simulate(c, s, spec, model=model, nccl_env=env).time_us for c in colls for s in sizes]
     for model in ("flow", "engine"):
         before = times(model)
         with calibration.override(changed):
@@ -89,6 +90,6 @@ def test_a_latency_change_reuses_the_engine_runs_and_gets_the_fresh_answer():
         fresh = subprocess.run([sys.executable, "-c", (
             "import json, sim; from sim.nccl import calibration\n"
             f"with calibration.override({changed!r}):\n"
-            f"    print(json.dumps([sim.simulate(c, s, {spec!r}, model={model!r}).time_us for c in {colls!r} for s in {sizes!r}]))")],
+            f"    print(json.dumps([sim.simulate(c, s, {spec!r}, model={model!r}, nccl_env={env!r}).time_us for c in {colls!r} for s in {sizes!r}]))")],
             capture_output=True, text=True, check=True)
         assert warm == json.loads(fresh.stdout) and warm != before, model
