@@ -335,9 +335,9 @@ def fit(cases: list[Case]) -> dict:
             if key in PRIORS and train:
                 out[key] = _fit_time(RENDEZVOUS_GRID, train, out, [key], PRIORS[key])
             key = f"recv_copy_us.{f}"   # the copies: the rows of runs with software matching, where it has one
-            train = [c for c in ring_train.get(f, []) + peer_train.get(f, []) if c.software_matching]
-            if key in PRIORS and train:
-                out[key] = _fit_time(RECV_COPY_GRID, train, out, [key], PRIORS[key])
+            copied = [c for c in train if c.software_matching]
+            if key in PRIORS and copied:
+                out[key] = _fit_time(RECV_COPY_GRID, copied, out, [key], PRIORS[key])
         for key, train in groups.items():
             if train:   # the per-peer cost also shows in all_to_all's mid sizes (thousands of peers at scale)
                 mid = key.startswith("p2p_peer.")

@@ -164,11 +164,16 @@ def _parse_list(value: str, var: str, names: dict) -> tuple:
     return tuple(sorted(table.items()))
 
 
-def _count(value: str, var: str) -> int:
+def _whole(value: str, var: str, example: int, unit: str = "") -> int:
+    """``value`` as an int, or a one-line error naming ``var`` and an example."""
     try:
-        n = int(value.strip())
+        return int(value.strip())
     except ValueError:
-        raise CollsimError(f"{var}={value!r} is not a whole number: give e.g. {var}=16") from None
+        raise CollsimError(f"{var}={value!r} is not a whole number{unit}: give e.g. {var}={example}") from None
+
+
+def _count(value: str, var: str) -> int:
+    n = _whole(value, var, 16)
     if not 1 <= n <= MAX_CHANNELS:
         raise CollsimError(f"{var}={n} is out of range: NCCL has 1..{MAX_CHANNELS} channels")
     return n
@@ -189,10 +194,7 @@ def _bool(value: str, var: str) -> bool:
 
 
 def _bytes(value: str, var: str) -> int:
-    try:
-        n = int(value.strip())
-    except ValueError:
-        raise CollsimError(f"{var}={value!r} is not a whole number of bytes: give e.g. {var}=16384") from None
+    n = _whole(value, var, 16384, " of bytes")
     if not 0 <= n <= MAX_COPY_THRESHOLD:
         raise CollsimError(f"{var}={n} is out of range: give 0..{MAX_COPY_THRESHOLD} bytes")
     return n

@@ -288,9 +288,14 @@ def _recv_copy_us(a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int
         # Polaris's all_gather over 1,024 ranks costs 8 us a step with software matching and without
         # (setups (5) and (4): 8.02 and 8.18 ms at 16 KiB), while at 2 nodes, where the floor is low, the
         # copy shows (67 against 23 us for 7 steps)
-        floor = m.net_overhead_us * (3 if p == "Simple" else 1)
-        return messages * max(0.0, cost - floor)
+        return messages * max(0.0, cost - _ring_step_floor_us(m, p))
     return messages * cost
+
+
+def _ring_step_floor_us(m: Machine, p: str) -> float:
+    """What every step of a ring across nodes costs at least (tuning.cc: ``intraLat = max(intraLat,
+    netOverhead)``, x3 for Simple): the net overhead, the proxy's work on the step's message."""
+    return m.net_overhead_us * (3 if p == "Simple" else 1)
 
 
 def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig) -> tuple[float, int, dict]:
@@ -377,7 +382,7 @@ def _latency(coll: Collective, a: str, p: str, m: Machine, nsteps: int, cfg: Ncc
                 hw = max(hop_latency_us((m.inter_class or "net") if nodes > 1 else (m.intra_class or "nvlink"), "tree", p), hw)
             return lat + nsteps * hw
         if nodes > 1:
-            intra = max(intra, m.net_overhead_us * (3 if p == "Simple" else 1))
+            intra = max(intra, _ring_step_floor_us(m, p))
         # all_reduce's rings cross the network 2 nNodes times before 2.23, 2 (nNodes - 1) after
         per_pass = nodes if coll.passes > 1 and cfg.release.ring_ar_inter_steps_2n else nodes - 1
         inter_steps = 0 if nodes == 1 else coll.passes * per_pass
