@@ -207,10 +207,32 @@ def fabric_p2p_share(fabric: str | None) -> float:
     return value(f"p2p_share.{get_fabric(fabric or 'ib').name}")
 
 
+def nccl_view(fabric: str | None) -> dict[str, float]:
+    """The values NCCL's own tuner works with on ``fabric``, as a calibration override: the latency its net
+    plugin reports (:attr:`Fabric.reported_latency_us`) and none of the costs collsim fits beyond NCCL's
+    model (a fabric's software latency, ring-step overhead, rendezvous and receive copy). NCCL chooses an
+    algorithm and protocol with what it knows, not with what the network turns out to cost, so selection
+    ranks pairs under this view (:func:`sim.nccl.tuner.rank_pairs`) and the chosen pair's time is then
+    predicted with the fitted values. {} off a fabric.
+
+    >>> nccl_view("efa2")["latency.efa2"], nccl_view("slingshot")["rendezvous_us.slingshot"]
+    (75.0, 0.0)
+    """
+    if not fabric:
+        return {}
+    f = get_fabric(fabric)
+    out = {f"latency.{f.name}": f.reported_latency_us, f"net_overhead.{f.name}": 0.0}
+    if f.rdzv_threshold_bytes:
+        out[f"rendezvous_us.{f.name}"] = 0.0
+    if f.software_matching:
+        out[f"recv_copy_us.{f.name}"] = 0.0
+    return out
+
+
 def override(values: dict):
     """``use`` the calibration in force with ``values`` (keys of :data:`DEFAULTS`) changed, for a block."""
     return use(current().with_values(values))
 
 
 __all__ = ["Fabric", "FABRICS", "DEFAULTS", "TIME_ONLY", "DEFAULT", "Calibration", "current", "use", "get_fabric", "value",
-           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "fabric_p2p_peer_us", "fabric_rendezvous_us", "fabric_recv_copy_us", "override"]
+           "fabric_efficiency", "fabric_latency_us", "fabric_p2p_share", "fabric_net_overhead_us", "fabric_p2p_peer_us", "fabric_rendezvous_us", "fabric_recv_copy_us", "nccl_view", "override"]

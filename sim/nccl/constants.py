@@ -136,6 +136,7 @@ NVLS_TREE_RATIO_2_18 = 0.70       # 2.18 NVLSTree busBw -> algBw: .70 nNodes / (
 LL128_BW_FACTOR = 0.92            # ring LL128 and tree all_reduce: busBw x 0.92, capped per channel
 TREE_LL_BW_DIVISOR = 3.8          # tree LL: busBw / 3.8, capped by llMaxBw
 TREE_LL128_BW_FACTOR = (7 / 9, 120 / 128)   # tree LL128: one node, several nodes
+TREE_PATTERN_FACTOR = 0.85        # a tree graph of the simple TREE pattern (not BALANCED_TREE): busBw x 0.85
 PAT_BW_FACTOR = 0.75              # PAT: busBw x 0.75
 COLLNET_DIRECT_SM90_FACTOR = 0.85  # CollNetDirect on sm90+: busBw x 0.85
 NET_SHARE_FACTOR = 0.9            # NVLS all_gather/reduce_scatter and CollNetDirect: bwInter x 0.9

@@ -233,6 +233,31 @@ def tree_graph(m: Machine, max_channels: int = 2 * MAX_SEARCH_CHANNELS) -> Graph
     return Graph(nch, max(intra, g.bw_intra), g.bw_inter)
 
 
+def tree_pattern(m: Machine) -> str:
+    """The pattern NCCL's tree search ends with: ``"balanced_tree"`` (NCCL_TOPO_PATTERN_BALANCED_TREE, what it
+    asks for first) or ``"tree"`` (NCCL_TOPO_PATTERN_TREE), which its tuner credits with 0.85 of the bandwidth.
+
+    search.cc (2.18 to 2.29, ncclTopoCompute): a balanced tree enters a node through one NIC and leaves it
+    through the same NIC from a second GPU, each counting half the NIC. With one GPU in the node the pattern
+    is always TREE. On Hopper and later, a search that finds no perfect balanced tree at the current path
+    type tries the simpler TREE pattern (each channel in and out through one GPU's own NIC) at the same path
+    type before it allows longer paths; where every GPU has a NIC of its own (DGX H100/B200, AWS p5, GH200
+    nodes) no two GPUs share a NIC at the nearest path type, so the TREE pattern is found first, and a
+    balanced tree at a longer path type does not beat it (ncclTopoCompareGraphs keeps the first of equals).
+    Where GPUs share their NICs (DGX A100: two GPUs and two NICs per PCIe switch), the balanced tree is
+    found. Inside one node (no NIC after trimming) the balanced tree is found.
+
+    >>> from sim.presets import load_topology
+    >>> [tree_pattern(machine(load_topology(t))) for t in ("dgx-h100:nodes=4", "dgx-a100:nodes=4", "dgx-h100")]
+    ['tree', 'balanced_tree', 'balanced_tree']
+    """
+    if m.ppn == 1:
+        return "tree"
+    if m.nnodes > 1 and m.cc_index >= 2 and m.nics >= m.ppn:
+        return "tree"
+    return "balanced_tree"
+
+
 def nvls_graph(m: Machine) -> Graph:
     """NVLS: one channel (head) per GPU of the node, each at the speed the GPU's NVLinks give all heads;
     bwInter climbs to (at most) twice bwIntra inside a node, to the NIC speed across nodes."""

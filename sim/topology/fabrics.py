@@ -39,6 +39,11 @@ class Fabric:
     # the transport's provider can match tags in software (libfabric cxi: FI_CXI_RX_MATCH_MODE=software); then
     # every eager message lands in a host buffer and is copied into the GPU's (sim.nccl.tuner._recv_copy_us)
     software_matching: bool = False
+    # what the net plugin tells NCCL its latency is (ncclNetProperties.latency, NCCL's graph.latencyInter):
+    # only NCCL's own tuner reads it, to choose an algorithm; what the network really costs is latency_us
+    # (fitted). NCCL's InfiniBand transport reports 0 ("Not set"); aws-ofi-nccl 0 unless built for AWS, where
+    # its platform table reports 75 us for p4d, p4de, p5 and p5e (src/platform-aws.c, v1.7 to v1.17)
+    reported_latency_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -70,10 +75,11 @@ FABRICS: dict[str, Fabric] = {f.name: f for f in (
            "line rate, ~1 us more switch latency)"),
     Fabric("efa", "AWS Elastic Fabric Adapter v1 (p4d/p4de: 4 x 100G per node; SRD via libfabric, aws-ofi-nccl)", 0.85, 15.0,
            "aws-ofi-nccl: SRD is a reliable-datagram protocol run by the EFA device and libfabric; "
-           "sjeaugey (nccl #320): ~20 GB/s per 200 Gb/s NIC", plugin="ofi"),
+           "sjeaugey (nccl #320): ~20 GB/s per 200 Gb/s NIC", plugin="ofi", reported_latency_us=75.0),
     Fabric("efa2", "AWS Elastic Fabric Adapter v2 (p5/p5e: 32 x 100G per node; SRD via libfabric, aws-ofi-nccl)", 0.85, 15.0,
            "the same transport as efa (aws-ofi-nccl over libfabric's SRD), its second generation: AWS p5 documents "
-           "EFAv2 at 3,200 Gb/s per instance; priors as efa until cases say otherwise", plugin="ofi"),
+           "EFAv2 at 3,200 Gb/s per instance; priors as efa until cases say otherwise", plugin="ofi",
+           reported_latency_us=75.0),
     Fabric("slingshot", "HPE Slingshot 11 (Cassini, libfabric cxi via aws-ofi-nccl)", 0.75, 6.0,
            "HPE Slingshot 11 200 Gb/s; NCCL over libfabric cxi through the aws-ofi-nccl plugin (ALCF docs)",
            0.76, "nccl #1272 (CSCS, 4 GH200 per node, Slingshot via aws-ofi-nccl, NCCL 2.20): sendrecv_perf "
