@@ -19,8 +19,9 @@ it affects, by a small grid search:
 * ``nvls_loss_per_doubling``: busbw rows of the all_reduce cases on NVLS domains of more than 8 GPUs
   (GB200 NVL72 racks); these fit nothing else (across racks their NICs carry a 32nd of the data, so the
   fabric's efficiency hardly moves them);
-* ``latency.<fabric>``: time rows (sizes <= 64 KiB) of the multi-node cases of that fabric (one run per
-  grid value and row);
+* ``latency.<fabric>``: time rows (sizes <= 64 KiB) of the multi-node cases of that fabric other than
+  all_to_all (whose small sizes are its per-peer cost's), without copies where it has runs without
+  (one run per grid value and row);
 * ``net_overhead.<fabric>``: what every step of a ring across nodes costs at least (NCCL's
   ``getNetOverhead`` generalised per fabric): small- and mid-size time rows of the fabric's multi-node
   cases other than all_to_all, alternating with ``latency.<fabric>``; fitted first per net plugin (the
@@ -349,7 +350,10 @@ def fit(cases: list[Case]) -> dict:
 
 
 def _latency_train(lat_cases: list[Case], fabric: str) -> list[Case]:
-    """The cases ``latency.<fabric>`` is fitted on: those of the fabric with small-size rows, less the runs
+    """The cases ``latency.<fabric>`` is fitted on: those of the fabric with small-size rows, less its
+    all_to_all runs where it has others (their small sizes are the per-peer cost's, ``p2p_peer``: CSCS
+    Alps's two all_to_alls, whose small sizes the model put 2x too slow for that reason, were among the
+    few runs without copies and held Slingshot's latency at 0), and less the runs
     with software tag matching where the fabric also has runs without it. A copied message pays the latency
     and the copy (``recv_copy_us``), so on those runs the two trade off one for the other, and fitted one
     after the other on every run they settled where the first one fitted had taken it all: in the fold
@@ -357,6 +361,8 @@ def _latency_train(lat_cases: list[Case], fabric: str) -> list[Case]:
     runs) where latency 0 and copy 8 give 17.8%. Fitted on the runs no copy touches, the latency is what
     it is alone, and the copy is what the other runs add to it."""
     train = [c for c in lat_cases if c.fabric == fabric]
+    rings = [c for c in train if not c.remote_peers]   # all_to_all's small sizes are its per-peer cost's
+    train = rings or train
     plain = [c for c in train if not c.software_matching]
     return plain if plain and len(plain) < len(train) else train
 
