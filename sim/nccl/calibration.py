@@ -73,19 +73,19 @@ DEFAULTS: dict[str, float] = {
     "nvls_loss_per_doubling": 0.06,
     # per tree level and chunk of a tree/Simple across nodes (us); fitted on the mid- and large-size rows of the
     # multi-node all_reduce cases (ALCF Polaris and CSCS Alps at 2-540 nodes are those whose trees it moves)
-    "tree_chunk_lag_us": 0.64,
+    "tree_chunk_lag_us": 0.7,
     # GPUDirect RDMA across the CPU's PCIe root complex (GPU on PCIe, NIC on a CPU root port: nic_path PHB or
     # farther), share of the fabric's efficiency; 1.0 is NCCL's own model (no penalty for the path). Fitted on
     # ALCF Polaris and NERSC Perlmutter (A100, Slingshot) with Slingshot's efficiency fitted on the GH200 systems
-    "gdr_host_bridge_efficiency": 0.78,
-    "efficiency.ib": 1.0, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.efa2": 0.85, "efficiency.slingshot": 0.95, "efficiency.tcpxo": 0.85,
+    "gdr_host_bridge_efficiency": 0.74,
+    "efficiency.ib": 1.0, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.efa2": 0.85, "efficiency.slingshot": 1.0, "efficiency.tcpxo": 0.85,
     "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.efa2": 20.0, "latency.slingshot": 0.0, "latency.tcpxo": 40.0,
     # latency.roce held at its prior 1.0 (fit 60 on one system, oci-gb200-v3, whose small sizes cross two MNNVL
     # racks with NVLS off: one system is no reason to give every RoCE message 60 us). p2p_share.roce is the fit,
     # 1.0: GB300-128-A2A's busbw does not move with it (crossval._sensitive), so no case fits it
     # per-step overhead of a ring across nodes (us, LL; Simple x3); 0 = NCCL's own getNetOverhead. Fitted
     # per net plugin, then per fabric: p4d's EFA has no ring case to say, so it takes aws-ofi-nccl's value
-    "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 10.0, "net_overhead.efa2": 8.0, "net_overhead.slingshot": 10.0, "net_overhead.tcpxo": 0.0,
+    "net_overhead.ib": 0.0, "net_overhead.roce": 0.0, "net_overhead.efa": 10.0, "net_overhead.efa2": 10.0, "net_overhead.slingshot": 10.0, "net_overhead.tcpxo": 0.0,
     # what a rendezvous adds to a network message at or above the fabric's threshold (us; fabrics with one)
     "rendezvous_us.slingshot": 15.0,
     # a small message's copy from the provider's host buffer into GPU memory by cudaMemcpy (us; software matching)

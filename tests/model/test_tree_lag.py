@@ -100,11 +100,12 @@ def tree_simple_time_error(case: crossval.Case, value: float) -> float:
 def test_a_lag_fitted_on_one_slingshot_system_predicts_the_other_at_scale():
     # Fitted on CSCS Alps at 128 and 512 nodes alone (GH200, NCCL 2.23), the lag predicts ALCF Polaris at
     # 256 and 540 nodes (A100, 2 NICs per node, NCCL 2.18 and 2.21), whose published tree/Simple all_reduce
-    # times at 4 MiB-1 GiB the model without it puts 16-48% too fast; with it the error is more than halved
-    # where the release is the same one NCCL's rules are modelled for and cut by 40% on 2.18
+    # times at 4 MiB-1 GiB the model without it puts 20-47% too fast; with it the error is cut by about a
+    # half at 256 nodes, a third at 540 and a sixth on 2.18. (Before NCCL's tree-pattern factor moved Alps's
+    # 2-4 GiB rows at 128 nodes to the ring, those rows fitted a larger lag and the cuts were 50-60%.)
     lag = crossval._fit_tree_lag([crossval.Case(CASES[k]) for k in ("ALPS-128-AR-223", "ALPS-512-AR-223")])
     assert 0.2 < lag < 2.0
-    for case, cut in (("C6-256-AR-221", 0.5), ("C6-540-AR-221", 0.5), ("C6-540-AR-218", 0.6)):
+    for case, cut in (("C6-256-AR-221", 0.55), ("C6-540-AR-221", 0.75), ("C6-540-AR-218", 0.9)):
         polaris = crossval.Case(CASES[case])
         without, with_lag = tree_simple_time_error(polaris, 0.0), tree_simple_time_error(polaris, lag)
         assert without > 0.15 and with_lag < cut * without, (case, without, with_lag)
