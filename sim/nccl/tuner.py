@@ -187,7 +187,8 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
             alg = bus * NVLS_TREE_RATIO_2_18 * m.nnodes / (2 * (m.nnodes - 1))   # 2.18: ratio = .70 nNodes / (2 (nNodes-1))
     if "kernel_cap_bus_GBps" in detail and bus > 0:   # the kernels' bound as algBw, by the same ratio as the rest
         detail["kernel_cap_alg_GBps"] = detail.pop("kernel_cap_bus_GBps") * alg / bus
-    lat = _latency(coll, algorithm, p, m, nsteps, cfg)
+    lat = base_lat = _latency(coll, algorithm, p, m, nsteps, cfg)
+    plateau = 1.0
     bw = alg
     log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
     allreduce_terms = NCCL_RULES[coll].allreduce_terms
@@ -195,7 +196,8 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         bw *= TREE_CORRECTION[p][log_size]
         detail["tree_correction"] = TREE_CORRECTION[p][log_size]
     if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and allreduce_terms and nbytes / (nch * n) >= RING_PLATEAU_MIN_BYTES:
-        lat *= RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1]   # "plateau effect of ring"
+        plateau = RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1]   # "plateau effect of ring"
+        lat *= plateau
         detail["ring_plateau"] = True
     rdzv = _rendezvous_us(coll, algorithm, p, m, nbytes, nch, nsteps)
     if rdzv:
@@ -206,8 +208,8 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         lat += copy
         detail["recv_copy_us"] = copy
     if algorithm == "ring" and not coll.rooted and m.nnodes > 1 and bw > 0:
-        plateau = RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1] if detail.get("ring_plateau") else 1.0
-        hidden = _ring_software_hidden_us(coll, p, m, nsteps, cfg, rdzv + copy, nbytes / (1000 * bw) / nsteps, plateau)
+        hidden = _ring_software_hidden_us(coll, p, m, nsteps, cfg, base_lat, rdzv + copy, nbytes / (1000 * bw) / nsteps,
+                                          plateau)
         if hidden:
             lat -= hidden
             detail["software_overlap_us"] = hidden
@@ -299,15 +301,15 @@ def _recv_copy_us(a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int
     return messages * cost
 
 
-def _ring_software_hidden_us(coll: Collective, p: str, m: Machine, nsteps: int, cfg: NcclConfig, per_message_us: float,
-                             step_wire_us: float, plateau: float = 1.0) -> float:
+def _ring_software_hidden_us(coll: Collective, p: str, m: Machine, nsteps: int, cfg: NcclConfig, ring_lat_us: float,
+                             per_message_us: float, step_wire_us: float, plateau: float = 1.0) -> float:
     """How much of a ring's fitted software cost per step hides behind the step's own transfer.
 
     What a fabric's software costs a ring step beyond NCCL's own figures (the net overhead above NCCL's
     ``getNetOverhead``, the rendezvous, the receive copy: ``per_message_us`` is the last two, summed over the
     steps) is the proxy's work on the step's message, done while the NIC moves the previous one (NCCL keeps
     NCCL_STEPS = 8 slots in flight per connection). So a step costs the larger of that work and its own
-    transfer time (``step_wire_us``), not their sum: at small sizes the work shows whole (the floor the
+    transfer time (``step_wire_us``), not their sum (``ring_lat_us``: the ring's latency before the plateau): at small sizes the work shows whole (the floor the
     small- and mid-size rows measure), at large sizes none of it. NCCL's own model adds its latencies to the
     transfer whatever the size; its own figures are kept whole here too, and NCCL's choice (made under
     :func:`sim.nccl.calibration.nccl_view`) does not see any of this.
@@ -319,7 +321,7 @@ def _ring_software_hidden_us(coll: Collective, p: str, m: Machine, nsteps: int, 
     if calibration.fabric_net_overhead_us(m.fabric):   # the fitted floor's excess over NCCL's own
         with calibration.override({f"net_overhead.{calibration.get_fabric(m.fabric).name}": 0.0}):
             own = _latency(coll, "ring", p, m, nsteps, cfg)
-        sw += plateau * max(0.0, _latency(coll, "ring", p, m, nsteps, cfg) - own)   # as the latency took it
+        sw += plateau * max(0.0, ring_lat_us - own)   # as the latency took it
     if sw <= 0:
         return 0.0
     return nsteps * min(sw / nsteps, step_wire_us)
