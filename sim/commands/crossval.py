@@ -27,7 +27,8 @@ it affects, by a small grid search:
   cases other than all_to_all, alternating with ``latency.<fabric>``; fitted first per net plugin (the
   fabrics aws-ofi-nccl drives share one value), then per fabric around it (:func:`_fit_per_plugin`);
 * ``rendezvous_us.<fabric>`` (fabrics whose transport has a rendezvous threshold: Slingshot): small- and
-  mid-size time rows of the fabric's multi-node cases; prior 0 (no public figure);
+  mid-size time rows of the fabric's multi-node cases other than those with hybrid tag matching (which
+  pay none); prior 0 (no public figure);
 * ``recv_copy_us.<fabric>`` (fabrics whose provider can match tags in software: Slingshot): small- and
   mid-size time rows of the fabric's multi-node cases that ran with software matching (the only rows it
   moves); prior 0 (no public figure for a small cudaMemcpy through a provider's progress);
@@ -38,7 +39,8 @@ it affects, by a small grid search:
   so the two groups can absorb the same residual; what the folds measure is the sum;
 * ``launch_overhead_us`` (time rows of the one-node cases: the host's cost, with no network latency to
   confound it), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and ``p2p_peer.<fabric>`` (small-
-  and mid-size rows of the fabric's multi-node all_to_all): these add the same time to every (algorithm,
+  and mid-size rows of the fabric's multi-node all_to_all, those without software tag matching where it
+  has any: the copy is what the others add, :func:`_without_copies`): these add the same time to every (algorithm,
   protocol) NCCL could pick, so the time of a row is linear in them and needs no new run.
 
 Cases run with an NCCL release older than the oldest collsim models (2.8, 2.9) are scored but fit
@@ -125,6 +127,9 @@ class Case:
         # the run matched tags in software on a provider that copies small messages then (Slingshot's cxi)
         self.software_matching = (bool(self.fabric) and self.nccl.rx_match == "software"
                                   and calibration.get_fabric(self.fabric).software_matching)
+        # its network messages above the transport's threshold pay a rendezvous (none with hybrid matching:
+        # sim.nccl.tuner._rendezvous_us)
+        self.pays_rendezvous = bool(self.fabric) and self.nccl.rx_match != "hybrid"
         self.large_nvls = bool(self.topo.reducing_switches("nvls")) and m.ppn > 8 and self.coll.passes == 2   # NVLS all_reduce
         rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
@@ -320,8 +325,9 @@ def fit(cases: list[Case]) -> dict:
     for c in cases:
         if c.fabric and (c.lat_rows or c.mid_rows):
             (peer_train if c.remote_peers else ring_train).setdefault(c.fabric, []).append(c)
+    # the per-peer cost on the runs no copy touches, where the fabric has any (as its latency: _without_copies)
     groups = {"launch_overhead_us": one_node or lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
-              **{f"p2p_peer.{f}": train for f, train in sorted(peer_train.items())}}
+              **{f"p2p_peer.{f}": _without_copies(train) for f, train in sorted(peer_train.items())}}
     fabrics = sorted({c.fabric for c in lat_cases if c.fabric})
     for _ in range(3):
         before = dict(out)
@@ -333,8 +339,9 @@ def fit(cases: list[Case]) -> dict:
         for f in sorted(set(ring_train) | set(peer_train)):   # the rendezvous: small and mid rows, where it has one
             key = f"rendezvous_us.{f}"
             train = ring_train.get(f, []) + peer_train.get(f, [])
-            if key in PRIORS and train:
-                out[key] = _fit_time(RENDEZVOUS_GRID, train, out, [key], PRIORS[key])
+            paying = [c for c in train if c.pays_rendezvous]
+            if key in PRIORS and paying:
+                out[key] = _fit_time(RENDEZVOUS_GRID, paying, out, [key], PRIORS[key])
             key = f"recv_copy_us.{f}"   # the copies: the rows of runs with software matching, where it has one
             copied = [c for c in train if c.software_matching]
             if key in PRIORS and copied:
@@ -362,7 +369,16 @@ def _latency_train(lat_cases: list[Case], fabric: str) -> list[Case]:
     it is alone, and the copy is what the other runs add to it."""
     train = [c for c in lat_cases if c.fabric == fabric]
     rings = [c for c in train if not c.remote_peers]   # all_to_all's small sizes are its per-peer cost's
-    train = rings or train
+    return _without_copies(rings or train)
+
+
+def _without_copies(train: list[Case]) -> list[Case]:
+    """``train`` less its runs with software tag matching, where it also has runs without: a copied message
+    pays the copy (``recv_copy_us``) on top of what a constant fitted on ``train`` stands for, so the two
+    trade off on those runs (:func:`_latency_train`), and the constant is what the runs without copies say.
+    The copy is then fitted on the others with it. The all_to_all per-peer cost is fitted so too: ALCF
+    Polaris's all_to_alls (software matching) cost 10-23 us per remote peer, CSCS Alps's (hardware
+    matching) 2.6, and one pooled value (7.5) made Alps's small sizes 3x too slow in sample."""
     plain = [c for c in train if not c.software_matching]
     return plain if plain and len(plain) < len(train) else train
 
@@ -516,8 +532,8 @@ def _relevant(case: Case, key: str) -> bool:
             or (case.remote_peers > 0 and key == f"p2p_peer.{case.fabric}") or key in case.bw_keys()
             or (case.host_bridge and key == "gdr_host_bridge_efficiency")
             or (key == TREE_LAG and case.fabric is not None and case.coll.name == "all_reduce")
-            or (case.fabric is not None and key in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}",
-                                                    f"rendezvous_us.{case.fabric}"))
+            or (case.fabric is not None and key in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}"))
+            or (case.pays_rendezvous and key == f"rendezvous_us.{case.fabric}")
             or (case.software_matching and key == f"recv_copy_us.{case.fabric}"))
 
 

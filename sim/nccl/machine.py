@@ -64,9 +64,16 @@ class Machine:
     nic_path: str | None = None    # GPU -> NIC (nvidia-smi: PIX | PXB | PHB | NODE | SYS); None: not known
 
     @property
+    def on_fabric(self) -> bool:
+        """A hardware preset whose nodes meet over a scale-out network: where the fitted per-fabric software
+        costs (latency, per-step overhead, rendezvous, receive copy) apply. Textbook topologies and nodes
+        joined by NVLink or PCIe have none."""
+        return bool(self.arch) and self.inter_class == "net"
+
+    @property
     def net_latency_us(self) -> float:
         """NCCL's graph.latencyInter: the NIC plus the fabric's software latency (fitted, per fabric)."""
-        extra = calibration.fabric_latency_us(self.fabric) if self.arch and self.inter_class == "net" else 0.0
+        extra = calibration.fabric_latency_us(self.fabric) if self.on_fabric else 0.0
         return self.nic_latency_us + extra
 
     @property
@@ -76,7 +83,7 @@ class Machine:
         overhead", tuning.cc), or the fabric's own where its transport costs more per message (fitted per
         fabric, ``net_overhead.<fabric>``: Slingshot and EFA go through libfabric and the aws-ofi-nccl plugin)."""
         nccl = NET_OVERHEAD_US.get(self.cpu, 1.0)
-        return max(nccl, calibration.fabric_net_overhead_us(self.fabric)) if self.arch and self.inter_class == "net" else nccl
+        return max(nccl, calibration.fabric_net_overhead_us(self.fabric)) if self.on_fabric else nccl
 
     @property
     def call_overhead_us(self) -> float:

@@ -228,12 +228,18 @@ def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nc
     crosses a size, not the node count, sets the jump; 16 KiB of LL wire (8 KiB of data) is cxi's default
     threshold. That the rendezvous is the cause is the hypothesis this encodes: all_to_all's sends show no
     such jump at the same message sizes (C6-8-A2A, C6-540-A2A-221) and do not pay it. A run's
-    FI_CXI_RDZV_THRESHOLD is not an input: Olivia's run set it to 0 (every message by rendezvous, with
-    hybrid matching) and its small sizes are not slow (22 us for 16 B), so what a rendezvous costs depends
-    on more than the threshold (matching mode, eager size) and only cxi's default is modelled. The cost is
-    fitted (no public figure; prior 0).
+    FI_CXI_RDZV_THRESHOLD is not an input: only cxi's default is modelled.
+
+    Runs with hybrid tag matching (``FI_CXI_RX_MATCH_MODE=hybrid``) pay none. Both public ones show no jump:
+    NERSC Perlmutter's rings run 9.4 us a step at 1 MiB over 8 ranks (16 KiB of data a step, above the
+    threshold), where ALCF Polaris's pay 23 us with hardware matching and with software matching alike, and
+    CSCS Alps's 66 with software matching (NCCL 2.23); Sigma2 Olivia sends every message by rendezvous
+    (threshold 0) and its small sizes are not slow (22 us for 16 B). Why hybrid differs from hardware
+    matching is not known (the provider's documentation says only that hybrid falls back to software
+    matching when the NIC's match resources run out); the two runs are the evidence, and the default
+    (hardware) keeps the cost Polaris's setup (4) measured. The cost is fitted (no public figure; prior 0).
     """
-    if m.nnodes <= 1 or not m.arch or m.inter_class != "net":
+    if m.nnodes <= 1 or not m.on_fabric or nccl_config.current().rx_match == "hybrid":
         return 0.0
     cost = calibration.fabric_rendezvous_us(m.fabric)
     if not cost:
@@ -276,7 +282,7 @@ def _recv_copy_us(a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int
     4 KiB GDRCopy threshold), and ALCF Polaris's setups (4) and (5) (argonne-lcf/alcf-nccl-tests; hardware
     against software matching, GDRCopy not set: 13 to 83 us slower at 2 to 256 nodes). Fitted; prior 0.
     """
-    if cfg.rx_match != "software" or m.nnodes <= 1 or not m.arch or m.inter_class != "net":
+    if cfg.rx_match != "software" or m.nnodes <= 1 or not m.on_fabric:
         return 0.0
     cost = calibration.fabric_recv_copy_us(m.fabric)
     if not cost:
@@ -457,7 +463,7 @@ def rank_pairs(collective, nbytes: int, topo, algorithms, protocols=NCCL_PROTOCO
     plugin reports, none of the fitted costs NCCL does not know of. The terms returned are that view's."""
     m = machine(topo)
     out = []
-    with calibration.override(calibration.nccl_view(m.fabric if m.arch and m.inter_class == "net" else None)):
+    with calibration.override(calibration.nccl_view(m.fabric if m.on_fabric else None)):
         for a in sorted((a for a in algorithms if a in NCCL_ALGORITHMS), key=NCCL_ALGORITHMS.index):
             for p in protocols:
                 t = tuner_terms(collective, nbytes, topo, a, p, m)
