@@ -89,9 +89,9 @@ DEFAULTS: dict[str, float] = {
     # what a rendezvous adds to a network message at or above the fabric's threshold (us; fabrics with one)
     "rendezvous_us.slingshot": 15.0,
     # a small message's copy from the provider's host buffer into GPU memory by cudaMemcpy (us; software matching)
-    "recv_copy_us.slingshot": 10.0,
+    "recv_copy_us.slingshot": 7.0,
     # per remote peer of an all_to_all (us): the proxy's cost per send/recv pair through the fabric's plugin
-    "p2p_peer.ib": 5.75, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.efa2": 3.75, "p2p_peer.slingshot": 7.5, "p2p_peer.tcpxo": 5.0,
+    "p2p_peer.ib": 5.75, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.efa2": 3.75, "p2p_peer.slingshot": 2.0, "p2p_peer.tcpxo": 5.0,
     # p2p_share.ib held at its prior 1.0 (fit 0.86 on S2-A2A alone: one case is no reason to slow every
     # InfiniBand all_to_all; nccl-tests #267, sjeaugey: all_to_all runs at a NIC's rate)
     "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.efa2": 0.97, "p2p_share.slingshot": 0.54, "p2p_share.tcpxo": 1.0,
