@@ -127,9 +127,8 @@ class Case:
         # the run matched tags in software on a provider that copies small messages then (Slingshot's cxi)
         self.software_matching = (bool(self.fabric) and self.nccl.rx_match == "software"
                                   and calibration.get_fabric(self.fabric).software_matching)
-        # its network messages above the transport's threshold pay a rendezvous (none with hybrid matching:
-        # sim.nccl.tuner._rendezvous_us)
-        self.pays_rendezvous = bool(self.fabric) and self.nccl.rx_match != "hybrid"
+        # its network messages above the transport's threshold pay a rendezvous (none with hybrid matching)
+        self.pays_rendezvous = bool(self.fabric) and self.nccl.pays_rendezvous
         self.large_nvls = bool(self.topo.reducing_switches("nvls")) and m.ppn > 8 and self.coll.passes == 2   # NVLS all_reduce
         rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]

@@ -92,6 +92,12 @@ class NcclConfig:
     def version(self) -> str:
         return self.requested or self.release.version
 
+    @property
+    def pays_rendezvous(self) -> bool:
+        """Whether a network message at or above the transport's rendezvous threshold pays a rendezvous under
+        this tag-matching mode: not with hybrid matching (:func:`sim.nccl.tuner._rendezvous_us` says why)."""
+        return self.rx_match != "hybrid"
+
     def algo_enabled(self, collective, algorithm: str) -> bool:
         return _enabled(self.algos, collective, algorithm)
 

@@ -199,7 +199,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
         plateau = RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1]   # "plateau effect of ring"
         lat *= plateau
         detail["ring_plateau"] = True
-    rdzv = _rendezvous_us(coll, algorithm, p, m, nbytes, nch, nsteps)
+    rdzv = _rendezvous_us(algorithm, p, m, nbytes, nch, nsteps, cfg)
     if rdzv:
         lat += rdzv
         detail["rendezvous_us"] = rdzv
@@ -218,7 +218,7 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     return Terms(algorithm, p, nch, bus, alg, lat, time, detail)
 
 
-def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int) -> float:
+def _rendezvous_us(a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int, cfg: NcclConfig) -> float:
     """What the transport's rendezvous adds to the collective's critical path: on a fabric whose transport
     sends messages of at least a threshold by rendezvous (Slingshot's cxi provider: 16 KiB), each network
     message of a ring step or a tree hop at or above it pays ``rendezvous_us.<fabric>``.
@@ -239,7 +239,7 @@ def _rendezvous_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, nc
     matching when the NIC's match resources run out); the two runs are the evidence, and the default
     (hardware) keeps the cost Polaris's setup (4) measured. The cost is fitted (no public figure; prior 0).
     """
-    if m.nnodes <= 1 or not m.on_fabric or nccl_config.current().rx_match == "hybrid":
+    if not cfg.pays_rendezvous or m.nnodes <= 1 or not m.on_fabric:
         return 0.0
     cost = calibration.fabric_rendezvous_us(m.fabric)
     if not cost:
