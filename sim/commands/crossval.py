@@ -33,10 +33,11 @@ it affects, by a small grid search:
   mid-size time rows of the fabric's multi-node cases that ran with software matching (the only rows it
   moves); prior 0 (no public figure for a small cudaMemcpy through a provider's progress);
 * ``tree_chunk_lag_us`` (a deep tree's lag per level and chunk, :func:`sim.nccl.execution.tree_chunk_lag_us`):
-  the mid- and large-size time rows NCCL runs as tree/Simple in the multi-node all_reduce cases, with
-  every other constant at its prior (so one run per row serves every fold: a row's time is linear in
-  the lag). Those rows also fit the bandwidth and rendezvous constants, each with the lag at its prior 0,
-  so the two groups can absorb the same residual; what the folds measure is the sum;
+  the mid- and large-size time rows NCCL runs as tree/Simple in the multi-node all_reduce cases, last,
+  with each case's bandwidth constants as just fitted and every other constant at its prior (so one run
+  per row and bandwidth value serves every fold: a row's time is linear in the lag). Those rows also fit
+  the bandwidth and rendezvous constants, each with the lag at its prior 0, so the two groups can absorb
+  the same residual; what the folds measure is the sum;
 * ``launch_overhead_us`` (time rows of the one-node cases: the host's cost, with no network latency to
   confound it), ``per_gpu_launch_us`` (cases run with ``-g N``, N > 1) and ``p2p_peer.<fabric>`` (small-
   and mid-size rows of the fabric's multi-node all_to_all, those without software tag matching where it
@@ -46,7 +47,8 @@ it affects, by a small grid search:
 Cases run with an NCCL release older than the oldest collsim models (2.8, 2.9) are scored but fit
 nothing (:func:`modelled_release`). While one group is fitted the other group stays at its *prior* (:data:`PRIORS`: public figures, never
 fitted on a case), so no constant fitted with case k inside reaches its own fold. A constant with no
-training row left (the only case of its fabric is the one scored) takes its prior. Runs are memoised
+training row left (the only case of its fabric is the one scored) takes its prior; a bandwidth constant is
+fitted only on sweeps that reach :data:`PLATEAU_BYTES` (one that stops at 128 MiB is still on its ramp). Runs are memoised
 per (case, size, grid value), so the folds share them: the cost is about one run per row and grid value.
 
 The runs a search is about to ask for are made first, row by row (:func:`_prefetch`), with ``jobs`` > 1
@@ -351,7 +353,7 @@ def fit(cases: list[Case]) -> dict:
                 out[key] = _fit_time(P2P_PEER_GRID if mid else LINEAR_GRID[key], train, out, [key], PRIORS[key], mid=mid)
         if out == before:   # a fixed point: another round would fit the same values again (exact, and it
             break           # saves a third of a fold's runs where the first round already settled)
-    out[TREE_LAG] = _fit_tree_lag([c for c in cases if c.fabric and c.coll.name == "all_reduce"])
+    out[TREE_LAG] = _fit_tree_lag([c for c in cases if c.fabric and c.coll.name == "all_reduce"], out)
     return out
 
 
@@ -382,20 +384,34 @@ def _without_copies(train: list[Case]) -> list[Case]:
     return plain if plain and len(plain) < len(train) else train
 
 
-def _fit_tree_lag(train: list[Case]) -> float:
+def _fit_tree_lag(train: list[Case], fitted: dict) -> float:
     """``tree_chunk_lag_us`` from the mid- and large-size time rows of ``train`` (multi-node all_reduce)
-    that NCCL runs as tree/Simple, every other constant at its prior. A row's time is ``t0 + lag x units``
-    (:meth:`Case.tree_lag_units`), so one run per row serves every grid value and every fold. A tie goes
-    to the prior (0)."""
-    _prefetch((c, c.mid_rows + c.bw_rows, PRIORS) for c in train)
+    that NCCL runs as tree/Simple, each case's bandwidth constants as ``fitted`` on the same training set and
+    every other constant at its prior. A row's time is ``t0 + lag x units`` (:meth:`Case.tree_lag_units`),
+    so one run per row and bandwidth value serves every grid value and every fold. A tie goes to the prior (0).
+
+    The lag is what a deep tree loses beyond what the fabric's rate says, so it is fitted on top of that
+    rate as fitted, not as the public figure: with every constant at its prior, the rows of a fabric whose
+    prior is above its fitted efficiency asked the lag for the difference (Slingshot's prior of 0.97,
+    nccl #1272, against 0.82 fitted on Alps: in the fold that leaves Together AI out, the lag doubled to
+    1.3 us and its B200 trees came out 13-17% too slow where 0.7 put them within 10%)."""
+    needs = [(c, c.mid_rows + c.bw_rows, _bandwidth_values(c, fitted)) for c in train]
+    _prefetch(needs)
     rows = []   # (time at lag 0, units, measured time) of the rows it affects (NCCL's tree/Simple across nodes)
-    for c in train:
-        measured = c.mid_rows + c.bw_rows
-        rows += [(t, u, r["time_us"]) for (t, _, u), r in zip(c._runs([r["size"] for r in measured], PRIORS), measured)
+    for c, measured, values in needs:
+        rows += [(t, u, r["time_us"]) for (t, _, u), r in zip(c._runs([r["size"] for r in measured], values), measured)
                  if u > 0]
     if not rows:
         return PRIORS[TREE_LAG]
     return float(min(TREE_LAG_GRID, key=lambda v: _score([abs(t + v * u - m) / m for t, u, m in rows], v, PRIORS[TREE_LAG])))
+
+
+def _bandwidth_values(case: Case, fitted: dict) -> dict:
+    """The priors, with the bandwidth constants ``case``'s runs read (its fabric's efficiency, the host
+    bridge's share, the NVLS loss) as in ``fitted``: only those, so folds that agree on them share runs."""
+    keys = [f"efficiency.{case.fabric}"] if case.fabric else []
+    keys += ["gdr_host_bridge_efficiency"] * case.host_bridge + ["nvls_loss_per_doubling"] * case.large_nvls
+    return {**PRIORS, **{k: fitted[k] for k in keys}}
 
 
 def _fit_time(grid, train: list[Case], out: dict, keys: list[str], prior: float, mid: bool = True) -> float:
@@ -439,8 +455,9 @@ def _fit_per_plugin(kind: str, train: dict[str, list[Case]], out: dict, grid) ->
 
 def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> float:
     """Bandwidth constant ``key`` fitted on the busbw rows of those ``cases`` it affects (others as in
-    ``base``, by default their priors); its prior when none of them does."""
-    candidates = [c for c in cases if key in c.bw_keys() and c.bw_rows]
+    ``base``, by default their priors), on the sweeps that reach :data:`PLATEAU_BYTES`; its prior when
+    none of them does."""
+    candidates = [c for c in cases if key in c.bw_keys() and c.bw_rows and max(r["size"] for r in c.bw_rows) >= PLATEAU_BYTES]
     values = base or PRIORS
     _prefetch((c, c.bw_rows, {**values, key: v}) for v in _sensitivity_values(key) for c in candidates)
     train = [c for c in candidates if _sensitive(c, key, base)]
@@ -452,6 +469,13 @@ def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> floa
     return float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v, base)], v, PRIORS[key])))
 
 
+# A case fits a bandwidth constant only if its sweep reaches this size; a sweep that stops short of it is
+# scored but fits none. An efficiency is a plateau's share of line rate, and a sweep that ends at 128 MiB
+# is still on the ramp up to it: Sigma2 Olivia's busbw rose 15% between 64 and 128 MiB, CSCS Alps's
+# 2-node all_reduces 14%. Fitted on Olivia's two rows alone (the fold that leaves Alps out), Slingshot's
+# efficiency fell to 0.7, and every Alps all_reduce came out 20-27% too slow. Every other sweep of the
+# set reaches 1 GiB (rows at 8-16 GiB, such as GB300-128-AR's two, are past any ramp however few they are).
+PLATEAU_BYTES = 256 << 20
 SENSITIVITY = 1.1   # nvls_loss_per_doubling: a case fits it only if its busbw moves >= 10% across its grid
 ELASTICITY = 0.25   # the others: only if busbw moves with the constant near its prior (d ln busbw / d ln value)
 

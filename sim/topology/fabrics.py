@@ -80,8 +80,14 @@ FABRICS: dict[str, Fabric] = {f.name: f for f in (
            "the same transport as efa (aws-ofi-nccl over libfabric's SRD), its second generation: AWS p5 documents "
            "EFAv2 at 3,200 Gb/s per instance; priors as efa until cases say otherwise", plugin="ofi",
            reported_latency_us=75.0),
-    Fabric("slingshot", "HPE Slingshot 11 (Cassini, libfabric cxi via aws-ofi-nccl)", 0.75, 6.0,
-           "HPE Slingshot 11 200 Gb/s; NCCL over libfabric cxi through the aws-ofi-nccl plugin (ALCF docs)",
+    # efficiency 0.97: nccl #1272's 24.2 GB/s on a 25 GB/s NIC, from GH200 nodes, whose GPU reaches the NIC
+    # over NVLink-C2C: the NIC's own share. (The prior was 0.75, read off ALCF Polaris, whose A100s reach
+    # theirs through the CPU's root complex: that path's loss is gdr_host_bridge_efficiency's. Counted in the
+    # fabric's prior too, it put CSCS Alps ~20% too slow in the fold that leaves Alps out, where the two
+    # GH200 rows left are too few to fit: crossval.MIN_BW_ROWS.)
+    Fabric("slingshot", "HPE Slingshot 11 (Cassini, libfabric cxi via aws-ofi-nccl)", 0.97, 6.0,
+           "HPE Slingshot 11 200 Gb/s; NCCL over libfabric cxi through the aws-ofi-nccl plugin (ALCF docs); "
+           "nccl #1272 (CSCS GH200): sendrecv_perf 24.2 GB/s per 25 GB/s NIC with 4 channels per network peer",
            0.76, "nccl #1272 (CSCS, 4 GH200 per node, Slingshot via aws-ofi-nccl, NCCL 2.20): sendrecv_perf "
            "18.3 GB/s with NCCL's default p2p channels per network peer, 24.2 with NCCL_NCHANNELS_PER_NET_PEER=4",
            # libfabric's cxi provider sends messages of FI_CXI_RDZV_THRESHOLD bytes and more (16 KiB by

@@ -85,13 +85,14 @@ def test_the_stochastic_mode_samples_the_hops_not_the_lag():
         assert spread[q] - spread0[q] == pytest.approx(lagged.explain["tree_lag_us"], rel=1e-6)
 
 
-def tree_simple_time_error(case: crossval.Case, value: float) -> float:
-    """Median relative time error of ``case``'s mid- and large-size rows NCCL runs as tree/Simple, every
-    other constant at its prior (as the fit sees them)."""
+def tree_simple_time_error(case: crossval.Case, value: float, values: dict | None = None) -> float:
+    """Median relative time error of ``case``'s mid- and large-size rows NCCL runs as tree/Simple, the
+    other constants as in ``values`` (by default their priors)."""
+    values = values or crossval.PRIORS
     rows = case.mid_rows + case.bw_rows
     sizes = [r["size"] for r in rows]
-    runs = case.runs(sizes, crossval.PRIORS)
-    units = case.tree_lag_units(sizes, crossval.PRIORS)
+    runs = case.runs(sizes, values)
+    units = case.tree_lag_units(sizes, values)
     errors = [abs(t + value * u - r["time_us"]) / r["time_us"] for (t, _), u, r in zip(runs, units, rows) if u > 0]
     assert errors, f"{case.id}: no tree/Simple row across nodes"
     return statistics.median(errors)
@@ -103,9 +104,12 @@ def test_a_lag_fitted_on_one_slingshot_system_predicts_the_other_at_scale():
     # times at 4 MiB-1 GiB the model without it puts 20-47% too fast; with it the error is cut by about a
     # half at 256 nodes, a third at 540 and a sixth on 2.18. (Before NCCL's tree-pattern factor moved Alps's
     # 2-4 GiB rows at 128 nodes to the ring, those rows fitted a larger lag and the cuts were 50-60%.)
-    lag = crossval._fit_tree_lag([crossval.Case(CASES[k]) for k in ("ALPS-128-AR-223", "ALPS-512-AR-223")])
+    # The lag is fitted on top of the efficiency fitted on the same runs, as in a fold.
+    alps = [crossval.Case(CASES[k]) for k in ("ALPS-128-AR-223", "ALPS-512-AR-223")]
+    fitted = {**crossval.PRIORS, "efficiency.slingshot": crossval.fit_bandwidth(alps, "efficiency.slingshot")}
+    lag = crossval._fit_tree_lag(alps, fitted)
     assert 0.2 < lag < 2.0
     for case, cut in (("C6-256-AR-221", 0.55), ("C6-540-AR-221", 0.75), ("C6-540-AR-218", 0.9)):
         polaris = crossval.Case(CASES[case])
-        without, with_lag = tree_simple_time_error(polaris, 0.0), tree_simple_time_error(polaris, lag)
+        without, with_lag = tree_simple_time_error(polaris, 0.0, fitted), tree_simple_time_error(polaris, lag, fitted)
         assert without > 0.15 and with_lag < cut * without, (case, without, with_lag)
