@@ -74,6 +74,13 @@ from ..topology.fabrics import PLUGINS
 from ..topology.hardware import gdr_through_host_bridge
 
 BW_MIN_BYTES = 64 << 20
+# A case fits a bandwidth constant only if its sweep reaches this size; a sweep that stops short of it is
+# scored but fits none. An efficiency is a plateau's share of line rate, and a sweep that ends at 128 MiB
+# is still on the ramp up to it: Sigma2 Olivia's busbw rose 15% between 64 and 128 MiB, CSCS Alps's
+# 2-node all_reduces 14%. Fitted on Olivia's two rows alone (the fold that leaves Alps out), Slingshot's
+# efficiency fell to 0.7, and every Alps all_reduce came out 20-27% too slow. Every other sweep of the
+# set reaches 1 GiB (rows at 8-16 GiB, such as GB300-128-AR's two, are past any ramp however few they are).
+PLATEAU_BYTES = 256 << 20
 LAT_MAX_BYTES = 64 << 10
 EFFICIENCY_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)   # busbw is interpolated linearly in between
 P2P_SHARE_GRID = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -136,6 +143,7 @@ class Case:
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
         self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]
         self.mid_rows = [r for r in rows if LAT_MAX_BYTES < r["size"] < BW_MIN_BYTES]
+        self.past_ramp = any(r["size"] >= PLATEAU_BYTES for r in self.bw_rows)   # may fit bandwidth constants
         self._memo: dict = {}
 
     def run(self, size: int, values: dict):
@@ -161,6 +169,14 @@ class Case:
                 hit = self._memo[(size, key)] = (q.time_us, q.busbw_GBps, float((q.explain or {}).get("tree_lag_units", 0.0)))
             out.append(hit)
         return out
+
+    def rate_keys(self) -> list[str]:
+        """Every bandwidth constant this case's runs read (:meth:`bw_keys` is the one its rows fit): its
+        fabric's efficiency, and the share of it its path or its many-peer sends keep, or the NVLS loss."""
+        keys = [f"efficiency.{self.fabric}"] if self.fabric else []
+        keys += [f"p2p_share.{self.fabric}"] * bool(self.fabric and self.remote_peers)
+        keys += ["gdr_host_bridge_efficiency"] * self.host_bridge + ["nvls_loss_per_doubling"] * self.large_nvls
+        return keys
 
     def bw_keys(self) -> list[str]:
         """The bandwidth constants this case's busbw rows are fitted for."""
@@ -407,11 +423,9 @@ def _fit_tree_lag(train: list[Case], fitted: dict) -> float:
 
 
 def _bandwidth_values(case: Case, fitted: dict) -> dict:
-    """The priors, with the bandwidth constants ``case``'s runs read (its fabric's efficiency, the host
-    bridge's share, the NVLS loss) as in ``fitted``: only those, so folds that agree on them share runs."""
-    keys = [f"efficiency.{case.fabric}"] if case.fabric else []
-    keys += ["gdr_host_bridge_efficiency"] * case.host_bridge + ["nvls_loss_per_doubling"] * case.large_nvls
-    return {**PRIORS, **{k: fitted[k] for k in keys}}
+    """The priors, with the bandwidth constants ``case``'s runs read (:meth:`Case.rate_keys`) as in
+    ``fitted``: only those, so folds that agree on them share runs."""
+    return {**PRIORS, **{k: fitted[k] for k in case.rate_keys()}}
 
 
 def _fit_time(grid, train: list[Case], out: dict, keys: list[str], prior: float, mid: bool = True) -> float:
@@ -457,7 +471,7 @@ def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> floa
     """Bandwidth constant ``key`` fitted on the busbw rows of those ``cases`` it affects (others as in
     ``base``, by default their priors), on the sweeps that reach :data:`PLATEAU_BYTES`; its prior when
     none of them does."""
-    candidates = [c for c in cases if key in c.bw_keys() and c.bw_rows and max(r["size"] for r in c.bw_rows) >= PLATEAU_BYTES]
+    candidates = [c for c in cases if key in c.bw_keys() and c.past_ramp]
     values = base or PRIORS
     _prefetch((c, c.bw_rows, {**values, key: v}) for v in _sensitivity_values(key) for c in candidates)
     train = [c for c in candidates if _sensitive(c, key, base)]
@@ -469,13 +483,6 @@ def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> floa
     return float(min(fine, key=lambda v: _score([e for c in train for e in _bw_errors(c, key, v, base)], v, PRIORS[key])))
 
 
-# A case fits a bandwidth constant only if its sweep reaches this size; a sweep that stops short of it is
-# scored but fits none. An efficiency is a plateau's share of line rate, and a sweep that ends at 128 MiB
-# is still on the ramp up to it: Sigma2 Olivia's busbw rose 15% between 64 and 128 MiB, CSCS Alps's
-# 2-node all_reduces 14%. Fitted on Olivia's two rows alone (the fold that leaves Alps out), Slingshot's
-# efficiency fell to 0.7, and every Alps all_reduce came out 20-27% too slow. Every other sweep of the
-# set reaches 1 GiB (rows at 8-16 GiB, such as GB300-128-AR's two, are past any ramp however few they are).
-PLATEAU_BYTES = 256 << 20
 SENSITIVITY = 1.1   # nvls_loss_per_doubling: a case fits it only if its busbw moves >= 10% across its grid
 ELASTICITY = 0.25   # the others: only if busbw moves with the constant near its prior (d ln busbw / d ln value)
 
