@@ -16,6 +16,9 @@ it affects, by a small grid search:
 * ``gdr_host_bridge_efficiency``: busbw rows of the multi-node cases whose GPUDirect RDMA crosses the CPU's
   root complex (A100 nodes with the NIC on a CPU root port), with each fabric's efficiency at its value
   fitted on the cases without that path, so a fabric's efficiency is the NIC's and this the path's;
+* ``nvls_tree_share``: busbw rows of the multi-node all_reduce cases on NVLS nodes of at most 8 GPUs whose
+  busbw moves with it (NVLSTree bound by NVLink: the 2-node H100 runs), with each fabric's efficiency at
+  its value just fitted;
 * ``nvls_loss_per_doubling``: busbw rows of the all_reduce cases on NVLS domains of more than 8 GPUs
   (GB200 NVL72 racks); these fit nothing else (across racks their NICs carry a 32nd of the data, so the
   fabric's efficiency hardly moves them);
@@ -100,6 +103,7 @@ PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
           "host_bounce_efficiency": 1.0, "host_bounce_duplex_efficiency": 1.0,
           "nvls_loss_per_doubling": 0.0,   # NCCL's own model: nvlsEfficiency whatever the domain size
           "gdr_host_bridge_efficiency": 1.0,   # NCCL's own model: no penalty for the path
+          "nvls_tree_share": 1.0,   # NCCL's own model: NVLSTree's NVLink at NVLS's rate
           TREE_LAG: 0.0,   # NCCL's own model: a tree's chunks cost their bytes, whatever its depth
           **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
           **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()},
@@ -139,6 +143,8 @@ class Case:
         # its network messages above the transport's threshold pay a rendezvous (none with hybrid matching)
         self.pays_rendezvous = bool(self.fabric) and self.nccl.pays_rendezvous
         self.large_nvls = bool(self.topo.reducing_switches("nvls")) and m.ppn > 8 and self.coll.passes == 2   # NVLS all_reduce
+        # may run NVLSTree (NVLS in each node, a tree across them): only all_reduce has one
+        self.nvls_tree = bool(self.topo.reducing_switches("nvls")) and m.nnodes > 1 and self.coll.name == "all_reduce"
         rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
         self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]
@@ -175,8 +181,8 @@ class Case:
         fabric's efficiency, and the share of it its path or its many-peer sends keep, or the NVLS loss."""
         keys = [f"efficiency.{self.fabric}"] if self.fabric else []
         keys += [f"p2p_share.{self.fabric}"] * bool(self.fabric and self.remote_peers)
-        keys += ["gdr_host_bridge_efficiency"] * self.host_bridge + ["nvls_loss_per_doubling"] * self.large_nvls
-        return keys
+        keys += ["gdr_host_bridge_efficiency"] * self.host_bridge + ["nvls_tree_share"] * self.nvls_tree
+        return keys + ["nvls_loss_per_doubling"] * self.large_nvls
 
     def bw_keys(self) -> list[str]:
         """The bandwidth constants this case's busbw rows are fitted for."""
@@ -189,6 +195,8 @@ class Case:
             keys.append("gdr_host_bridge_efficiency")
         elif self.fabric:
             keys.append(f"efficiency.{self.fabric}")
+            # NVLSTree's NVLink share, on the runs it bounds (a 2-node run: its NICs carry half a ring's data)
+            keys += ["nvls_tree_share"] * self.nvls_tree
         elif self.p2p_off:
             keys.append("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency")
         return keys
@@ -271,7 +279,7 @@ def _bw_errors(case: Case, key: str, value: float, base: dict | None = None) -> 
 
 def _grid(key: str) -> tuple:
     # the host-bridge share is an efficiency too (a share of line rate): the same grid
-    return (EFFICIENCY_GRID if key.startswith("efficiency.") or key == "gdr_host_bridge_efficiency" else P2P_SHARE_GRID if key.startswith("p2p_share.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
+    return (EFFICIENCY_GRID if key.startswith("efficiency.") or key in ("gdr_host_bridge_efficiency", "nvls_tree_share") else P2P_SHARE_GRID if key.startswith("p2p_share.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
             else BOUNCE_GRID)
 
 
@@ -317,13 +325,19 @@ def fit(cases: list[Case]) -> dict:
     cases = [c for c in cases if modelled_release(c)]
     out = dict(PRIORS)
     # bandwidth: one constant per fabric / host bounce, each from its own cases' busbw rows; then the
-    # host-bridge path's share of the fabric efficiencies just fitted; the p2p shares last (they scale both)
+    # host-bridge path's share of the fabric efficiencies just fitted, and NVLSTree's share of NVLS's rate
+    # on top of them; the NVLS loss of large domains on that share; the p2p shares last (they scale both)
     # (each base holds only the values its cases depend on, so the memoised runs are shared by the folds)
-    bridge = "gdr_host_bridge_efficiency"
-    order = lambda k: (k == bridge) + 2 * k.startswith("p2p_share.")
-    for key in sorted({k for c in cases if c.bw_rows for k in c.bw_keys()}, key=lambda k: (order(k), k)):
+    bridge, tree_share, loss = "gdr_host_bridge_efficiency", "nvls_tree_share", "nvls_loss_per_doubling"
+    order = {bridge: 1, tree_share: 2, loss: 3}
+    for key in sorted({k for c in cases if c.bw_rows for k in c.bw_keys()},
+                      key=lambda k: (4 if k.startswith("p2p_share.") else order.get(k, 0), k)):
         if key == bridge:
             base = {**PRIORS, **{f"efficiency.{c.fabric}": out[f"efficiency.{c.fabric}"] for c in cases if c.host_bridge}}
+        elif key == tree_share:
+            base = {**PRIORS, **{f"efficiency.{c.fabric}": out[f"efficiency.{c.fabric}"] for c in cases if c.nvls_tree}}
+        elif key == loss:
+            base = {**PRIORS, tree_share: out[tree_share]}
         elif key.startswith("p2p_share."):
             fabric = key.partition(".")[2]
             base = {**PRIORS, f"efficiency.{fabric}": out[f"efficiency.{fabric}"], bridge: out[bridge]}

@@ -28,6 +28,9 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   ``FI_CXI_RX_MATCH_MODE=software`` and GDRCopy does not take the copy (:func:`sim.nccl.tuner._recv_copy_us`);
 * ``nvls_loss_per_doubling``: the share of NCCL's ``nvlsEfficiency`` NVLS loses per doubling of the
   NVLink domain beyond the 8 GPUs NCCL tuned it on (a GB200 NVL72 rack is 3.2 doublings).
+* ``nvls_tree_share``: the share of NVLS's NVLink rate an NVLSTree all_reduce keeps: its kernel also runs the
+  network tree, so the warps that copy into and out of the NVLS buffers are fewer than NVLS alone has
+  (:func:`sim.nccl.execution.nvls_tree_share`). Prior 1.0 (NCCL's own model charges NVLSTree nothing for it).
 * ``tree_chunk_lag_us``: what every level of a tree across nodes adds to each chunk of a channel's tree
   with Simple, at the engine's chunk size (:func:`sim.nccl.execution.tree_chunk_lag_us`): the loss of deep
   trees at mid sizes that NCCL's model and the engine's link bandwidths do not have (cause open). Prior 0
@@ -71,6 +74,8 @@ DEFAULTS: dict[str, float] = {
     "launch_overhead_us": 3.0, "per_gpu_launch_us": 2.0,
     "host_bounce_efficiency": 0.93, "host_bounce_duplex_efficiency": 0.71,
     "nvls_loss_per_doubling": 0.06,
+    # fitted on the busbw rows of the multi-node NVLSTree all_reduces that their NVLink bounds (2-node H100 runs)
+    "nvls_tree_share": 1.0,
     # per tree level and chunk of a tree/Simple across nodes (us); fitted on the mid- and large-size rows of the
     # multi-node all_reduce cases (ALCF Polaris and CSCS Alps at 2-540 nodes are those whose trees it moves)
     "tree_chunk_lag_us": 0.6,

@@ -70,8 +70,12 @@ OPS_BUDGET = 60_000              # simulated ops per engine run before extrapola
 SPREAD_ALGORITHMS = ("ring", "tree")
 
 
-def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool = True, p2p: bool = False) -> float:
+def link_efficiency(topo: Topology, link: Link, nvls: str = "", duplex: bool = True, p2p: bool = False) -> float:
     """Share of ``link``'s raw bandwidth a collective gets (1.0 on topologies without hardware facts).
+
+    ``nvls``: the NVLS algorithm the NVLink links serve (``"nvls"``, ``"nvls_tree"``; empty: none): NVLink
+    then runs at NCCL's ``nvlsEfficiency``, less what a large NVLink domain loses
+    (:func:`nvls_domain_factor`) and, for NVLSTree, what its kernel's other work takes (:func:`nvls_tree_share`).
 
     ``duplex``: every GPU sends and receives at once (all collectives but a 2-GPU broadcast/reduce). On
     host-bounced PCIe (``p2p=0``) that costs more than sharing the link: each GPU's SMs read host memory
@@ -89,7 +93,9 @@ def link_efficiency(topo: Topology, link: Link, nvls: bool = False, duplex: bool
         return 1.0   # a textbook topology: its links are what they say
     if link.kind == "nvlink":
         eff = NVLINK_EFFICIENCY.get(arch, 0.8)
-        return eff * (NVLS_EFFICIENCY.get(arch, 1.0) * nvls_domain_factor(hw.gpus_per_node or 1) if nvls else 1.0)
+        if not nvls:
+            return eff
+        return eff * NVLS_EFFICIENCY.get(arch, 1.0) * nvls_domain_factor(hw.gpus_per_node or 1) * nvls_tree_share(nvls)
     if link.kind == "pcie":
         if hw.p2p is False:
             return PCIE_EFFICIENCY * calibration.value("host_bounce_duplex_efficiency" if duplex else "host_bounce_efficiency")
@@ -117,7 +123,27 @@ def nvls_domain_factor(gpus_per_domain: int) -> float:
     return (1.0 - calibration.value("nvls_loss_per_doubling")) ** doublings
 
 
-def effective_topology(topo: Topology, nvls: bool = False, duplex: bool = True, p2p: bool = False) -> Topology:
+def nvls_tree_share(algorithm: str) -> float:
+    """What an NVLSTree all_reduce keeps of NVLS's NVLink rate: the fitted ``nvls_tree_share``
+    (:mod:`sim.nccl.calibration`) for ``"nvls_tree"``, 1.0 for anything else.
+
+    Why: NCCL runs each channel of an all_reduce with 20 warps (``NCCL_MAX_NTHREADS`` 640), split by role
+    (``src/device/all_reduce.h``, ``RunWorkColl``). NVLS alone gives 8 warps to copying the user buffer
+    into the NVLS buffers (scatter) and 7 to copying the result out (gather), with 5 reducing through the
+    switch. NVLSTree also receives from and sends to the network tree: on a node with a parent in the tree,
+    4 warps broadcast what comes back and 5 reduce, which leaves 6 to scatter and 5 to gather. (Buffers
+    registered with NCCL skip the copies; nccl-tests does not register them.) A 2-node NVLSTree is bound
+    by NVLink, not by its NICs, and published 2-node H100 runs reach 0.90-0.94 of the busbw NVLS's rate
+    gives (AWS p5, Dell XE9680 on InfiniBand). How much of the quarter fewer warps shows as NVLink rate is
+    not in NCCL's model, so it is fitted; its prior, 1.0, is NCCL's own model.
+
+    >>> nvls_tree_share("nvls")
+    1.0
+    """
+    return calibration.value("nvls_tree_share") if algorithm == "nvls_tree" else 1.0
+
+
+def effective_topology(topo: Topology, nvls: str = "", duplex: bool = True, p2p: bool = False) -> Topology:
     """``topo`` with every link at its effective bandwidth and (almost) no latency, cached per topology
     and the calibration's link constants (:attr:`sim.nccl.calibration.Calibration.links`).
 
@@ -128,7 +154,7 @@ def effective_topology(topo: Topology, nvls: bool = False, duplex: bool = True, 
 
 
 @lru_cache(maxsize=16)
-def _effective_topology(topo: Topology, nvls: bool, duplex: bool, p2p: bool, cal: calibration.Calibration) -> Topology:
+def _effective_topology(topo: Topology, nvls: str, duplex: bool, p2p: bool, cal: calibration.Calibration) -> Topology:
     # ``cal`` is the part of the calibration in force that link_efficiency reads; it keys the cache
     links = [Link(l.src, l.dst, l.bandwidth_GBps * link_efficiency(topo, l, nvls, duplex, p2p), l.latency_us * 1e-6, l.kind)
              for l in topo.links]
@@ -478,7 +504,7 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
     from ..engine.result import EngineTiming
     plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, root=root)
     nch, spread, pieces, tuned = plan.nchannels, plan.spread, plan.pieces, plan.tuned
-    nvls = algorithm.startswith("nvls")
+    nvls = algorithm if algorithm.startswith("nvls") else ""
     one = _program(algorithm, coll, topo, nch, 1, root, spread)
     duplex = is_duplex(coll, topo)
     sim_pieces = steady_state_pieces(pieces, one)
@@ -536,7 +562,7 @@ def _data_runs(algorithm: str, coll, topo: Topology, nch: int, pieces: int, sim_
     channel on the effective links, extrapolated to ``pieces`` past the ops budget. Everything it reads is
     an argument or a link constant of the calibration in force: no latency constant reaches it."""
     from ..engine import run_program
-    eff = effective_topology(topo, algorithm.startswith("nvls"), duplex, p2p=algorithm == "p2p")
+    eff = effective_topology(topo, algorithm if algorithm.startswith("nvls") else "", duplex, p2p=algorithm == "p2p")
     prog = _program(algorithm, coll, topo, nch, sim_pieces, root, spread)
     runs = run_program(prog, eff, nbytes * sim_pieces / pieces, protocol, engine=engine)
     data_us = runs.time_us
@@ -591,7 +617,7 @@ def is_duplex(coll, topo: Topology) -> bool:
     return not (coll.rooted and topo.nranks == 2)
 
 
-def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = False) -> dict:
+def _efficiencies(topo: Topology, nvls: str, duplex: bool = True, p2p: bool = False) -> dict:
     out: dict[str, float] = {}
     for l in topo.links:   # the first link of each kind speaks for its kind
         if l.kind not in out:
@@ -599,5 +625,5 @@ def _efficiencies(topo: Topology, nvls: bool, duplex: bool = True, p2p: bool = F
     return out
 
 
-__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units", "kernel_cap_us",
+__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units", "nvls_tree_share", "kernel_cap_us",
            "payload_share", "steady_state_pieces", "extrapolate_steady_state", "OPS_BUDGET"]

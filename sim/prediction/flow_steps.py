@@ -190,7 +190,7 @@ def _predict(coll, nbytes: int, topo: Topology, algorithm: str, proto, nchannels
         nch, pieces, lat = plan.nchannels, plan.pieces, plan.latency_us
         duplex = is_duplex(coll, topo)
         factor: dict[tuple, float] = {}
-        eff = raw * np.array([factor.setdefault((l.kind, l.bandwidth_GBps), link_efficiency(topo, l, False, duplex))
+        eff = raw * np.array([factor.setdefault((l.kind, l.bandwidth_GBps), link_efficiency(topo, l, "", duplex))
                               for l in topo.links])
         wire = plan.engine_protocol.wire_bytes(chunk)
         per_step_latency = np.zeros(loads.steps)

@@ -149,7 +149,7 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
     r = min(m, max(2, replica_nodes))
     small, half = replica(topo, r), replica(topo, max(1, r // 2)) if r >= 4 else None
     levels_full, levels_rep = tree_levels(m), tree_levels(r)
-    nvls = algorithm.startswith("nvls")
+    nvls = algorithm if algorithm.startswith("nvls") else ""   # what the NVLink links serve (link_efficiency)
     ideal = proto.name == IDEAL.name
     one_rep = build_program(algorithm, coll, small.nranks, topology=small, nchannels=1, pipeline=1, root=root)
     per_level_steps = 0

@@ -53,7 +53,7 @@ def _all_link_efficiencies():
     from sim.nccl.execution import link_efficiency
     return [link_efficiency(topo, link, nvls, duplex, p2p) for spec in LINK_TOPOLOGIES
             for topo in [load_topology(spec)] for link in topo.links
-            for nvls in (False, True) for duplex in (False, True) for p2p in (False, True)]
+            for nvls in ("", "nvls", "nvls_tree") for duplex in (False, True) for p2p in (False, True)]
 
 
 def test_no_link_reads_a_time_only_constant():

@@ -41,7 +41,7 @@ def test_link_efficiencies_come_from_nccls_constants():
     h100, e1 = load_topology("dgx-h100"), load_topology("pcie:gpus=2,gen=3,p2p=0")
     nvl = next(l for l in h100.links if l.kind == "nvlink")
     assert nr.link_efficiency(h100, nvl) == pytest.approx(20.6 / 25)
-    assert nr.link_efficiency(h100, nvl, nvls=True) == pytest.approx(20.6 / 25 * 0.85)
+    assert nr.link_efficiency(h100, nvl, nvls="nvls") == pytest.approx(20.6 / 25 * 0.85)
     assert nr.link_efficiency(e1, e1.links[0]) == pytest.approx(0.75 * calibration.value("host_bounce_duplex_efficiency"))
     ring = load_topology("ring:n=4")
     assert nr.link_efficiency(ring, ring.links[0]) == 1.0
