@@ -142,9 +142,10 @@ class Case:
                                   and calibration.get_fabric(self.fabric).software_matching)
         # its network messages above the transport's threshold pay a rendezvous (none with hybrid matching)
         self.pays_rendezvous = bool(self.fabric) and self.nccl.pays_rendezvous
-        self.large_nvls = bool(self.topo.reducing_switches("nvls")) and m.ppn > 8 and self.coll.passes == 2   # NVLS all_reduce
+        nvls = bool(self.topo.reducing_switches("nvls"))
+        self.large_nvls = nvls and m.ppn > 8 and self.coll.passes == 2   # NVLS all_reduce
         # may run NVLSTree (NVLS in each node, a tree across them): only all_reduce has one
-        self.nvls_tree = bool(self.topo.reducing_switches("nvls")) and m.nnodes > 1 and self.coll.name == "all_reduce"
+        self.nvls_tree = nvls and m.nnodes > 1 and self.coll.name == "all_reduce"
         rows = [r for r in case["rows"] if r["size"] > 0 and r["time_us"] > 0]
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
         self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]
@@ -195,7 +196,7 @@ class Case:
             keys.append("gdr_host_bridge_efficiency")
         elif self.fabric:
             keys.append(f"efficiency.{self.fabric}")
-            # NVLSTree's NVLink share, on the runs it bounds (a 2-node run: its NICs carry half a ring's data)
+            # NVLSTree's share of NVLS's NVLink rate: fitted on the runs NVLink bounds (_sensitive picks them)
             keys += ["nvls_tree_share"] * self.nvls_tree
         elif self.p2p_off:
             keys.append("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency")
@@ -333,9 +334,9 @@ def fit(cases: list[Case]) -> dict:
     for key in sorted({k for c in cases if c.bw_rows for k in c.bw_keys()},
                       key=lambda k: (4 if k.startswith("p2p_share.") else order.get(k, 0), k)):
         if key == bridge:
-            base = {**PRIORS, **{f"efficiency.{c.fabric}": out[f"efficiency.{c.fabric}"] for c in cases if c.host_bridge}}
+            base = _with_fitted_efficiencies([c for c in cases if c.host_bridge], out)
         elif key == tree_share:
-            base = {**PRIORS, **{f"efficiency.{c.fabric}": out[f"efficiency.{c.fabric}"] for c in cases if c.nvls_tree}}
+            base = _with_fitted_efficiencies([c for c in cases if c.nvls_tree], out)
         elif key == loss:
             base = {**PRIORS, tree_share: out[tree_share]}
         elif key.startswith("p2p_share."):
@@ -385,6 +386,12 @@ def fit(cases: list[Case]) -> dict:
             break           # saves a third of a fold's runs where the first round already settled)
     out[TREE_LAG] = _fit_tree_lag([c for c in cases if c.fabric and c.coll.name == "all_reduce"], out)
     return out
+
+
+def _with_fitted_efficiencies(cases: list[Case], out: dict) -> dict:
+    """The priors, with the efficiency of each fabric of ``cases`` as fitted in ``out``: the base of a share
+    fitted on top of those efficiencies (the host bridge's, NVLSTree's)."""
+    return {**PRIORS, **{f"efficiency.{c.fabric}": out[f"efficiency.{c.fabric}"] for c in cases}}
 
 
 def _latency_train(lat_cases: list[Case], fabric: str) -> list[Case]:
