@@ -44,8 +44,6 @@ from ..topology import Link, Topology
 from ..topology.hardware import gdr_through_host_bridge
 from . import calibration
 from .constants import (
-    MAX_THREADS,
-    MIN_THREADS,
     NCCL_ALGORITHMS,
     NVLINK_EFFICIENCY,
     NVLS_CHUNK_BYTES,
@@ -54,14 +52,11 @@ from .constants import (
     NVLS_TREE_SMALL_CHUNK_BYTES,
     NVLS_TREE_SMALL_CHUNK_NODES,
     PCIE_EFFICIENCY,
-    SMALL_MESSAGE_ALGORITHMS,
-    THREAD_HALVING_MULTIPLE,
-    THREAD_THRESHOLD,
 )
 from .context import cached
 from .machine import Machine, machine, nvls_channels
 from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
-from .tuner import Terms, tuner_terms
+from .tuner import Terms, tuner_terms, used_channels
 
 # NCCL's link efficiencies are in sim.nccl.constants; the fitted ones (each fabric's share of a NIC's
 # line rate, the share of PCIe left when GPUs bounce through host memory) are read from
@@ -475,15 +470,7 @@ def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str,
     >>> small_message_share(1024, load_topology("gb200-nvl72:gpus_per_node=8"), "ring", "LL", 16)
     (0.0625, 1, 64)
     """
-    p = get_protocol(proto).name
-    if algorithm not in SMALL_MESSAGE_ALGORITHMS or p not in MAX_THREADS:
-        return 1.0, nchannels, MAX_THREADS.get(p, 512)
-    thr = THREAD_THRESHOLD[p] * (topo.nranks if (algorithm == "ring" and p == "LL") else 1)
-    nc, nt = nchannels, MAX_THREADS[p]
-    while nbytes < nc * nt * thr and nc >= 2:
-        nc -= 1
-    while nbytes < nc * nt * thr and nt % THREAD_HALVING_MULTIPLE == 0 and nt > MIN_THREADS:
-        nt //= 2
+    nc, nt = used_channels(nbytes, topo.nranks, algorithm, get_protocol(proto).name, nchannels)
     return nc / nchannels, nc, nt
 
 

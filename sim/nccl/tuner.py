@@ -32,6 +32,8 @@ from .constants import (
     COLLNET_DIRECT_SM90_FACTOR,
     LL128_BW_FACTOR,
     LL_MAX_BW,
+    MAX_THREADS,
+    MIN_THREADS,
     NCCL_ALGORITHMS,
     NCCL_PROTOCOLS,
     NCCL_RULES,
@@ -48,6 +50,9 @@ from .constants import (
     RING_LL_BW_FACTORS_2_18,
     RING_PLATEAU_LATENCY,
     RING_PLATEAU_MIN_BYTES,
+    SMALL_MESSAGE_ALGORITHMS,
+    THREAD_HALVING_MULTIPLE,
+    THREAD_THRESHOLD,
     TREE_BUS_TO_ALG,
     TREE_CORRECTION,
     TREE_LL128_BW_FACTOR,
@@ -247,16 +252,45 @@ def _rendezvous_us(a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: in
     threshold = calibration.get_fabric(m.fabric).rdzv_threshold_bytes
     if a not in ("ring", "tree"):   # all_to_all's sends show no jump (above)
         return 0.0
-    share, messages = _network_messages(a, m, nbytes, nch, nsteps)
+    share, messages = _network_messages(a, p, m, nbytes, nch, nsteps)
     return messages * cost if get_protocol(p).wire_bytes(share) >= threshold else 0.0
 
 
-def _network_messages(a: str, m: Machine, nbytes: int, nch: int, nsteps: int) -> tuple[float, int]:
+def used_channels(nbytes: float, nranks: int, algorithm: str, p: str, nchannels: int) -> tuple[int, int]:
+    """(channels, threads per channel) NCCL runs a ring or tree of ``nbytes`` on (enqueue.cc
+    ``topoGetAlgoInfo``): it drops channels while the message is smaller than channels x threads x
+    ``THREAD_THRESHOLD`` bytes (x nranks for ring LL), then halves the threads while they are a multiple of
+    128, not below 64. Other algorithms keep ``nchannels``.
+
+    >>> used_channels(4096, 16, "tree", "LL", 8), used_channels(32 << 10, 16, "tree", "LL", 8)
+    ((1, 512), (8, 512))
+    """
+    if algorithm not in SMALL_MESSAGE_ALGORITHMS or p not in MAX_THREADS:
+        return nchannels, MAX_THREADS.get(p, 512)
+    thr = THREAD_THRESHOLD[p] * (nranks if (algorithm == "ring" and p == "LL") else 1)
+    nc, nt = nchannels, MAX_THREADS[p]
+    while nbytes < nc * nt * thr and nc >= 2:
+        nc -= 1
+    while nbytes < nc * nt * thr and nt % THREAD_HALVING_MULTIPLE == 0 and nt > MIN_THREADS:
+        nt //= 2
+    return nc, nt
+
+
+def _network_messages(a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int) -> tuple[float, int]:
     """(bytes of one network message, messages on the critical path) of a ring step, a tree hop or an
     all_to_all's remote peers: a ring's steps are synchronised end to end, so each of its ``nsteps`` waits for
     one network message; a tree crosses ceil(log2 nodes) levels up and as many down; all_to_all's proxy
-    handles its remote peers one after the other. (0, 0) for the algorithms without such messages."""
-    n, ch = m.nranks, max(nch, 1)
+    handles its remote peers one after the other. (0, 0) for the algorithms without such messages.
+
+    A message is a share of the channels NCCL actually runs (:func:`used_channels`), not of all ``nch``:
+    on a small message NCCL drops channels until each carries about ``THREAD_THRESHOLD`` x threads bytes
+    (4 KiB of data for LL), so a tree's messages stay near 4 KiB until every channel is in use. This is
+    what puts CSCS Alps's jump where it is measured: with GDRCopy (which copies received messages of at
+    most 4 KiB of wire cheaply) an 8-node tree all_reduce runs 51 us at 512 B and 158 us at 4 KiB, where
+    one channel carries the whole 4 KiB (8 KiB of LL wire, past GDRCopy) and not a quarter of it; without
+    GDRCopy, every message is copied the slow way and there is no such jump (92 -> 109 us)."""
+    n = m.nranks
+    ch = max(1, used_channels(nbytes, n, a, p, max(nch, 1))[0]) if a in ("ring", "tree") else max(nch, 1)
     if a == "ring":
         return nbytes / (n * ch), nsteps
     if a == "tree":
@@ -287,7 +321,7 @@ def _recv_copy_us(a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps: int
     cost = calibration.fabric_recv_copy_us(m.fabric)
     if not cost:
         return 0.0
-    size, messages = _network_messages(a, m, nbytes, nch, nsteps)
+    size, messages = _network_messages(a, p, m, nbytes, nch, nsteps)
     if not messages:
         return 0.0
     wire = get_protocol(p).wire_bytes(size)
