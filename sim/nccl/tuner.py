@@ -289,8 +289,7 @@ def _network_messages(a: str, p: str, m: Machine, nbytes: int, nch: int, nsteps:
     most 4 KiB of wire cheaply) an 8-node tree all_reduce runs 51 us at 512 B and 158 us at 4 KiB, where
     one channel carries the whole 4 KiB (8 KiB of LL wire, past GDRCopy) and not a quarter of it; without
     GDRCopy, every message is copied the slow way and there is no such jump (92 -> 109 us)."""
-    n = m.nranks
-    ch = max(1, used_channels(nbytes, n, a, p, max(nch, 1))[0]) if a in ("ring", "tree") else max(nch, 1)
+    n, ch = m.nranks, used_channels(nbytes, m.nranks, a, p, max(nch, 1))[0]   # other algorithms keep all
     if a == "ring":
         return nbytes / (n * ch), nsteps
     if a == "tree":

@@ -85,34 +85,26 @@ def test_channels_use_every_nic():
     assert r.nchannels == 4 and r.explain["channels_spread_over_nics"] is True
 
 
-def test_steady_state_extrapolation_matches_the_full_run(monkeypatch):
-    size = 2 << 30
-    quick = sim.simulate("all_reduce", size, C1, algorithm="tree", protocol="Simple")
-    assert quick.explain["simulated_pieces"] < quick.explain["pieces_per_channel"]
-    monkeypatch.setattr(nr, "OPS_BUDGET", 10 ** 7)
-    nr._program.cache_clear()
-    full = sim.simulate("all_reduce", size, C1, algorithm="tree", protocol="Simple")
-    nr._program.cache_clear()
-    assert full.explain["simulated_pieces"] == full.explain["pieces_per_channel"]
-    assert quick.time_us == pytest.approx(full.time_us, rel=0.01)
-
-
-def test_a_deep_pipeline_is_extrapolated_within_its_known_error(monkeypatch):
-    """16 nodes of 8 H100s, NVLSTree at 1 GiB: the NICs bound it and the pipeline is 12 steps deep, so the
-    engine simulates 14 and 7 of its 128 pieces and extrapolates. The reference is the engine's run of
-    every piece. The error is 3% here (the 7-piece run is still filling); the bound says how far it may go
-    (docs/nccl-model.md, "Chunks")."""
-    topo = "dgx-h100:nodes=16,nics_per_node=8,nic_gbps=400,fabric=efa2"
-    quick = sim.simulate("all_reduce", 1 << 30, topo, algorithm="nvls_tree", protocol="Simple", model="engine")
+@pytest.mark.parametrize("topo, size, algorithm, model, rel", [
+    # 2 nodes of 8 A100s, tree: the extrapolation holds within 1%
+    (C1, 2 << 30, "tree", "auto", 0.01),
+    # 16 nodes of 8 H100s, NVLSTree at 1 GiB: the NICs bound it and the pipeline is 12 steps deep, so the
+    # engine simulates 14 and 7 of its 128 pieces; the error is 3% (the 7-piece run is still filling), and
+    # the bound says how far it may go (docs/nccl-model.md, "Chunks")
+    ("dgx-h100:nodes=16,nics_per_node=8,nic_gbps=400,fabric=efa2", 1 << 30, "nvls_tree", "engine", 0.05),
+], ids=["2-node-tree", "16-node-nvls-tree"])
+def test_steady_state_extrapolation_matches_the_full_run(monkeypatch, topo, size, algorithm, model, rel):
+    """The reference is the engine's run of every piece, with no extrapolation."""
+    quick = sim.simulate("all_reduce", size, topo, algorithm=algorithm, protocol="Simple", model=model)
     assert quick.explain["simulated_pieces"] < quick.explain["pieces_per_channel"]
     monkeypatch.setattr(nr, "OPS_BUDGET", 10 ** 8)
     nr._program.cache_clear()
     nr._data_runs_cached.cache_clear()
-    full = sim.simulate("all_reduce", 1 << 30, topo, algorithm="nvls_tree", protocol="Simple", model="engine")
+    full = sim.simulate("all_reduce", size, topo, algorithm=algorithm, protocol="Simple", model=model)
     nr._program.cache_clear()
     nr._data_runs_cached.cache_clear()
     assert full.explain["simulated_pieces"] == full.explain["pieces_per_channel"]
-    assert quick.time_us == pytest.approx(full.time_us, rel=0.05)
+    assert quick.time_us == pytest.approx(full.time_us, rel=rel)
 
 
 @pytest.mark.xfail(strict=True, reason="known gap: the steady state is extrapolated from one full pipeline, and "

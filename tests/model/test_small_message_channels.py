@@ -17,8 +17,10 @@ from sim.presets import load_topology
 ALPS8 = "gh200-4:nodes=8,nics_per_node=4,nic_gbps=200,fabric=slingshot"
 ENV = "NCCL_NET_GDR_LEVEL=PHB,FI_CXI_RX_MATCH_MODE=software,FI_HMEM_CUDA_USE_GDRCOPY={}"
 
+
 def _time(nbytes, gdrcopy):
     return sim.simulate("all_reduce", nbytes, ALPS8, nccl_version="2.23", nccl_env=ENV.format(gdrcopy)).time_us
+
 
 def test_nccls_channel_rule():
     # closed form of the rule for tree LL (512 threads x 8 bytes a channel): channels = size / 4 KiB, at least 1
@@ -28,10 +30,12 @@ def test_nccls_channel_rule():
     assert used_channels(256 << 10, 32, "ring", "LL", 8)[0] == 2
     assert used_channels(1 << 20, 32, "nvls", "Simple", 8)[0] == 8   # NVLS keeps its channels
 
+
 def test_a_tree_message_is_a_share_of_the_channels_in_use():
     m = machine(load_topology(ALPS8))
     size, messages = _network_messages("tree", "LL", m, 4096, 8, 0)
     assert size == 4096 and messages == 2 * math.ceil(math.log2(8))
+
 
 def test_gdrcopy_helps_small_trees_and_stops_helping_at_4_kib():
     assert _time(512, 1) < _time(512, 0)                        # measured 51 vs 92 us
