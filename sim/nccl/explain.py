@@ -30,32 +30,20 @@ from __future__ import annotations
 
 import math
 
-from .constants import (
-    DUPLICATE_AGAIN_BELOW,
-    MAX_RUNTIME_CHANNELS,
-    NCCL_ALGORITHMS,
-    DUPLICATE_AGAIN_MIN_GBps,
-)
-from .machine import graph_for, machine, nvls_channels, ring_graph
+from .constants import NCCL_ALGORITHMS
+from .machine import graph_for, machine, runtime_channels
 
-MAXCHANNELS = MAX_RUNTIME_CHANNELS   # NCCL's cap on duplicated channels (sim.nccl.constants)
 DIFFERENCE_NOTE = 0.15    # name the terms when the engine and the tuner differ by more than this share
 
 
 def nccl_runtime_channels(topo, algorithm: str) -> tuple[int, int] | None:
-    """(channels NCCL runs, channels its search found) for ``algorithm`` on ``topo``; None for
-    algorithms NCCL does not have (or p2p, whose channels are per peer)."""
+    """(channels NCCL runs, channels its search found) for ``algorithm`` on ``topo``
+    (:func:`sim.nccl.machine.runtime_channels`); None for algorithms NCCL does not have (or p2p, whose
+    channels are per peer)."""
     if algorithm not in NCCL_ALGORITHMS or algorithm == "p2p":
         return None
     m = machine(topo)
-    if algorithm.startswith("nvls"):
-        return nvls_channels(m), graph_for(m, algorithm).nchannels
-    found = graph_for(m, algorithm).nchannels
-    runs = min(MAXCHANNELS, 2 * found)                       # ncclTopoPostset: "Duplication should be complete now"
-    fast = ring_graph(m).bw_intra > DUPLICATE_AGAIN_MIN_GBps
-    if m.arch in ("hopper", "blackwell") and m.nnodes > 1 and fast and runs < DUPLICATE_AGAIN_BELOW:
-        runs = min(MAXCHANNELS, 2 * runs)                    # "4 compute channels per search channel" on sm90+
-    return runs, found
+    return runtime_channels(m, algorithm), graph_for(m, algorithm).nchannels
 
 
 def channel_lines(r, topo) -> list[str]:
@@ -106,4 +94,4 @@ def difference_lines(r, topo) -> list[str]:
     return [line]
 
 
-__all__ = ["DIFFERENCE_NOTE", "MAXCHANNELS", "channel_lines", "difference_lines", "nccl_runtime_channels"]
+__all__ = ["DIFFERENCE_NOTE", "channel_lines", "difference_lines", "nccl_runtime_channels"]

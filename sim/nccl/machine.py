@@ -21,12 +21,15 @@ from ..errors import CollsimError
 from . import calibration
 from .constants import (
     ARCHS,
+    DUPLICATE_AGAIN_BELOW,
+    MAX_RUNTIME_CHANNELS,
     MAX_SEARCH_CHANNELS,
     NET_OVERHEAD_US,
     NVLS_CHANNELS,
     NVLS_MAX_HEADS,
     SPEEDS_INTER,
     SPEEDS_INTRA,
+    DUPLICATE_AGAIN_MIN_GBps,
     NVLINK_LINK_GBps,
 )
 
@@ -285,6 +288,27 @@ def graph_for(m: Machine, algorithm: str) -> Graph:
     if algorithm in ("tree", "collnet_direct", "collnet_chain"):
         return tree_graph(m, 8 if algorithm == "collnet_direct" else 2 * MAX_SEARCH_CHANNELS)
     return ring_graph(m)
+
+
+def runtime_channels(m: Machine, algorithm: str) -> int:
+    """Channels NCCL runs ``algorithm`` on (``comm->nChannels`` for rings and trees), which is more than
+    its search finds: ``ncclTopoPostset`` (``src/graph/connect.cc``) duplicates every ring and tree
+    (``nChannels = min(MAXCHANNELS, 2 * nChannels)``), and on Hopper and later across nodes, with fast
+    intra-node rings (bwIntra > 45 GB/s), doubles again up to 16. That count is what ``NCCL_DEBUG=INFO``
+    prints as "coll channels" (``--explain`` says it); the tuner's bandwidth is the search's (the
+    duplicates share the same links). NVLS runs its own channels (:func:`nvls_channels`).
+
+    >>> from sim.presets import load_topology
+    >>> runtime_channels(machine(load_topology("dgx-h100")), "ring"), ring_graph(machine(load_topology("dgx-h100"))).nchannels
+    (24, 12)
+    """
+    if algorithm.startswith("nvls"):
+        return nvls_channels(m)
+    runs = min(MAX_RUNTIME_CHANNELS, 2 * graph_for(m, algorithm).nchannels)
+    fast = ring_graph(m).bw_intra > DUPLICATE_AGAIN_MIN_GBps
+    if m.arch in ("hopper", "blackwell") and m.nnodes > 1 and fast and runs < DUPLICATE_AGAIN_BELOW:
+        runs = min(MAX_RUNTIME_CHANNELS, 2 * runs)            # "4 compute channels per search channel" on sm90+
+    return runs
 
 
 def nvls_channels(m: Machine) -> int:
