@@ -20,7 +20,10 @@ Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed i
   (``hardware``, the provider's default; ``software``; ``hybrid``), ``FI_HMEM_CUDA_USE_GDRCOPY`` (0/1) and
   ``FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD`` (bytes; 4096 by default). collsim takes GDRCopy as in use only where
   a run sets ``FI_HMEM_CUDA_USE_GDRCOPY=1``: libfabric uses it by default only when it was built with it and
-  the gdrdrv kernel module is loaded, which a run's variables do not say.
+  the gdrdrv kernel module is loaded, which a run's variables do not say;
+* ``NCCL_TUNER_PLUGIN`` naming aws-ofi-nccl's tuner (a library name containing ``ofi``, such as
+  ``libnccl-ofi-tuner.so``): its region tuner picks the pair on P5/P5e all_reduce
+  (:mod:`sim.nccl.tuner_plugin`). Any other plugin is listed as ignored: collsim predicts NCCL's own choice.
 
 >>> c = make_config(env="NCCL_ALGO=^NVLS,NCCL_MIN_NCHANNELS=32,NCCL_IB_HCA=mlx5")
 >>> c.algo_enabled("all_reduce", "nvls"), c.algo_enabled("all_reduce", "ring"), c.min_channels, c.ignored
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 
 from ..collectives import NCCL_FUNC_NAMES
 from ..errors import CollsimError
-from . import versions
+from . import tuner_plugin, versions
 
 # NCCL's spellings (ncclAlgoStr / ncclProtoStr) -> collsim's names; "CollNet" is the pre-2.14 spelling
 ALGO_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
@@ -58,6 +61,9 @@ HONOURED = {
     "FI_HMEM_CUDA_USE_GDRCOPY": "1: that copy goes through GDRCopy (cheap) up to FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD; "
                                 "otherwise cudaMemcpy (taken as off unless set to 1)",
     "FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD": "largest message (bytes) GDRCopy copies (default 4096)",
+    "NCCL_TUNER_PLUGIN": "aws-ofi-nccl's tuner (a name containing 'ofi', e.g. libnccl-ofi-tuner.so; NCCL 2.19+): its "
+                         "region tuner (aws-ofi-nccl 1.15-1.17) picks all_reduce's pair on P5/P5e over more than 2 nodes; "
+                         "any other plugin is ignored",
 }
 # the libfabric variables among them (read from the shell with the NCCL_* ones)
 NET_VARIABLES = tuple(k for k in HONOURED if k.startswith("FI_"))
@@ -87,6 +93,7 @@ class NcclConfig:
     rx_match: str = "hardware"             # FI_CXI_RX_MATCH_MODE
     gdrcopy: bool = False                  # FI_HMEM_CUDA_USE_GDRCOPY=1
     safe_devmem_copy: int = SAFE_DEVMEM_COPY_DEFAULT
+    tuner_plugin: str = ""                 # sim.nccl.tuner_plugin.AWS_OFI, or "" (NCCL's own tuner)
 
     @property
     def version(self) -> str:
@@ -239,8 +246,8 @@ def make_config(version=None, env=None) -> NcclConfig:
     for var, value in pairs:
         if len(value) > MAX_ENV_TEXT:
             raise CollsimError(f"{var}: value of {len(value)} characters is too long (at most {MAX_ENV_TEXT})")
-        if var not in HONOURED:
-            ignored.append(var)
+        if var not in HONOURED or (var == "NCCL_TUNER_PLUGIN" and "ofi" not in value.lower()):
+            ignored.append(var)   # a tuner plugin collsim does not model: NCCL's own choice is predicted
             continue
         honoured.append((var, value))
         if var == "NCCL_ALGO":
@@ -260,6 +267,8 @@ def make_config(version=None, env=None) -> NcclConfig:
             kw["gdrcopy"] = _bool(value, var)
         elif var == "FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD":
             kw["safe_devmem_copy"] = _bytes(value, var)
+        elif var == "NCCL_TUNER_PLUGIN":
+            kw["tuner_plugin"] = tuner_plugin.AWS_OFI
         else:
             kw[{"NCCL_NVLS_ENABLE": "nvls", "NCCL_COLLNET_ENABLE": "collnet", "NCCL_PAT_ENABLE": "pat"}[var]] = _flag(value, var)
     if kw.get("min_channels") and kw.get("max_channels") and kw["min_channels"] > kw["max_channels"]:

@@ -31,6 +31,7 @@ With an NCCL protocol (LL, LL128, Simple) the engine prediction is
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -43,6 +44,7 @@ from ..program import Program
 from ..topology import Link, Topology
 from ..topology.hardware import gdr_through_host_bridge
 from . import calibration
+from . import config as nccl_config
 from .constants import (
     NCCL_ALGORITHMS,
     NVLINK_EFFICIENCY,
@@ -449,7 +451,11 @@ def payload_share(coll, topo: Topology, algorithm: str, proto: str, m: Machine |
     if p.name == "Simple":
         return 1.0
     if algorithm in NCCL_ALGORITHMS:
-        t, s = (tuner_terms(coll, 1 << 30, topo, algorithm, x, m) for x in (p.name, "Simple"))
+        # a ratio of two bandwidths of the hardware: NCCL_PROTO=LL128 disabling Simple does not change it (it once
+        # fell back to the wire format, 0.94 instead of NCCL's 0.82 for a p5 ring: 15% too fast)
+        cfg = nccl_config.current()
+        with nccl_config.use(replace(cfg, protos=())) if cfg.protos else nullcontext():
+            t, s = (tuner_terms(coll, 1 << 30, topo, algorithm, x, m) for x in (p.name, "Simple"))
         if t.bus_GBps > 0 and s.bus_GBps > 0:
             return min(1.0, t.bus_GBps / s.bus_GBps)
     return p.payload_efficiency

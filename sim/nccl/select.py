@@ -89,7 +89,7 @@ def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto
             best = ranked[0]
             from .config import current
             return run(best.algorithm, best.protocol).with_explain(
-                selected_by=f"NCCL {current().version} tuner model",
+                selected_by=best.detail.get("chosen_by") or f"NCCL {current().version} tuner model",
                 tuner_ranking=", ".join(f"{t.algorithm}/{t.protocol} {t.time_us:.4g} us" for t in ranked[:4]))
     best = None
     for a in algos:

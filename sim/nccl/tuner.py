@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..algorithms.analytic import ring_steps
 from ..collectives import Collective, get_collective
 from ..errors import CollsimError
 from ..topology.hardware import through_cpu
-from . import calibration
+from . import calibration, tuner_plugin
 from . import config as nccl_config
 from .config import NcclConfig
 from .constants import (
@@ -503,7 +503,23 @@ def rank_pairs(collective, nbytes: int, topo, algorithms, protocols=NCCL_PROTOCO
                 if t.alg_GBps > 0:
                     out.append(t)
     out.sort(key=lambda t: t.time_us)   # stable: ties keep enum order, as NCCL's strict "<" does
-    return out
+    return _plugin_first(collective, nbytes, m, out)
+
+
+def _plugin_first(collective, nbytes: int, m: Machine, ranked: list[Terms]) -> list[Terms]:
+    """``ranked`` with the tuner plugin's pick first, as NCCL takes the pair a plugin priced at 0. The plugin
+    passes over pairs NCCL cannot run here (not in ``ranked``) to its next region, as the plugin skips pairs
+    NCCL marked "ignore"."""
+    cfg = nccl_config.current()
+    if not cfg.tuner_plugin or not ranked:
+        return ranked
+    name = collective if isinstance(collective, str) else collective.name
+    for pair in tuner_plugin.plugin_pairs(cfg.tuner_plugin, cfg.release.key(), name, nbytes, m):
+        for i, t in enumerate(ranked):
+            if (t.algorithm, t.protocol) == pair:
+                chosen = replace(t, detail={**t.detail, "chosen_by": cfg.tuner_plugin})
+                return [chosen] + ranked[:i] + ranked[i + 1:]
+    return ranked
 
 
 def tuner_result(coll, nbytes: int, topo, algorithm: str, proto):
