@@ -423,7 +423,7 @@ def _without_copies(train: list[Case]) -> list[Case]:
 
 def _fit_tree_lag(train: list[Case], fitted: dict) -> float:
     """``tree_chunk_lag_us`` from the mid- and large-size time rows of ``train`` (multi-node all_reduce)
-    that NCCL runs as tree/Simple, each case's bandwidth constants as ``fitted`` on the same training set and
+    that NCCL runs as a tree with Simple or LL128, each case's bandwidth constants as ``fitted`` on the same training set and
     every other constant at its prior. A row's time is ``t0 + lag x units`` (:meth:`Case.tree_lag_units`),
     so one run per row and bandwidth value serves every grid value and every fold. A tie goes to the prior (0).
 
@@ -434,7 +434,7 @@ def _fit_tree_lag(train: list[Case], fitted: dict) -> float:
     1.3 us and its B200 trees came out 13-17% too slow where 0.7 put them within 10%)."""
     needs = [(c, c.mid_rows + c.bw_rows, _bandwidth_values(c, fitted)) for c in train]
     _prefetch(needs)
-    rows = []   # (time at lag 0, units, measured time) of the rows it affects (NCCL's tree/Simple across nodes)
+    rows = []   # (time at lag 0, units, measured time) of the rows it affects (NCCL's tree/Simple or LL128 across nodes)
     for c, measured, values in needs:
         rows += [(t, u, r["time_us"]) for (t, _, u), r in zip(c._runs([r["size"] for r in measured], values), measured)
                  if u > 0]

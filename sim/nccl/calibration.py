@@ -32,7 +32,7 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   network tree, so the warps that copy into and out of the NVLS buffers are fewer than NVLS alone has
   (:func:`sim.nccl.execution.nvls_tree_share`). Prior 1.0 (NCCL's own model charges NVLSTree nothing for it).
 * ``tree_chunk_lag_us``: what every level of a tree across nodes adds to each chunk of a channel's tree
-  with Simple, at the engine's chunk size (:func:`sim.nccl.execution.tree_chunk_lag_us`): the loss of deep
+  with Simple or LL128, at the engine's chunk size (:func:`sim.nccl.execution.tree_chunk_lag_us`): the loss of deep
   trees at mid sizes that NCCL's model and the engine's link bandwidths do not have (cause open). Prior 0
   (NCCL's own model).
 * ``gdr_host_bridge_efficiency``: the share of the fabric's efficiency left when a GPU's GPUDirect RDMA

@@ -50,6 +50,23 @@ def test_each_level_and_each_chunk_of_a_tree_pays_the_lag_once(nbytes, units):
     assert added == pytest.approx(0.5 * units) and explain["tree_lag_us"] == pytest.approx(added)
 
 
+@pytest.mark.parametrize("nbytes, units", [
+    # the same 16 nodes with LL128: a chunk is 15/16 of one 614,400-byte step of NCCL's LL128 buffer
+    # (120 elements x 640 threads x 8 steps x 8 bytes), 576,000 bytes, halved the same way while it is above
+    # 32 KiB (down to 18,000). 128 MiB a channel: 234 chunks of 576,000; 2 MiB a channel: 117 of 18,000
+    (1 << 30, 4 * 234),
+    (16 << 20, 4 * 117),
+])
+def test_an_ll128_tree_across_nodes_pays_it_too(nbytes, units):
+    from sim.collectives import get_collective
+    from sim.nccl.tuner import tuner_terms
+    from sim.presets import load_topology
+    topo = "dgx-h100:nodes=16"
+    assert tuner_terms(get_collective("all_reduce"), nbytes, load_topology(topo), "tree", "LL128").nchannels == 8
+    added, explain = lag_us(topo, nbytes, 0.5, algorithm="tree", protocol="LL128")
+    assert explain["tree_lag_units"] == units and added == pytest.approx(0.5 * units)
+
+
 def test_the_lag_is_linear_and_grows_with_the_levels():
     # 1 GiB on 8 tree channels: 512 KiB chunks at 8, 12 and 16 nodes alike, so the lag follows log2(nodes)
     one, _ = lag_us("dgx-h100:nodes=8", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
