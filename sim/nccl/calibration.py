@@ -77,14 +77,14 @@ DEFAULTS: dict[str, float] = {
     # fitted on the busbw rows of the multi-node NVLSTree all_reduces that their NVLink bounds (2-node H100 runs
     # of AWS p5 and the Dell XE9680; Together AI's 32-node B200 runs)
     "nvls_tree_share": 0.89,
-    # per tree level and chunk of a tree/Simple across nodes (us); fitted on the mid- and large-size rows of the
-    # multi-node all_reduce cases (ALCF Polaris and CSCS Alps at 2-540 nodes are those whose trees it moves)
-    "tree_chunk_lag_us": 0.6,
+    # per tree level and chunk of a tree (Simple or LL128) across nodes (us); fitted on the mid- and large-size rows of the
+    # multi-node all_reduce cases (ALCF Polaris and CSCS Alps at 2-540 nodes, the p5s at 2-32 nodes)
+    "tree_chunk_lag_us": 0.84,
     # GPUDirect RDMA across the CPU's PCIe root complex (GPU on PCIe, NIC on a CPU root port: nic_path PHB or
     # farther), share of the fabric's efficiency; 1.0 is NCCL's own model (no penalty for the path). Fitted on
     # ALCF Polaris and NERSC Perlmutter (A100, Slingshot) with Slingshot's efficiency fitted on the GH200 systems
     "gdr_host_bridge_efficiency": 0.9,
-    "efficiency.ib": 1.0, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.efa2": 0.85, "efficiency.slingshot": 0.83, "efficiency.tcpxo": 0.85,
+    "efficiency.ib": 1.0, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.efa2": 0.89, "efficiency.slingshot": 0.83, "efficiency.tcpxo": 0.85,
     "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.efa2": 20.0, "latency.slingshot": 0.0, "latency.tcpxo": 40.0,
     # latency.roce held at its prior 1.0 (fit 60 on one system, oci-gb200-v3, whose small sizes cross two MNNVL
     # racks with NVLS off: one system is no reason to give every RoCE message 60 us). p2p_share.roce is the fit,
@@ -100,7 +100,7 @@ DEFAULTS: dict[str, float] = {
     "p2p_peer.ib": 5.75, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.efa2": 3.75, "p2p_peer.slingshot": 2.25, "p2p_peer.tcpxo": 5.0,
     # p2p_share.ib held at its prior 1.0 (fit 0.86 on S2-A2A alone: one case is no reason to slow every
     # InfiniBand all_to_all; nccl-tests #267, sjeaugey: all_to_all runs at a NIC's rate)
-    "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.efa2": 0.97, "p2p_share.slingshot": 0.53, "p2p_share.tcpxo": 1.0,
+    "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.efa2": 0.93, "p2p_share.slingshot": 0.53, "p2p_share.tcpxo": 1.0,
 }
 assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share", "net_overhead", "p2p_peer")}
 
