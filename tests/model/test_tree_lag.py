@@ -30,41 +30,29 @@ def lag_us(topology: str, nbytes: int, value: float, **kw) -> tuple[float, dict]
     return r.time_us - base.time_us, r.explain
 
 
-@pytest.mark.parametrize("nbytes, units", [
+@pytest.mark.parametrize("protocol, nbytes, units", [
     # 16 DGX H100 nodes: log2(16) = 4 levels across nodes, NCCL's 8 tree channels, the engine's tree
     # program 22 steps deep. The model's chunk halves from 512 KiB while a channel holds fewer than
     # 8 x 22 = 176 chunks, down to 32 KiB: 512 KiB and 2 MiB a channel -> 32 KiB (16 and 64 chunks);
     # 128 MiB a channel -> 512 KiB (256 chunks)
-    (4 << 20, 4 * 16),
-    (16 << 20, 4 * 64),
-    (1 << 30, 4 * 256),
+    ("Simple", 4 << 20, 4 * 16),
+    ("Simple", 16 << 20, 4 * 64),
+    ("Simple", 1 << 30, 4 * 256),
+    # LL128: a chunk is 15/16 of one 614,400-byte step of NCCL's LL128 buffer (120 elements x 640 threads
+    # x 8 steps x 8 bytes), 576,000 bytes, halved the same way while above 32 KiB (down to 18,000).
+    # 128 MiB a channel: 234 chunks of 576,000; 2 MiB a channel: 117 of 18,000
+    ("LL128", 1 << 30, 4 * 234),
+    ("LL128", 16 << 20, 4 * 117),
 ])
-def test_each_level_and_each_chunk_of_a_tree_pays_the_lag_once(nbytes, units):
+def test_each_level_and_each_chunk_of_a_tree_pays_the_lag_once(protocol, nbytes, units):
     from sim.collectives import get_collective
     from sim.nccl.tuner import tuner_terms
     from sim.presets import load_topology
     topo = "dgx-h100:nodes=16"
-    assert tuner_terms(get_collective("all_reduce"), nbytes, load_topology(topo), "tree", "Simple").nchannels == 8
-    added, explain = lag_us(topo, nbytes, 0.5, algorithm="tree", protocol="Simple")
+    assert tuner_terms(get_collective("all_reduce"), nbytes, load_topology(topo), "tree", protocol).nchannels == 8
+    added, explain = lag_us(topo, nbytes, 0.5, algorithm="tree", protocol=protocol)
     assert explain["tree_lag_units"] == units
     assert added == pytest.approx(0.5 * units) and explain["tree_lag_us"] == pytest.approx(added)
-
-
-@pytest.mark.parametrize("nbytes, units", [
-    # the same 16 nodes with LL128: a chunk is 15/16 of one 614,400-byte step of NCCL's LL128 buffer
-    # (120 elements x 640 threads x 8 steps x 8 bytes), 576,000 bytes, halved the same way while it is above
-    # 32 KiB (down to 18,000). 128 MiB a channel: 234 chunks of 576,000; 2 MiB a channel: 117 of 18,000
-    (1 << 30, 4 * 234),
-    (16 << 20, 4 * 117),
-])
-def test_an_ll128_tree_across_nodes_pays_it_too(nbytes, units):
-    from sim.collectives import get_collective
-    from sim.nccl.tuner import tuner_terms
-    from sim.presets import load_topology
-    topo = "dgx-h100:nodes=16"
-    assert tuner_terms(get_collective("all_reduce"), nbytes, load_topology(topo), "tree", "LL128").nchannels == 8
-    added, explain = lag_us(topo, nbytes, 0.5, algorithm="tree", protocol="LL128")
-    assert explain["tree_lag_units"] == units and added == pytest.approx(0.5 * units)
 
 
 def test_the_lag_is_linear_and_grows_with_the_levels():
