@@ -14,8 +14,8 @@ aws-ofi-nccl 1.18 draws the polygons in log-log coordinates instead: collsim doe
 The polygons are the plugin's published vertices (read at tag v1.16.3), not fitted to any measurement.
 
 >>> from sim.nccl.machine import machine
->>> from sim.topology import build_topology
->>> m = machine(build_topology("dgx-h100:nodes=32,nics_per_node=8,nic_gbps=400,fabric=efa2"))
+>>> from sim.presets import load_topology
+>>> m = machine(load_topology("dgx-h100:nodes=32,nics_per_node=8,nic_gbps=400,fabric=efa2"))
 >>> aws_ofi_pairs("all_reduce", 2 << 30, m)[0], aws_ofi_pairs("all_reduce", 64 << 20, m)[0]
 (('ring', 'LL128'), ('tree', 'LL128'))
 """

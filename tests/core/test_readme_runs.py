@@ -76,7 +76,7 @@ PROMISES = {
     "topo": [r"gpus_per_node=8", r"nic_gbps=400"],
     "topo dgx-h100:nodes=2 --plot topo.png": [r"wrote topo\.png", r"switches"],
     "topo tests/data/nccl_topo/h200-baremetal-dump-excerpt.xml": [r"# read:"],
-    "simulate -t dgx-h100:nodes=4 -b 8M -e 8M --explain": [r"faster: \S+ .*NCCL_ALGO="],
+    "simulate -t dgx-b200:nodes=4 -b 8M -e 8M --explain": [r"faster: \S+ .*NCCL_ALGO="],
     "verify ring --ranks 2-16": [r"ring"],
 }
 REFUSED = {"simulate --topology ring:n=16384 -a ring -p ideal --model engine --max-memory 4G": r"more than --max-memory"}
