@@ -82,23 +82,24 @@ def region_holds(p: Point, vertices: tuple[Point, ...]) -> bool:
 
 def _p5_all_reduce_8ppn() -> tuple[tuple[str, str, tuple[Point, ...]], ...]:
     """P5/P5e, 8 ranks per node, all_reduce: ``region_init_internal_p5_p5e`` in the plugin's order."""
-    tree_ll128 = extend_region((402653184, 2048), (402653184, 4096))
-    nvlstree_1 = extend_region((8053063680, 160), (9663676416, 192))
-    nvlstree_2 = extend_region((402653184, 2048), (402653184, 4096))
-    ring_simple = extend_region((8053063680, 160), (9663676416, 192))
+    # the plugin extends two lines to the plane's edge, each twice under a region's name: the vertical at
+    # 384 MiB (tree/LL128's right side, NVLSTree's left) and the line through (7.5 GiB, 160) and (9 GiB, 192)
+    # (NVLSTree's lower side, ring/Simple's upper one)
+    at_384m = extend_region((402653184, 2048), (402653184, 4096))
+    past_9g = extend_region((8053063680, 160), (9663676416, 192))
     return (
         ("tree", "LL128", ((0, 16), (31457280, 16), (37748736, 32), (117440512, 64), (301989888, 128),
                            (301989888, 256), (335544320, 512), (536870912, 1024), (402653184, 2048),
-                           (402653184, 4096), tree_ll128, (0, tree_ll128[1]))),
+                           (402653184, 4096), at_384m, (0, at_384m[1]))),
         ("nvls_tree", "Simple", ((31457281, 16), (_MAX_SIZE, 16), (31457281, 16))),
         ("ring", "LL128", ((31457280, 17), (1073741824, 17), (2147483648, 64), (2147483648, 128),
                            (1342177280, 160), (2147483648, 256), (1074790400, 256), (444596224, 160),
                            (301989888, 128), (117440512, 64), (37748736, 32))),
         ("nvls_tree", "Simple", ((2147483648, 128), (6442450944, 128), (8053063680, 160), (9663676416, 192),
-                                 nvlstree_1, nvlstree_2, (402653184, 4096), (402653184, 2048), (536870912, 1024),
+                                 past_9g, at_384m, (402653184, 4096), (402653184, 2048), (536870912, 1024),
                                  (335544320, 512), (301989888, 256), (310378496, 160), (444596224, 160),
                                  (1074790400, 256), (2684354560, 256), (2147483648, 224), (1342177280, 160))),
-        ("ring", "Simple", ((1073741824, 17), (ring_simple[0], 17), ring_simple, (9663676416, 192),
+        ("ring", "Simple", ((1073741824, 17), (past_9g[0], 17), past_9g, (9663676416, 192),
                             (8053063680, 160), (2684354560, 64), (1610612736, 32))),
     )
 
