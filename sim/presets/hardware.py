@@ -156,8 +156,12 @@ HGX_A100_4 = Platform(
     of its 3 peers = 100 GB/s per direction per pair); ALCF Polaris machine overview (per node 4x A100-SXM4,
     1x AMD EPYC 7543P "Milan", PCIe Gen4, 2x HPE Slingshot 11 NICs at 200 Gb/s). The NICs sit on the CPU's
     PCIe root, not behind the GPUs' switches (``nic_path=PHB``: ALCF's and NERSC's NCCL setups set
-    NCCL_NET_GDR_LEVEL=PHB, which GPUDirect RDMA needs only on such a path). Polaris' Slingshot is a
-    dragonfly; here, like every multi-node preset, the nodes sit on a rail-optimised fat tree.
+    NCCL_NET_GDR_LEVEL=PHB, which GPUDirect RDMA needs only on such a path). The preset draws every GPU
+    at PHB; ALCF's published affinity table has GPU1 and GPU3 at PHB to one NIC each and GPU0 and GPU2 at
+    SYS to both (four NUMA nodes), which rings and trees never use (they enter the node at the GPUs
+    nearest the NICs) but an all_to_all does (docs/accuracy-at-scale.md, seventeenth pass). Polaris'
+    Slingshot is a dragonfly; here, like every multi-node preset, the nodes sit on a rail-optimised fat
+    tree.
 
     >>> from sim.presets import load_topology
     >>> load_topology("hgx-a100-4:nodes=2,nics_per_node=2,nic_gbps=200").nranks
