@@ -9,8 +9,12 @@ it affects, by a small grid search:
 * ``efficiency.<fabric>``: busbw rows (sizes >= 64 MiB) of the multi-node cases of that fabric; each
   grid value is one engine run per row, and busbw is interpolated linearly between grid values;
 * ``p2p_share.<fabric>``: busbw rows of the multi-node all_to_all cases of that fabric (NCCL's grouped
-  point-to-point sends), with the fabric's efficiency at its value fitted on the other collectives; these
-  rows fit nothing else;
+  point-to-point sends) whose every GPU has GPUDirect RDMA to a NIC, with the fabric's efficiency at its
+  value fitted on the other collectives; these rows fit nothing else;
+* ``no_gdr_p2p_share``: busbw rows of the multi-node all_to_all cases on nodes with GPUs that reach no NIC
+  within the host bridge (``gpus_without_gdr``), with the fabric's efficiency, path and p2p share as just
+  fitted: the staging through host memory is theirs alone, so a fold without them keeps the prior (1.0)
+  and a fold with only them keeps ``p2p_share.<fabric>`` at its prior;
 * ``host_bounce_efficiency`` / ``host_bounce_duplex_efficiency``: busbw rows of the cases without
   peer-to-peer (``p2p=0``), one-way (2-GPU broadcast/reduce) and the others;
 * ``gdr_host_bridge_efficiency``: busbw rows of the multi-node cases whose GPUDirect RDMA crosses the CPU's
@@ -95,6 +99,7 @@ RENDEZVOUS_GRID = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 25.0, 30.0, 
 RECV_COPY_GRID = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 15.0, 20.0)
 P2P_PEER_GRID = np.arange(0.0, 30.01, 0.25)
 TREE_LAG = "tree_chunk_lag_us"
+NO_GDR = "no_gdr_p2p_share"
 TREE_LAG_GRID = np.round(np.arange(0.0, 3.001, 0.02), 2)   # linear: the grid costs no runs
 LINEAR_GRID = {"launch_overhead_us": np.arange(0.0, 15.01, 0.25), "per_gpu_launch_us": np.arange(0.0, 10.01, 0.25)}
 PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
@@ -103,6 +108,7 @@ PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
           "host_bounce_efficiency": 1.0, "host_bounce_duplex_efficiency": 1.0,
           "nvls_loss_per_doubling": 0.0,   # NCCL's own model: nvlsEfficiency whatever the domain size
           "gdr_host_bridge_efficiency": 1.0,   # NCCL's own model: no penalty for the path
+          "no_gdr_p2p_share": 1.0,   # NCCL's own model: a GPU without GPUDirect sends at the network's rate
           "nvls_tree_share": 1.0,   # NCCL's own model: NVLSTree's NVLink at NVLS's rate
           TREE_LAG: 0.0,   # NCCL's own model: a tree's chunks cost their bytes, whatever its depth
           **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
@@ -137,6 +143,8 @@ class Case:
         self.p2p_off = self.topo.hardware.p2p is False
         self.duplex = is_duplex(self.coll, self.topo)
         self.host_bridge = bool(self.fabric) and gdr_through_host_bridge(self.topo.hardware)
+        # all_to_all from GPUs without GPUDirect RDMA (their nearest NIC beyond the host bridge): staged sends
+        self.no_gdr = bool(self.remote_peers) and bool(self.topo.hardware.gpus_without_gdr)
         # the run matched tags in software on a provider that copies small messages then (Slingshot's cxi)
         self.software_matching = (bool(self.fabric) and self.nccl.rx_match == "software"
                                   and calibration.get_fabric(self.fabric).software_matching)
@@ -181,7 +189,7 @@ class Case:
         """Every bandwidth constant this case's runs read (:meth:`bw_keys` is the one its rows fit): its
         fabric's efficiency, and the share of it its path or its many-peer sends keep, or the NVLS loss."""
         keys = [f"efficiency.{self.fabric}"] if self.fabric else []
-        keys += [f"p2p_share.{self.fabric}"] * bool(self.fabric and self.remote_peers)
+        keys += [f"p2p_share.{self.fabric}"] * bool(self.fabric and self.remote_peers) + [NO_GDR] * self.no_gdr
         keys += ["gdr_host_bridge_efficiency"] * self.host_bridge + ["nvls_tree_share"] * self.nvls_tree
         return keys + ["nvls_loss_per_doubling"] * self.large_nvls
 
@@ -191,7 +199,7 @@ class Case:
             return ["nvls_loss_per_doubling"]
         keys = []
         if self.fabric and self.remote_peers:   # many-peer p2p: its own share of the fabric's efficiency
-            keys.append(f"p2p_share.{self.fabric}")
+            keys.append(NO_GDR if self.no_gdr else f"p2p_share.{self.fabric}")   # or of that, staged
         elif self.host_bridge:   # the path's share of the fabric's efficiency (fitted on the other cases)
             keys.append("gdr_host_bridge_efficiency")
         elif self.fabric:
@@ -280,7 +288,7 @@ def _bw_errors(case: Case, key: str, value: float, base: dict | None = None) -> 
 
 def _grid(key: str) -> tuple:
     # the host-bridge share is an efficiency too (a share of line rate): the same grid
-    return (EFFICIENCY_GRID if key.startswith("efficiency.") or key in ("gdr_host_bridge_efficiency", "nvls_tree_share") else P2P_SHARE_GRID if key.startswith("p2p_share.") else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
+    return (EFFICIENCY_GRID if key.startswith("efficiency.") or key in ("gdr_host_bridge_efficiency", "nvls_tree_share") else P2P_SHARE_GRID if key.startswith("p2p_share.") or key == NO_GDR else NVLS_LOSS_GRID if key == "nvls_loss_per_doubling"
             else BOUNCE_GRID)
 
 
@@ -330,7 +338,7 @@ def fit(cases: list[Case]) -> dict:
     # on top of them; the NVLS loss of large domains on that share; the p2p shares last (they scale both)
     # (each base holds only the values its cases depend on, so the memoised runs are shared by the folds)
     bridge, tree_share, loss = "gdr_host_bridge_efficiency", "nvls_tree_share", "nvls_loss_per_doubling"
-    order = {bridge: 1, tree_share: 2, loss: 3}
+    order = {bridge: 1, tree_share: 2, loss: 3, NO_GDR: 5}
     for key in sorted({k for c in cases if c.bw_rows for k in c.bw_keys()},
                       key=lambda k: (4 if k.startswith("p2p_share.") else order.get(k, 0), k)):
         if key == bridge:
@@ -342,6 +350,8 @@ def fit(cases: list[Case]) -> dict:
         elif key.startswith("p2p_share."):
             fabric = key.partition(".")[2]
             base = {**PRIORS, f"efficiency.{fabric}": out[f"efficiency.{fabric}"], bridge: out[bridge]}
+        elif key == NO_GDR:   # on top of everything else those runs read, as just fitted
+            base = {**PRIORS, **{k: out[k] for c in cases if c.no_gdr for k in c.rate_keys() if k != key}}
         else:
             base = None
         out[key] = fit_bandwidth(cases, key, base)
@@ -357,9 +367,9 @@ def fit(cases: list[Case]) -> dict:
     for c in cases:
         if c.fabric and (c.lat_rows or c.mid_rows):
             (peer_train if c.remote_peers else ring_train).setdefault(c.fabric, []).append(c)
-    # the per-peer cost on the runs no copy touches, where the fabric has any (as its latency: _without_copies)
+    # the per-peer cost on the runs no copy touches only: with none, its prior (:func:`_without_copies`)
     groups = {"launch_overhead_us": one_node or lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
-              **{f"p2p_peer.{f}": _without_copies(train) for f, train in sorted(peer_train.items())}}
+              **{f"p2p_peer.{f}": _peer_train(train) for f, train in sorted(peer_train.items())}}
     fabrics = sorted({c.fabric for c in lat_cases if c.fabric})
     for _ in range(3):
         before = dict(out)
@@ -410,13 +420,21 @@ def _latency_train(lat_cases: list[Case], fabric: str) -> list[Case]:
     return _without_copies(rings or train)
 
 
+def _peer_train(train: list[Case]) -> list[Case]:
+    """The all_to_all runs of ``train`` that fit ``p2p_peer.<fabric>``: those without copies only, none
+    where every run copied (the constant then keeps its prior; :func:`_without_copies` says why)."""
+    return [c for c in train if not c.software_matching]
+
+
 def _without_copies(train: list[Case]) -> list[Case]:
     """``train`` less its runs with software tag matching, where it also has runs without: a copied message
     pays the copy (``recv_copy_us``) on top of what a constant fitted on ``train`` stands for, so the two
     trade off on those runs (:func:`_latency_train`), and the constant is what the runs without copies say.
-    The copy is then fitted on the others with it. The all_to_all per-peer cost is fitted so too: ALCF
-    Polaris's all_to_alls (software matching) cost 10-23 us per remote peer, CSCS Alps's (hardware
-    matching) 2.6, and one pooled value (7.5) made Alps's small sizes 3x too slow in sample."""
+    The copy is then fitted on the others with it. The all_to_all per-peer cost is fitted on the runs
+    without copies only, and keeps its prior where a fold has none: ALCF Polaris's all_to_alls (software
+    matching) cost 10-23 us per remote peer, CSCS Alps's (hardware matching) 2.6; one pooled value (7.5)
+    made Alps's small sizes 3x too slow in sample, and fitted on Polaris alone (11.75 in the fold that
+    leaves Alps out) 4-5x too slow out of sample."""
     plain = [c for c in train if not c.software_matching]
     return plain if plain and len(plain) < len(train) else train
 
@@ -581,7 +599,7 @@ def _cross_validate(prepared: list[Case], by: str) -> tuple[list[dict], dict]:
 def _relevant(case: Case, key: str) -> bool:
     return (key == "launch_overhead_us" or (key == "per_gpu_launch_us" and case.gpus > 1)
             or (case.remote_peers > 0 and key == f"p2p_peer.{case.fabric}") or key in case.bw_keys()
-            or (case.host_bridge and key == "gdr_host_bridge_efficiency")
+            or (case.host_bridge and key == "gdr_host_bridge_efficiency") or (case.no_gdr and key == NO_GDR)
             or (key == TREE_LAG and case.fabric is not None and case.coll.name == "all_reduce")
             or (case.fabric is not None and key in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}"))
             or (case.pays_rendezvous and key == f"rendezvous_us.{case.fabric}")

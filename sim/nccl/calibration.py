@@ -39,6 +39,12 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   crosses the CPU's PCIe root complex (a PCIe GPU, its NIC on a CPU root port: ``nic_path`` PHB or
   farther; :func:`sim.topology.hardware.gdr_through_host_bridge`). NCCL's own model charges that path
   nothing, so the prior is 1.0.
+* ``no_gdr_p2p_share``: the share of the fabric's all_to_all rate (``p2p_share``) a node keeps when some of
+  its GPUs reach no NIC within the host bridge (``gpus_without_gdr``: NODE or SYS, so no GPUDirect RDMA
+  even at NCCL_NET_GDR_LEVEL=PHB and no PXN relay; NCCL stages their sends and receives through host
+  memory). Rings and trees never enter a node at those GPUs. Prior 1.0 (NCCL's own model); one system
+  (ALCF Polaris) fits it, and ``p2p_share`` is fitted on the runs without such GPUs, so neither carries
+  the other's cause into a fold that lacks it.
 
 The values are an immutable :class:`Calibration`: :data:`DEFAULT` is the in-sample fit (every public
 case; ``docs/nccl-model.md`` lists the values with their sources) and ``with_values`` makes another. The
@@ -84,6 +90,10 @@ DEFAULTS: dict[str, float] = {
     # farther), share of the fabric's efficiency; 1.0 is NCCL's own model (no penalty for the path). Fitted on
     # ALCF Polaris and NERSC Perlmutter (A100, Slingshot) with Slingshot's efficiency fitted on the GH200 systems
     "gdr_host_bridge_efficiency": 0.9,
+    # all_to_all of a node with GPUs that reach no NIC within the host bridge (no GPUDirect RDMA, no PXN: their
+    # sends staged through host memory), share of the fabric's p2p rate; 1.0 is NCCL's own model. Fitted on
+    # ALCF Polaris's all_to_alls alone (GPU0 and GPU2 at SYS to both NICs), the only such node in the set
+    "no_gdr_p2p_share": 0.63,
     "efficiency.ib": 1.0, "efficiency.roce": 1.0, "efficiency.efa": 0.83, "efficiency.efa2": 0.89, "efficiency.slingshot": 0.83, "efficiency.tcpxo": 0.85,
     "latency.ib": 0.0, "latency.roce": 1.0, "latency.efa": 60.0, "latency.efa2": 20.0, "latency.slingshot": 0.0, "latency.tcpxo": 40.0,
     # latency.roce held at its prior 1.0 (fit 60 on one system, oci-gb200-v3, whose small sizes cross two MNNVL
@@ -100,7 +110,7 @@ DEFAULTS: dict[str, float] = {
     "p2p_peer.ib": 5.75, "p2p_peer.roce": 5.0, "p2p_peer.efa": 5.0, "p2p_peer.efa2": 3.75, "p2p_peer.slingshot": 2.25, "p2p_peer.tcpxo": 5.0,
     # p2p_share.ib held at its prior 1.0 (fit 0.86 on S2-A2A alone: one case is no reason to slow every
     # InfiniBand all_to_all; nccl-tests #267, sjeaugey: all_to_all runs at a NIC's rate)
-    "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.efa2": 0.93, "p2p_share.slingshot": 0.53, "p2p_share.tcpxo": 1.0,
+    "p2p_share.ib": 1.0, "p2p_share.roce": 1.0, "p2p_share.efa": 1.0, "p2p_share.efa2": 0.93, "p2p_share.slingshot": 0.86, "p2p_share.tcpxo": 1.0,
 }
 assert set(DEFAULTS) >= {f"{k}.{f}" for f in FABRICS for k in ("efficiency", "latency", "p2p_share", "net_overhead", "p2p_peer")}
 

@@ -83,7 +83,9 @@ def link_efficiency(topo: Topology, link: Link, nvls: str = "", duplex: bool = T
     (:func:`sim.topology.hardware.gdr_through_host_bridge`) runs at the fitted ``gdr_host_bridge_efficiency``
     of that: the same Slingshot NICs give A100 nodes with the NIC on the CPU's root port 0.73-0.79 of their
     rate (ALCF Polaris, NERSC Perlmutter) and GH200 nodes, which reach theirs over NVLink-C2C, 0.89-0.96
-    (CSCS Alps, Sigma2 Olivia), each fitted alone."""
+    (CSCS Alps, Sigma2 Olivia), each fitted alone. The all_to_all of a node with GPUs that reach no NIC
+    within the host bridge (``gpus_without_gdr``: no GPUDirect RDMA, no PXN relay) keeps the fitted
+    ``no_gdr_p2p_share`` of that (ALCF Polaris's GPU0 and GPU2, at SYS to both NICs)."""
     hw = topo.hardware
     arch = hw.gpu_arch
     if arch is None:
@@ -101,7 +103,12 @@ def link_efficiency(topo: Topology, link: Link, nvls: str = "", duplex: bool = T
         eff = calibration.fabric_efficiency(hw.fabric)
         if gdr_through_host_bridge(hw):   # A100 + NIC on the CPU's root port: Polaris, Perlmutter
             eff *= calibration.value("gdr_host_bridge_efficiency")
-        return eff * calibration.fabric_p2p_share(hw.fabric) if p2p else eff
+        if not p2p:
+            return eff
+        # GPUs without GPUDirect RDMA (nearest NIC beyond the host bridge) stage their sends through host
+        # memory; the all_to_all waits for them (rings and trees never enter a node at those GPUs)
+        staged = calibration.value("no_gdr_p2p_share") if hw.gpus_without_gdr else 1.0
+        return eff * calibration.fabric_p2p_share(hw.fabric) * staged
     return 1.0
 
 

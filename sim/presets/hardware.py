@@ -87,6 +87,11 @@ class Platform:
     # 8-GPU boards), PHB where the NIC hangs off the CPU's root complex. NCCL enables LL128 across nodes only
     # up to PXB (src/graph/tuning.cc), so this decides a protocol, not only a route.
     nic_path: str = "PXB"
+    # GPUs (local indices) whose nearest NIC lies beyond the host bridge (NODE or SYS in ``nvidia-smi topo
+    # -m``): NCCL gives them no GPUDirect RDMA even at NCCL_NET_GDR_LEVEL=PHB and no PXN relay (the relay
+    # must sit at PXB or nearer), so their sends and receives are staged through host memory. Rings and
+    # trees enter a node at the GPUs nearest its NICs and never use them; an all_to_all does.
+    far_gpus: tuple[int, ...] = ()
 
     @property
     def nvlink_GBps(self) -> float:
@@ -156,18 +161,19 @@ HGX_A100_4 = Platform(
     of its 3 peers = 100 GB/s per direction per pair); ALCF Polaris machine overview (per node 4x A100-SXM4,
     1x AMD EPYC 7543P "Milan", PCIe Gen4, 2x HPE Slingshot 11 NICs at 200 Gb/s). The NICs sit on the CPU's
     PCIe root, not behind the GPUs' switches (``nic_path=PHB``: ALCF's and NERSC's NCCL setups set
-    NCCL_NET_GDR_LEVEL=PHB, which GPUDirect RDMA needs only on such a path). The preset draws every GPU
-    at PHB; ALCF's published affinity table has GPU1 and GPU3 at PHB to one NIC each and GPU0 and GPU2 at
-    SYS to both (four NUMA nodes), which rings and trees never use (they enter the node at the GPUs
-    nearest the NICs) but an all_to_all does (docs/accuracy-at-scale.md, seventeenth pass). Polaris'
-    Slingshot is a dragonfly; here, like every multi-node preset, the nodes sit on a rail-optimised fat
-    tree.
+    NCCL_NET_GDR_LEVEL=PHB, which GPUDirect RDMA needs only on such a path). ALCF's published affinity
+    table (Polaris machine overview, ``nvidia-smi topo -m``) has GPU1 and GPU3 at PHB to one NIC each and
+    GPU0 and GPU2 at SYS to both (the CPU runs as four NUMA nodes): those two are ``far_gpus``, without
+    GPUDirect RDMA or a PXN relay, which rings and trees never use (they enter the node at the GPUs nearest
+    the NICs) but an all_to_all does (``no_gdr_p2p_share``; docs/accuracy-at-scale.md, seventeenth pass).
+    Polaris' Slingshot is a dragonfly; here, like every multi-node preset, the nodes sit on a rail-optimised
+    fat tree.
 
     >>> from sim.presets import load_topology
     >>> load_topology("hgx-a100-4:nodes=2,nics_per_node=2,nic_gbps=200").nranks
     8
     """,
-    mesh_links=4, default_fabric="slingshot", nic_path="PHB")
+    mesh_links=4, default_fabric="slingshot", nic_path="PHB", far_gpus=(0, 2))
 
 
 GH200_4 = Platform(
@@ -317,7 +323,8 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
         gpu_arch=pf.gpu_arch, gpu=pf.gpu, nvlink_GBps=nvl, nvlink_links=pf.nvlink_links,
         intra="nvlink", nvswitch=pf.nvswitch, pcie_gen=pf.pcie_gen, p2p=True,
         nodes=nodes, gpus_per_node=gpn, nics_per_node=nics, nic_GBps=nic_GBps, nic_gbps=float(gbps),
-        nic_path=path if nodes > 1 else None, sharp=bool(sharp), nvls=use_nvls, nvls_sharp=bool(nvls_sharp and sharp and use_nvls), cpu=pf.cpu,
+        nic_path=path if nodes > 1 else None, gpus_without_gdr=(sum(g < gpn for g in pf.far_gpus) or None) if nodes > 1 else None,
+        sharp=bool(sharp), nvls=use_nvls, nvls_sharp=bool(nvls_sharp and sharp and use_nvls), cpu=pf.cpu,
         nic_latency_us=NIC_LATENCY_US, pcie_GBps=pcie_GBps, nvlink_latency_us=2 * NVLINK_HOP_US,
         oversubscription=float(oversubscription), nodes_per_leaf=per_leaf, fabric=fab, nic_ports=ports if nodes > 1 else 0,
         nvlink_pair_GBps=None if pf.nvswitch else mesh_GBps,

@@ -46,6 +46,10 @@ class Hardware:
     gpus_per_node: int | None = None
     nics_per_node: int | None = None
     nic_path: str | None = None          # GPU -> nearest NIC as nvidia-smi topo -m prints it (NIC_PATHS)
+    # GPUs of a node whose nearest NIC is beyond the host bridge (NODE/SYS): no GPUDirect RDMA at
+    # NCCL_NET_GDR_LEVEL=PHB and no PXN relay, so NCCL stages their network traffic through host memory
+    # (only point-to-point sends use them: rings and trees enter a node at the GPUs nearest its NICs)
+    gpus_without_gdr: int | None = None
     nic_GBps: float | None = None        # per NIC per direction = nic_gbps / 8
     nic_gbps: float | None = None        # per NIC, Gb/s
     sharp: bool | None = None            # the network switches reduce (IB SHARP)

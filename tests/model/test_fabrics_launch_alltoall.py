@@ -115,9 +115,9 @@ def test_all_to_all_large_sizes_match_published(case, train, tolerance):
 @pytest.mark.parametrize("case, train", [("C6-2-A2A", "C6-8-A2A"), ("C6-8-A2A", "C6-2-A2A")])
 def test_slingshot_all_to_all_from_the_other_node_count(case, train):
     """ALCF Polaris (Slingshot 11, aws-ofi-nccl) all_to_all runs at about half what its NICs give the
-    other collectives. The fabric's p2p share fitted on one node count alone predicts the other's
-    largest published size within 15% (the published busbw, public_cases.json); the prior alone (0.76,
-    nccl #1272) misses the 2-node case by far more."""
+    other collectives. The share its nodes keep (two of four GPUs without GPUDirect RDMA:
+    ``no_gdr_p2p_share``) fitted on one node count alone predicts the other's largest published size
+    within 15% (the published busbw, public_cases.json); the priors alone miss the 2-node case by far more."""
     c = CASES[case]
     big = max(c["rows"], key=lambda r: r["size"])
     fitted = crossval.fit([crossval.Case(CASES[train])])
@@ -137,7 +137,8 @@ def test_many_rank_all_to_all_pipelines_to_the_nic_bound():
     buffer over 50 GB/s (within 6%: latency, pipeline fill, first-come first-served queueing). It ran
     unpipelined (one piece per block) at 60% of that rate."""
     size = 1 << 30
-    line_rate = {"efficiency.slingshot": 1.0, "p2p_share.slingshot": 1.0, "gdr_host_bridge_efficiency": 1.0}
+    line_rate = {"efficiency.slingshot": 1.0, "p2p_share.slingshot": 1.0, "gdr_host_bridge_efficiency": 1.0,
+                 "no_gdr_p2p_share": 1.0}
     with calibration.override(line_rate):
         r = sim.simulate("all_to_all", size, "hgx-a100-4:nodes=8,nics_per_node=2,nic_gbps=200", "p2p", "Simple")
     bound_us = 4 * size * 28 / 32 / 50e3
