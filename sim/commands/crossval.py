@@ -369,7 +369,7 @@ def fit(cases: list[Case]) -> dict:
             (peer_train if c.remote_peers else ring_train).setdefault(c.fabric, []).append(c)
     # the per-peer cost on the runs no copy touches only: with none, its prior (:func:`_without_copies`)
     groups = {"launch_overhead_us": one_node or lat_cases, "per_gpu_launch_us": [c for c in lat_cases if c.gpus > 1],
-              **{f"p2p_peer.{f}": _peer_train(train) for f, train in sorted(peer_train.items())}}
+              **{f"p2p_peer.{f}": _uncopied(train) for f, train in sorted(peer_train.items())}}
     fabrics = sorted({c.fabric for c in lat_cases if c.fabric})
     for _ in range(3):
         before = dict(out)
@@ -420,9 +420,9 @@ def _latency_train(lat_cases: list[Case], fabric: str) -> list[Case]:
     return _without_copies(rings or train)
 
 
-def _peer_train(train: list[Case]) -> list[Case]:
-    """The all_to_all runs of ``train`` that fit ``p2p_peer.<fabric>``: those without copies only, none
-    where every run copied (the constant then keeps its prior; :func:`_without_copies` says why)."""
+def _uncopied(train: list[Case]) -> list[Case]:
+    """The runs of ``train`` no receive copy touches (no software tag matching): all that fits
+    ``p2p_peer.<fabric>``, which keeps its prior where there are none (:func:`_without_copies` says why)."""
     return [c for c in train if not c.software_matching]
 
 
@@ -435,7 +435,7 @@ def _without_copies(train: list[Case]) -> list[Case]:
     matching) cost 10-23 us per remote peer, CSCS Alps's (hardware matching) 2.6; one pooled value (7.5)
     made Alps's small sizes 3x too slow in sample, and fitted on Polaris alone (11.75 in the fold that
     leaves Alps out) 4-5x too slow out of sample."""
-    plain = [c for c in train if not c.software_matching]
+    plain = _uncopied(train)
     return plain if plain and len(plain) < len(train) else train
 
 

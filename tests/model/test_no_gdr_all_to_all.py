@@ -52,4 +52,4 @@ def test_the_fit_keeps_each_cause_to_its_own_runs():
     assert crossval.fit_bandwidth([polaris], "p2p_share.slingshot") == crossval.PRIORS["p2p_share.slingshot"]
     # and its per-peer cost: Polaris matched tags in software (the copy's runs), so none of them fits it
     assert polaris.software_matching and not alps.software_matching
-    assert crossval._peer_train([polaris]) == [] and crossval._peer_train([polaris, alps]) == [alps]
+    assert crossval._uncopied([polaris]) == [] and crossval._uncopied([polaris, alps]) == [alps]
