@@ -166,6 +166,7 @@ HGX_A100_4 = Platform(
     GPU0 and GPU2 at SYS to both (the CPU runs as four NUMA nodes): those two are ``far_gpus``, without
     GPUDirect RDMA or a PXN relay, which rings and trees never use (they enter the node at the GPUs nearest
     the NICs) but an all_to_all does (``no_gdr_p2p_share``; docs/accuracy-at-scale.md, seventeenth pass).
+    The table is Polaris's: with more NICs per node or another ``nic_path`` no GPU is taken to be far.
     Polaris' Slingshot is a dragonfly; here, like every multi-node preset, the nodes sit on a rail-optimised
     fat tree.
 
@@ -197,6 +198,23 @@ GH200_4 = Platform(
 PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4, GH200_4)
 
 
+def _far_gpus(pf: Platform, nodes: int, gpn: int, nics: int, path: str, given: int | None = None) -> int | None:
+    """How many of a node's ``gpn`` GPUs reach no NIC within the host bridge (``Hardware.gpus_without_gdr``;
+    None for none). ``given``: the spec's ``gpus_without_gdr`` (the NODE and SYS entries of the GPUs' NIC
+    columns in ``nvidia-smi topo -m``). Otherwise the platform's published affinity table (``far_gpus``),
+    which holds for its own NIC layout only: with more NICs than the platform gives those GPUs, or another
+    ``nic_path``, the node is another machine (a 4-GPU A100 node with a NIC per GPU behind its PCIe switch,
+    as many InfiniBand clusters have), and no GPU is taken to be far. None on one node, where no GPU sends
+    through a NIC."""
+    if given is not None:
+        count = _positive_int(pf.preset, "gpus_without_gdr", given, 0, gpn)
+        return (count or None) if nodes > 1 else None
+    own_nics = max(1, pf.nics * gpn // pf.gpus)
+    if nodes < 2 or path != pf.nic_path or nics > own_nics:
+        return None
+    return sum(g < gpn for g in pf.far_gpus) or None
+
+
 def _positive_int(preset: str, key: str, value, lo: int = 1, hi: int = MAX_GPUS) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise CollsimError(f"preset {preset!r}: {key}={value!r} must be a whole number from {lo} to {hi}")
@@ -206,7 +224,7 @@ def _positive_int(preset: str, key: str, value, lo: int = 1, hi: int = MAX_GPUS)
 def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per_node: int | None,
                    nic_gbps: float | None, sharp: bool, nvls: bool | None, oversubscription: float,
                    nodes_per_leaf: int | None, nvls_sharp: bool = False, fabric: str | None = None,
-                   nic_path: str | None = None) -> Topology:
+                   nic_path: str | None = None, gpus_without_gdr: int | None = None) -> Topology:
     """Build ``nodes`` hosts of platform ``pf`` (see the module docstring for the model).
 
     ``nvls_sharp``: allow NCCL's multi-node NVLS (NVLink SHARP inside each node, IB SHARP between them).
@@ -216,11 +234,11 @@ def _node_topology(pf: Platform, nodes: int, gpus_per_node: int | None, nics_per
     with paused_gc():   # millions of Link/Node objects and no cycles: see paused_gc
         return _build_nodes(pf, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
                             nodes_per_leaf, nvls_sharp, pf.default_fabric if fabric is None else fabric,
-                            pf.nic_path if nic_path is None else nic_path)
+                            pf.nic_path if nic_path is None else nic_path, gpus_without_gdr)
 
 
 def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
-                 nodes_per_leaf, nvls_sharp, fabric, nic_path) -> Topology:
+                 nodes_per_leaf, nvls_sharp, fabric, nic_path, gpus_without_gdr=None) -> Topology:
     name = pf.preset
     mesh_GBps, default_fabric = pf.mesh_links * pf.nvlink_link_GBps, pf.default_fabric
     gpn = _positive_int(name, "gpus_per_node", pf.gpus if gpus_per_node is None else gpus_per_node, 1, pf.gpus)
@@ -262,6 +280,7 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     if sharp and nodes < 2:
         raise CollsimError(f"preset {name!r}: sharp=1 with nodes=1: SHARP reduces in the network switches between "
                            f"nodes; use nodes=2 or more")
+    far = _far_gpus(pf, nodes, gpn, nics, path, gpus_without_gdr)
     nic_GBps = gbps / 8
     # NIC ports the engine draws: several NICs behind one GPU's PCIe switch (p5: 4 x 100G per GPU) are one
     # port of their summed speed, as NCCL spreads that GPU's channels over them; fewer NICs than GPUs are
@@ -323,7 +342,7 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
         gpu_arch=pf.gpu_arch, gpu=pf.gpu, nvlink_GBps=nvl, nvlink_links=pf.nvlink_links,
         intra="nvlink", nvswitch=pf.nvswitch, pcie_gen=pf.pcie_gen, p2p=True,
         nodes=nodes, gpus_per_node=gpn, nics_per_node=nics, nic_GBps=nic_GBps, nic_gbps=float(gbps),
-        nic_path=path if nodes > 1 else None, gpus_without_gdr=(sum(g < gpn for g in pf.far_gpus) or None) if nodes > 1 else None,
+        nic_path=path if nodes > 1 else None, gpus_without_gdr=far,
         sharp=bool(sharp), nvls=use_nvls, nvls_sharp=bool(nvls_sharp and sharp and use_nvls), cpu=pf.cpu,
         nic_latency_us=NIC_LATENCY_US, pcie_GBps=pcie_GBps, nvlink_latency_us=2 * NVLINK_HOP_US,
         oversubscription=float(oversubscription), nodes_per_leaf=per_leaf, fabric=fab, nic_ports=ports if nodes > 1 else 0,
@@ -337,6 +356,7 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
         params += [f"nics_per_node={nics}", f"nic_gbps={gbps:g}"]
     params += [f"fabric={fab}"] if fab != default_fabric else []
     params += [f"nic_path={path}"] if path != pf.nic_path and nodes > 1 else []
+    params += [f"gpus_without_gdr={far or 0}"] if far != _far_gpus(pf, nodes, gpn, nics, path) else []
     params += ["sharp=1"] if sharp else []
     params += [f"nvls={int(use_nvls)}"] if use_nvls != pf.nvls_capable else []
     params += ["nvls_sharp=1"] if nvls_sharp else []
@@ -361,9 +381,10 @@ def _preset_builder(pf: Platform):
     def build(nodes: int = 1, gpus_per_node: int | None = None, nics_per_node: int | None = None,
               nic_gbps: float | None = None, sharp: bool = False, nvls: bool | None = None,
               oversubscription: float = 1.0, nodes_per_leaf: int | None = None,
-              nvls_sharp: bool = False, fabric: str = pf.default_fabric, nic_path: str = pf.nic_path) -> Topology:
+              nvls_sharp: bool = False, fabric: str = pf.default_fabric, nic_path: str = pf.nic_path,
+              gpus_without_gdr: int | None = None) -> Topology:
         return _node_topology(pf, nodes, gpus_per_node, nics_per_node, nic_gbps, sharp, nvls, oversubscription,
-                              nodes_per_leaf, nvls_sharp, fabric, nic_path)
+                              nodes_per_leaf, nvls_sharp, fabric, nic_path, gpus_without_gdr)
     build.__name__ = build.__qualname__ = pf.preset.replace("-", "_")
     build.__doc__ = pf.sources
     return build

@@ -39,7 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..errors import CollsimError
-from .hardware import through_cpu
+from .hardware import NIC_PATHS, through_cpu
 
 MAX_XML_BYTES = 8 << 20
 SM_ARCH = {7: "volta", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell"}
@@ -49,6 +49,9 @@ GPU_NAMES = {"v100": "volta", "a100": "ampere", "a800": "ampere", "h100": "hoppe
              "b200": "blackwell", "gb200": "blackwell", "ampere": "ampere", "hopper": "hopper", "blackwell": "blackwell"}
 NVSWITCH_PRESET = {"ampere": "dgx-a100", "hopper": "dgx-h100", "blackwell": "dgx-b200"}
 H200_NAMES = ("h200",)
+# direct-mesh boards (no NVSwitch) of at most MESH_GPUS GPUs: the preset of each architecture's board
+MESH_PRESET = {"ampere": "hgx-a100-4", "hopper": "gh200-4"}
+MESH_GPUS = 4
 PRESET_LINKS = {"dgx-a100": 12, "dgx-h100": 18, "dgx-h200": 18, "dgx-b200": 18}   # NVLinks per GPU (datasheets)
 BRIDGE_CLASS = "0x0680"     # NVSwitch (PCI class "other bridge")
 GPU_CLASS = "0x0302"        # 3D controller (also 0x0300 VGA)
@@ -68,6 +71,7 @@ class XmlNode:
     nic_path: str | None = None   # GPU -> nearest NIC as nvidia-smi prints it (PIX/PXB/PHB/NODE/SYS), where the source says
     sockets: int = 1              # CPU sockets the GPUs hang off (nvidia-smi: SYS between two GPUs)
     gpus_per_switch: int = 0      # GPUs under one PCIe switch (PIX/PXB between them); 0: not said
+    gpu_nic_paths: list[str] = field(default_factory=list)   # each GPU's nearest NIC (nvidia-smi), where the source says
 
 
 def parse_topology_xml(text: str, source: str = "<xml>") -> XmlNode:
@@ -190,51 +194,29 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
     name = os.path.basename(path)
     sms = Counter(g["sm"] for g in node.gpus if g["sm"] is not None)
     read = [f"{name}: {len(node.gpus)} GPU(s), {len(node.nics)} NIC port(s), {node.cpus} CPU socket(s)/NUMA node(s)"]
-    if sms:
-        sm = sms.most_common(1)[0][0]
-        arch = SM_ARCH.get(sm // 10)
-        if arch is None:
-            raise CollsimError(f"{path}: GPU sm={sm} is not an architecture collsim models (Volta 70, Ampere 80, Hopper 90, "
-                               "Blackwell 100)")
-        read.append(f"GPU architecture: sm={sm} -> {arch}")
-        if gpu_name and GPU_NAMES.get(gpu_name.lower()) not in (None, arch):
-            raise CollsimError(f"{path}: gpu={gpu_name} contradicts the file's sm={sm} ({arch}): drop gpu=")
-    elif gpu_name:
-        arch = GPU_NAMES.get(gpu_name.lower())
-        if arch is None:
-            raise CollsimError(f"gpu={gpu_name!r} is not one collsim knows: use one of {', '.join(GPU_NAMES)}")
-        read.append(f"GPU architecture: not in the file (no <gpu sm=>); gpu={gpu_name} -> {arch}")
-    else:
-        raise CollsimError(f"{path} names no GPU architecture (no <gpu sm=...>: NCCL_TOPO_FILE inputs such as Azure's often "
-                           f"omit it): add it to the spec, e.g. {name}:gpu=a100 or {name}:gpu=h100")
+    arch = _architecture(sms, gpu_name, path, read)
     links = Counter(g["links"] for g in node.gpus)
     nvswitch = any(g["nvswitch"] for g in node.gpus)
     mesh = any(g["mesh"] for g in node.gpus) and not nvswitch
     nlinks = links.most_common(1)[0][0]
     if nlinks:
         collapsed = any(g["collapsed"] for g in node.gpus)
-        read.append(f"NVLink: {nlinks} links per GPU" + (" to NVSwitch" + (" (one collapsed fffffff:ff:ff.0 target, as VMs "
-                                                                             "dump it)" if collapsed else "")
-                                                         if nvswitch else " in a direct GPU-to-GPU mesh"))
+        if mesh and node.nvlink_listed:   # nvidia-smi prints the links between a pair (NV#), not a GPU's total
+            read.append(f"NVLink: NV{nlinks} between every pair of GPUs, a direct GPU-to-GPU mesh (no NVSwitch)")
+        else:
+            read.append(f"NVLink: {nlinks} links per GPU" + (" to NVSwitch" + (" (one collapsed fffffff:ff:ff.0 target, as "
+                                                                                 "VMs dump it)" if collapsed else "")
+                                                             if nvswitch else " in a direct GPU-to-GPU mesh"))
     elif sms or node.nvlink_listed:
         read.append("no NVLink: no NV# in the matrix" if node.nvlink_listed else "NVLink: none listed")
     else:
         nvswitch = arch in NVSWITCH_PRESET     # input files list no <nvlink>: the named platform's NVSwitch
         read.append(f"NVLink: not in the file; gpu={gpu_name}'s platform has {'NVSwitch' if nvswitch else 'no NVSwitch'}")
-    if mesh:
-        raise CollsimError(f"{path}: GPUs linked directly by NVLink (no NVSwitch) are not mapped to a preset yet: describe "
-                           "the node as a .yaml topology, or use the hgx-a100-4 preset for 4 A100 on a mesh")
-    speeds = [n["mbps"] for n in node.nics if n["mbps"]]
-    fastest = max(speeds) if speeds else None
-    rails = [n for n in node.nics if fastest is None or n["mbps"] == fastest]
-    slower = len(node.nics) - len(rails)
-    if fastest:
-        read.append(f"NICs: {len(rails)} x {fastest / 1000:g} Gb/s (net speed {fastest:g} Mb/s)"
-                    + (f"; {slower} slower port(s) left out" if slower else ""))
-    elif node.nics:
-        read.append(f"NICs: {len(rails)} (no <net speed>: the platform's NIC speed)")
-    else:
-        read.append("NICs: none listed")
+    if mesh and (arch not in MESH_PRESET or len(node.gpus) > MESH_GPUS):
+        raise CollsimError(f"{path}: {len(node.gpus)} {arch} GPUs linked directly by NVLink (no NVSwitch) have no preset: the "
+                           f"mesh presets are {', '.join(f'{p} ({a})' for a, p in MESH_PRESET.items())}, {MESH_GPUS} GPUs "
+                           "at most; describe the node as a .yaml topology")
+    rails, fastest = _rails(node, read)
     pairs = _placement(node)
     if pairs:
         read.append(f"PCIe: {pairs} of {len(node.gpus)} GPUs share a PCIe switch with a NIC (GPUDirect RDMA without the CPU)")
@@ -242,10 +224,24 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
     # (a file that shows no PCIe switch at all, as VMs dump it, says nothing about where the NICs attach)
     shows_switches = any(g["switch"] for g in node.gpus) or any(n["switch"] for n in node.nics)
     nic_path = node.nic_path or (("PXB" if pairs else "PHB") if node.nics and shows_switches else None)
+    far = 0
+    if mesh and node.gpu_nic_paths:
+        nic_path, far = _mesh_nic_paths(node, read)
     nic_behind_cpu = through_cpu(nic_path)
     if nic_behind_cpu:
         read.append(f"PCIe: GPU to NIC is {nic_path} (through the CPU): NCCL keeps LL128 off across nodes")
-    if nvswitch and arch in NVSWITCH_PRESET:
+    if mesh:
+        preset = MESH_PRESET[arch]
+        keys = {"gpus_per_node": str(len(node.gpus))}
+        if rails:
+            keys["nics_per_node"] = str(len(rails))
+        if fastest:
+            keys["nic_gbps"] = f"{fastest / 1000:g}"
+        if nic_path:
+            keys["nic_path"] = str(nic_path)
+        if node.gpu_nic_paths:
+            keys["gpus_without_gdr"] = str(far)
+    elif nvswitch and arch in NVSWITCH_PRESET:
         preset = "dgx-h200" if arch == "hopper" and (gpu_name or "").lower() in H200_NAMES else NVSWITCH_PRESET[arch]
         keys = {"gpus_per_node": str(len(node.gpus))}
         if rails and len(rails) <= len(node.gpus):
@@ -274,6 +270,56 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
         read.append(f"note: the file lists {nlinks} NVLinks per GPU, the {preset} preset models {PRESET_LINKS[preset]}: "
                     "the NVLink bandwidth is the preset's")
     return spec, read
+
+
+def _architecture(sms: Counter, gpu_name: str | None, path: str, read: list[str]) -> str:
+    """The GPU architecture: the file's ``<gpu sm=>``, else the spec's ``gpu=`` (which must not contradict it)."""
+    name = os.path.basename(path)
+    if sms:
+        sm = sms.most_common(1)[0][0]
+        arch = SM_ARCH.get(sm // 10)
+        if arch is None:
+            raise CollsimError(f"{path}: GPU sm={sm} is not an architecture collsim models (Volta 70, Ampere 80, Hopper 90, "
+                               "Blackwell 100)")
+        read.append(f"GPU architecture: sm={sm} -> {arch}")
+        if gpu_name and GPU_NAMES.get(gpu_name.lower()) not in (None, arch):
+            raise CollsimError(f"{path}: gpu={gpu_name} contradicts the file's sm={sm} ({arch}): drop gpu=")
+        return arch
+    if gpu_name:
+        named = GPU_NAMES.get(gpu_name.lower())
+        if named is None:
+            raise CollsimError(f"gpu={gpu_name!r} is not one collsim knows: use one of {', '.join(GPU_NAMES)}")
+        read.append(f"GPU architecture: not in the file (no <gpu sm=>); gpu={gpu_name} -> {named}")
+        return named
+    raise CollsimError(f"{path} names no GPU architecture (no <gpu sm=...>: NCCL_TOPO_FILE inputs such as Azure's often "
+                       f"omit it): add it to the spec, e.g. {name}:gpu=a100 or {name}:gpu=h100")
+
+
+def _rails(node: XmlNode, read: list[str]) -> tuple[list[dict], float | None]:
+    """The NIC ports that carry traffic (the fastest; slower management ports left out) and their speed (Mb/s)."""
+    speeds = [n["mbps"] for n in node.nics if n["mbps"]]
+    fastest = max(speeds) if speeds else None
+    rails = [n for n in node.nics if fastest is None or n["mbps"] == fastest]
+    slower = len(node.nics) - len(rails)
+    if fastest:
+        read.append(f"NICs: {len(rails)} x {fastest / 1000:g} Gb/s (net speed {fastest:g} Mb/s)"
+                    + (f"; {slower} slower port(s) left out" if slower else ""))
+    elif node.nics:
+        read.append(f"NICs: {len(rails)} (no <net speed>: the platform's NIC speed)")
+    else:
+        read.append("NICs: none listed")
+    return rails, fastest
+
+
+def _mesh_nic_paths(node: XmlNode, read: list[str]) -> tuple[str, int]:
+    """(nic_path, GPUs without GPUDirect) of a direct-mesh node from each GPU's nearest NIC: its rings and trees
+    enter the node at the GPUs nearest a NIC and reach the others over NVLink, so that path is the node's;
+    the GPUs beyond the host bridge (NODE, SYS) get no GPUDirect RDMA and no PXN relay (NCCL's paths.cc)."""
+    nic_path = min(node.gpu_nic_paths, key=NIC_PATHS.index)
+    far = sum(NIC_PATHS.index(p) > NIC_PATHS.index("PHB") for p in node.gpu_nic_paths)
+    read.append(f"PCIe: the GPUs nearest a NIC are at {nic_path}; {far} of {len(node.gpus)} reach no NIC within the "
+                "host bridge (NODE or SYS): no GPUDirect RDMA for their all_to_all sends")
+    return nic_path, far
 
 
 def _placement(node: XmlNode) -> int:

@@ -8,8 +8,12 @@ same text (``NVIDIA H100 80GB HBM3`` in ``nvidia-smi -L`` or ``collsim env`` out
 speed is the platform's unless ``nic_gbps=`` says otherwise.
 
 Every GPU pair at ``NV#`` with the same ``#`` on more than two GPUs is an NVSwitch node with # links
-per GPU (a direct mesh cannot give 18 links to each of 7 peers); no NVLink at all is a PCIe node. The
-node is then built as for an NCCL topology XML (:func:`sim.topology.nccl_xml.preset_for`).
+per GPU when no GPU has that many links to give each of its peers (# x peers beyond
+:data:`MAX_GPU_NVLINKS`: 18 links to each of 7 peers); otherwise the GPUs are a direct mesh, as on the
+4-GPU A100 and GH200 boards (``NV4`` and ``NV6`` between every pair). No NVLink at all is a PCIe node. The
+node is then built as for an NCCL topology XML (:func:`sim.topology.nccl_xml.preset_for`), with each GPU's
+nearest NIC (its NIC column), which a mesh node's preset needs: the GPUs that reach no NIC within the host
+bridge (``NODE``, ``SYS``) have no GPUDirect RDMA (``gpus_without_gdr``).
 
 >>> import os
 >>> f = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "nccl_topo", "h20-nvidia-smi-topo.txt")
@@ -29,6 +33,8 @@ from .hardware import NIC_PATHS
 from .nccl_xml import XmlNode, preset_for
 
 MAX_TEXT_BYTES = 1 << 20
+MAX_GPU_NVLINKS = 18   # the most NVLinks a GPU collsim models has (Hopper, Blackwell): beyond, the links go to switches
+_DEVICE = r"(?:GPU|NIC)\d+|mlx5_\d+"
 _GPU_NAME = re.compile(r"NVIDIA\s+(GB200|B200|H200|H100|H800|H20|A100|A800|V100)\b", re.I)
 
 
@@ -40,12 +46,13 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
     if head is None:
         raise CollsimError(f"{source} holds no `nvidia-smi topo -m` matrix (a header line with GPU0 GPU1 ... columns): "
                            "save the output of `nvidia-smi topo -m` to a file")
-    cols = [c for c in re.split(r"\t+|\s{2,}", lines[head].strip()) if c]
-    devs = [c for c in cols if re.fullmatch(r"(GPU|NIC)\d+|mlx5_\d+", c)]
+    # the device columns, in order (a header re-typed with single spaces, as documentation pages show it,
+    # still names them: "mlx5_1 CPU Affinity")
+    devs = re.findall(rf"(?<!\S)(?:{_DEVICE})(?!\S)", lines[head])
     rows: dict[str, list[str]] = {}
     for ln in lines[head + 1:]:
         cells = [c.strip() for c in ln.split("\t")] if "\t" in ln else ln.split()
-        if not cells or not re.fullmatch(r"(GPU|NIC)\d+|mlx5_\d+", cells[0]):
+        if not cells or not re.fullmatch(_DEVICE, cells[0]):
             if rows:
                 break
             continue
@@ -62,9 +69,10 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
         nv = [int(m.group(1)) for d in gpus if d != g for m in [re.fullmatch(r"NV(\d{1,3})", by_dev.get(d, ""))] if m]
         links = Counter(nv).most_common(1)[0][0] if nv else 0
         switch = next((f"pix:{g}" for d in nics if by_dev.get(d) in ("PIX", "PXB")), None)
-        node.gpus.append({"busid": g, "sm": None, "links": links, "nvswitch": bool(nv) and len(gpus) > 2 and len(set(nv)) == 1
-                          and len(nv) == len(gpus) - 1, "mesh": bool(nv) and not (len(gpus) > 2 and len(set(nv)) == 1 and
-                                                                                 len(nv) == len(gpus) - 1),
+        # the same NV# to every peer, more links than a GPU has to give them all directly: an NVSwitch
+        uniform = len(gpus) > 2 and len(set(nv)) == 1 and len(nv) == len(gpus) - 1
+        nvswitch = uniform and links * len(nv) > MAX_GPU_NVLINKS
+        node.gpus.append({"busid": g, "sm": None, "links": links, "nvswitch": nvswitch, "mesh": bool(nv) and not nvswitch,
                           "switch": switch, "gts": None, "collapsed": False})
     for n in nics:
         by_dev = dict(zip(devs, rows.get(n, [])))
@@ -79,6 +87,7 @@ def parse_nvidia_smi_topo(text: str, source: str = "<text>") -> tuple[XmlNode, s
              for g in gpus]
     if nics and all(paths):
         node.nic_path = max(paths, key=NIC_PATHS.index)   # the farthest GPU's nearest NIC decides (NCCL: per channel)
+        node.gpu_nic_paths = [str(p) for p in paths]
     if len(gpus) == 2 and node.gpus[0]["links"]:   # two GPUs bonded by NVLink: NVSwitch or bridge cannot be told apart
         node.gpus = [dict(g, nvswitch=True, mesh=False) for g in node.gpus]
         node.notes.append("two GPUs on NVLink: taken as an NVSwitch node")

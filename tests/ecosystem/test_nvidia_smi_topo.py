@@ -77,3 +77,50 @@ def test_nics_behind_the_cpu_turn_ll128_off_across_nodes(tmp_path):
         t = tuner_terms("all_reduce", 1 << 20, topo, "ring", "LL128", machine(topo))
         assert (t.alg_GBps == 0) == off, t.detail
     assert "PXB" in tuner_terms("all_reduce", 1 << 20, far, "ring", "LL128").detail["disabled"]
+
+
+POLARIS = os.path.join(os.path.dirname(__file__), "..", "data", "nccl_topo", "polaris-nvidia-smi-topo.txt")
+
+
+def test_a_four_gpu_nvlink_mesh_reads_as_the_board_it_is():
+    """ALCF's published Polaris matrix (4 A100 at NV4 to each other, no NVSwitch: 4 x 3 = 12 links, all an
+    A100 has; GPU1 and GPU3 PHB to one NIC each, GPU0 and GPU2 SYS to both; a header re-typed with single
+    spaces after mlx5_1) is the hgx-a100-4 board with both NICs, rings entering at PHB and two GPUs without
+    GPUDirect, which is what ALCF's table says and what the preset draws from it."""
+    node, name = parse_nvidia_smi_topo(open(POLARIS).read())
+    assert [g["mesh"] for g in node.gpus] == [True] * 4 and not any(g["nvswitch"] for g in node.gpus)
+    assert [n["name"] for n in node.nics] == ["mlx5_0", "mlx5_1"] and name is None
+    assert node.gpu_nic_paths == ["SYS", "PHB", "SYS", "PHB"]
+    topo = load_topology_nvsmi(POLARIS + ":gpu=a100,nodes=2")
+    hw = topo.hardware
+    assert (hw.nvswitch, hw.gpus_per_node, hw.nics_per_node, hw.nic_path, hw.gpus_without_gdr) == (False, 4, 2, "PHB", 2)
+    twin = load_topology("hgx-a100-4:nodes=2")
+    for coll in ("all_reduce", "all_to_all"):
+        assert sim.simulate(coll, 1 << 26, topo).time_us == pytest.approx(sim.simulate(coll, 1 << 26, twin).time_us)
+
+
+def test_an_nvswitch_is_told_from_a_mesh_by_the_links_a_gpu_has(tmp_path):
+    # the same four GPUs at NV18 to each other: 54 links, more than any GPU has, so they go to a switch
+    text = open(POLARIS).read().replace("NV4", "NV18")
+    node, _ = parse_nvidia_smi_topo(text)
+    assert all(g["nvswitch"] and not g["mesh"] for g in node.gpus)
+    # a mesh of a GPU generation without a mesh board, or of more GPUs than a board has, is refused plainly
+    f = tmp_path / "v100.txt"
+    f.write_text(open(POLARIS).read())
+    with pytest.raises(CollsimError, match="no preset: the mesh presets are hgx-a100-4"):
+        load_topology_nvsmi(str(f) + ":gpu=v100,nodes=2")
+
+
+@pytest.mark.parametrize("spec, far", [("hgx-a100-4:nodes=2,gpus_without_gdr=0", None),
+                                       ("hgx-a100-4:nodes=2,nics_per_node=4,gpus_without_gdr=1", 1),
+                                       ("gh200-4:nodes=2,gpus_without_gdr=4", 4), ("hgx-a100-4:gpus_without_gdr=2", None)])
+def test_gpus_without_gdr_is_a_preset_parameter(spec, far):
+    # what nvidia-smi says overrides the platform's table; on one node no GPU sends through a NIC
+    assert load_topology(spec).hardware.gpus_without_gdr == far
+
+
+def test_gpus_without_gdr_beyond_the_node_is_refused():
+    p = subprocess.run([sys.executable, "-m", "sim", "simulate", "-t", "hgx-a100-4:nodes=2,gpus_without_gdr=5", "-b", "1M",
+                        "-e", "1M"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "gpus_without_gdr=5 must be a whole number from 0 to 4" in p.stderr
+    assert "Traceback" not in p.stderr

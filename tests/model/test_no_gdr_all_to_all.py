@@ -23,7 +23,11 @@ LINE_RATE = {"efficiency.slingshot": 1.0, "p2p_share.slingshot": 1.0, "gdr_host_
 
 @pytest.mark.parametrize("spec, far", [(POLARIS, 2), ("hgx-a100-4:nodes=2,gpus_per_node=2", 1),
                                        ("hgx-a100-4:nodes=2,gpus_per_node=1", 1), ("hgx-a100-4", None),
-                                       ("gh200-4:nodes=2", None), ("dgx-h100:nodes=2", None)])
+                                       ("gh200-4:nodes=2", None), ("dgx-h100:nodes=2", None),
+                                       # another machine than Polaris: a NIC per GPU, or NICs behind the GPUs' switches
+                                       ("hgx-a100-4:nodes=2,nics_per_node=4,fabric=ib", None),
+                                       ("hgx-a100-4:nodes=2,nic_path=PIX", None),
+                                       ("hgx-a100-4:nodes=2,gpus_per_node=2,nics_per_node=2", None)])
 def test_the_polaris_preset_draws_alcfs_affinity_table(spec, far):
     assert load_topology(spec).hardware.gpus_without_gdr == far
 
