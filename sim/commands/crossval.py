@@ -110,6 +110,8 @@ PRIORS = {"launch_overhead_us": 5.0, "per_gpu_launch_us": 2.5,
           "gdr_host_bridge_efficiency": 1.0,   # NCCL's own model: no penalty for the path
           "no_gdr_p2p_share": 1.0,   # NCCL's own model: a GPU without GPUDirect sends at the network's rate
           "nvls_tree_share": 1.0,   # NCCL's own model: NVLSTree's NVLink at NVLS's rate
+          # not fitted: a published measurement (nccl #1940), the same in every fold
+          "blackwell_nvlink_hop_us": calibration.DEFAULTS["blackwell_nvlink_hop_us"],
           TREE_LAG: 0.0,   # NCCL's own model: a tree's chunks cost their bytes, whatever its depth
           **{f"efficiency.{f.name}": f.efficiency for f in calibration.FABRICS.values()},
           **{f"latency.{f.name}": f.latency_us for f in calibration.FABRICS.values()},

@@ -444,6 +444,10 @@ def _latency(coll: Collective, a: str, p: str, m: Machine, nsteps: int, cfg: Ncc
     if m.intra_class:
         intra = hop_latency_us(m.intra_class, a if a != "pat" else "ring", p)
         intra = max(intra, m.intra_wire_us) if textbook else intra
+        if m.intra_class == "nvlink" and m.arch == "blackwell":
+            # a Blackwell GPU's NVLink hop is slower than the table NCCL measured on earlier GPUs (nccl #1940:
+            # an 8-byte all_reduce 3.0 us on 8 B200 against 2.3 on 8 H200); NCCL's tuner does not know it
+            intra += calibration.value("blackwell_nvlink_hop_us")
     inter = 0.0
     if m.nnodes > 1:
         row = "tree" if m.ppn == 1 and (cfg.release.net_tree_row_one_gpu or a == "pat") else a

@@ -61,7 +61,8 @@ def test_no_link_reads_a_time_only_constant():
     # only if no effective link moves with one of them, which is what this checks, constant by constant
     time_only = [k for k in calibration.DEFAULTS if k.startswith(calibration.TIME_ONLY)]
     assert {k.partition(".")[0] for k in time_only} == {"latency", "net_overhead", "rendezvous_us", "recv_copy_us", "p2p_peer",
-                                                        "launch_overhead_us", "per_gpu_launch_us", "tree_chunk_lag_us"}
+                                                        "launch_overhead_us", "per_gpu_launch_us", "tree_chunk_lag_us",
+                                                        "blackwell_nvlink_hop_us"}
     base = _all_link_efficiencies()
     for key in time_only:
         with calibration.override({key: calibration.DEFAULTS[key] + 7.0}):
