@@ -51,6 +51,9 @@ NVSWITCH_PRESET = {"ampere": "dgx-a100", "hopper": "dgx-h100", "blackwell": "dgx
 H200_NAMES = ("h200",)
 # direct-mesh boards (no NVSwitch) of at most MESH_GPUS GPUs: the preset of each architecture's board
 MESH_PRESET = {"ampere": "hgx-a100-4", "hopper": "gh200-4"}
+# meshes whose GPUs reach their NICs over PCIe, so the matrix's GPU-to-NIC paths are GPUDirect's paths; a
+# Grace Hopper superchip reaches its NIC through its Grace CPU over NVLink-C2C, which no PCIe path describes
+MESH_PCIE_NICS = ("ampere",)
 MESH_GPUS = 4
 PRESET_LINKS = {"dgx-a100": 12, "dgx-h100": 18, "dgx-h200": 18, "dgx-b200": 18}   # NVLinks per GPU (datasheets)
 BRIDGE_CLASS = "0x0680"     # NVSwitch (PCI class "other bridge")
@@ -225,8 +228,13 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
     shows_switches = any(g["switch"] for g in node.gpus) or any(n["switch"] for n in node.nics)
     nic_path = node.nic_path or (("PXB" if pairs else "PHB") if node.nics and shows_switches else None)
     far = 0
-    if mesh and node.gpu_nic_paths:
+    pcie_nics = mesh and node.gpu_nic_paths and arch in MESH_PCIE_NICS
+    if pcie_nics:
         nic_path, far = _mesh_nic_paths(node, read)
+    elif mesh:   # the preset's own path (gh200-4: PHB, as CSCS and Sigma2 run it)
+        nic_path = None
+        read.append("PCIe: Grace Hopper GPUs reach their NICs over NVLink-C2C: the matrix's NIC paths are not "
+                    "GPUDirect's, so the preset's nic_path holds")
     nic_behind_cpu = through_cpu(nic_path)
     if nic_behind_cpu:
         read.append(f"PCIe: GPU to NIC is {nic_path} (through the CPU): NCCL keeps LL128 off across nodes")
@@ -237,10 +245,8 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
             keys["nics_per_node"] = str(len(rails))
         if fastest:
             keys["nic_gbps"] = f"{fastest / 1000:g}"
-        if nic_path:
-            keys["nic_path"] = str(nic_path)
-        if node.gpu_nic_paths:
-            keys["gpus_without_gdr"] = str(far)
+        if pcie_nics:
+            keys.update(nic_path=str(nic_path), gpus_without_gdr=str(far))
     elif nvswitch and arch in NVSWITCH_PRESET:
         preset = "dgx-h200" if arch == "hopper" and (gpu_name or "").lower() in H200_NAMES else NVSWITCH_PRESET[arch]
         keys = {"gpus_per_node": str(len(node.gpus))}

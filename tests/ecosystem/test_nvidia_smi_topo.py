@@ -124,3 +124,14 @@ def test_gpus_without_gdr_beyond_the_node_is_refused():
                         "-e", "1M"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "gpus_without_gdr=5 must be a whole number from 0 to 4" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_a_grace_hopper_mesh_keeps_the_presets_nic_path(tmp_path):
+    # four Hopper GPUs at NV6 to each other (6 x 3 = 18 links, all an H100 has): the gh200-4 board. Its GPUs
+    # reach their NICs through the Grace CPU over NVLink-C2C, so the PCIe paths of the matrix (here Polaris's
+    # SYS and PHB) say nothing about GPUDirect: the preset's PHB holds and no GPU is taken to be without it
+    f = tmp_path / "gh200.txt"
+    f.write_text(open(POLARIS).read().replace("NV4", "NV6"))
+    topo = load_topology_nvsmi(str(f) + ":gpu=h100,nodes=2")
+    assert topo.name.endswith("(gh200-4:nodes=2,nics_per_node=2,nic_gbps=200)")
+    assert (topo.hardware.nic_path, topo.hardware.gpus_without_gdr) == ("PHB", None)
