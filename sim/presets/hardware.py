@@ -198,17 +198,14 @@ GH200_4 = Platform(
 PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4, GH200_4)
 
 
-def _far_gpus(pf: Platform, nodes: int, gpn: int, nics: int, path: str, given: int | None = None) -> int | None:
+def _far_gpus(pf: Platform, nodes: int, gpn: int, nics: int, path: str) -> int | None:
     """How many of a node's ``gpn`` GPUs reach no NIC within the host bridge (``Hardware.gpus_without_gdr``;
-    None for none). ``given``: the spec's ``gpus_without_gdr`` (the NODE and SYS entries of the GPUs' NIC
-    columns in ``nvidia-smi topo -m``). Otherwise the platform's published affinity table (``far_gpus``),
-    which holds for its own NIC layout only: with more NICs than the platform gives those GPUs, or another
-    ``nic_path``, the node is another machine (a 4-GPU A100 node with a NIC per GPU behind its PCIe switch,
-    as many InfiniBand clusters have), and no GPU is taken to be far. None on one node, where no GPU sends
-    through a NIC."""
-    if given is not None:
-        count = _positive_int(pf.preset, "gpus_without_gdr", given, 0, gpn)
-        return (count or None) if nodes > 1 else None
+    None for none) by the platform's published affinity table (``far_gpus``), which holds for its own NIC
+    layout only: with more NICs than the platform gives those GPUs, or another ``nic_path``, the node is
+    another machine (a 4-GPU A100 node with a NIC per GPU behind its PCIe switch, as many InfiniBand
+    clusters have), and no GPU is taken to be far. None on one node, where no GPU sends through a NIC. A
+    spec's ``gpus_without_gdr`` (the NODE and SYS entries of the GPUs' NIC columns in ``nvidia-smi topo -m``)
+    overrides it."""
     own_nics = max(1, pf.nics * gpn // pf.gpus)
     if nodes < 2 or path != pf.nic_path or nics > own_nics:
         return None
@@ -280,7 +277,10 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     if sharp and nodes < 2:
         raise CollsimError(f"preset {name!r}: sharp=1 with nodes=1: SHARP reduces in the network switches between "
                            f"nodes; use nodes=2 or more")
-    far = _far_gpus(pf, nodes, gpn, nics, path, gpus_without_gdr)
+    far = table_far = _far_gpus(pf, nodes, gpn, nics, path)
+    if gpus_without_gdr is not None:   # the spec's count (nvidia-smi's NODE/SYS entries) over the table's
+        given = _positive_int(name, "gpus_without_gdr", gpus_without_gdr, 0, gpn)
+        far = (given or None) if nodes > 1 else None
     nic_GBps = gbps / 8
     # NIC ports the engine draws: several NICs behind one GPU's PCIe switch (p5: 4 x 100G per GPU) are one
     # port of their summed speed, as NCCL spreads that GPU's channels over them; fewer NICs than GPUs are
@@ -356,7 +356,7 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
         params += [f"nics_per_node={nics}", f"nic_gbps={gbps:g}"]
     params += [f"fabric={fab}"] if fab != default_fabric else []
     params += [f"nic_path={path}"] if path != pf.nic_path and nodes > 1 else []
-    params += [f"gpus_without_gdr={far or 0}"] if far != _far_gpus(pf, nodes, gpn, nics, path) else []
+    params += [f"gpus_without_gdr={far or 0}"] if far != table_far else []
     params += ["sharp=1"] if sharp else []
     params += [f"nvls={int(use_nvls)}"] if use_nvls != pf.nvls_capable else []
     params += ["nvls_sharp=1"] if nvls_sharp else []

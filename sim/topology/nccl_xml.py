@@ -51,10 +51,10 @@ NVSWITCH_PRESET = {"ampere": "dgx-a100", "hopper": "dgx-h100", "blackwell": "dgx
 H200_NAMES = ("h200",)
 # direct-mesh boards (no NVSwitch) of at most MESH_GPUS GPUs: the preset of each architecture's board
 MESH_PRESET = {"ampere": "hgx-a100-4", "hopper": "gh200-4"}
+MESH_GPUS = 4
 # meshes whose GPUs reach their NICs over PCIe, so the matrix's GPU-to-NIC paths are GPUDirect's paths; a
 # Grace Hopper superchip reaches its NIC through its Grace CPU over NVLink-C2C, which no PCIe path describes
 MESH_PCIE_NICS = ("ampere",)
-MESH_GPUS = 4
 PRESET_LINKS = {"dgx-a100": 12, "dgx-h100": 18, "dgx-h200": 18, "dgx-b200": 18}   # NVLinks per GPU (datasheets)
 BRIDGE_CLASS = "0x0680"     # NVSwitch (PCI class "other bridge")
 GPU_CLASS = "0x0302"        # 3D controller (also 0x0300 VGA)
@@ -239,24 +239,14 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
     if nic_behind_cpu:
         read.append(f"PCIe: GPU to NIC is {nic_path} (through the CPU): NCCL keeps LL128 off across nodes")
     if mesh:
-        preset = MESH_PRESET[arch]
-        keys = {"gpus_per_node": str(len(node.gpus))}
-        if rails:
-            keys["nics_per_node"] = str(len(rails))
-        if fastest:
-            keys["nic_gbps"] = f"{fastest / 1000:g}"
+        preset, keys = MESH_PRESET[arch], _node_keys(node, rails, fastest)
         if pcie_nics:
             keys.update(nic_path=str(nic_path), gpus_without_gdr=str(far))
     elif nvswitch and arch in NVSWITCH_PRESET:
         preset = "dgx-h200" if arch == "hopper" and (gpu_name or "").lower() in H200_NAMES else NVSWITCH_PRESET[arch]
-        keys = {"gpus_per_node": str(len(node.gpus))}
-        if rails and len(rails) <= len(node.gpus):
-            keys["nics_per_node"] = str(len(rails))
-        elif rails:
-            keys["nics_per_node"] = str(len(rails))
+        keys = _node_keys(node, rails, fastest)
+        if len(rails) > len(node.gpus):
             read.append(f"NICs: {len(rails)} NIC ports for {len(node.gpus)} GPUs (several per GPU)")
-        if fastest:
-            keys["nic_gbps"] = f"{fastest / 1000:g}"
         if nic_behind_cpu:
             keys["nic_path"] = str(nic_path)   # through_cpu: a path, never None
     elif not nlinks:
@@ -315,6 +305,16 @@ def _rails(node: XmlNode, read: list[str]) -> tuple[list[dict], float | None]:
     else:
         read.append("NICs: none listed")
     return rails, fastest
+
+
+def _node_keys(node: XmlNode, rails: list[dict], fastest: float | None) -> dict[str, str]:
+    """The node preset keys every NVLink node reads the same way: its GPUs, its NIC ports and their speed."""
+    keys = {"gpus_per_node": str(len(node.gpus))}
+    if rails:
+        keys["nics_per_node"] = str(len(rails))
+    if fastest:
+        keys["nic_gbps"] = f"{fastest / 1000:g}"
+    return keys
 
 
 def _mesh_nic_paths(node: XmlNode, read: list[str]) -> tuple[str, int]:
