@@ -64,6 +64,12 @@ from .tuner import Terms, tuner_terms, used_channels
 # line rate, the share of PCIe left when GPUs bounce through host memory) are read from
 # sim.nccl.calibration at run time, so --cross-validate can refit them per fold.
 OPS_BUDGET = 60_000              # simulated ops per engine run before extrapolating the steady state
+# The most pieces steady_state_pieces asks for past the budget. A deep pipeline's period shows long before
+# it is full: the 64-GPU chain of an MNNVL rack's tree (130 steps, 32,512 ops a piece) gives the time of
+# its run of every piece to 0.02% from 32 and 16 pieces, as from 130 and 65, with a quarter of the ops
+# (a 1 GiB row of case GB200V3-128-AR: 20 s -> 5 s; docs/nccl-model.md, Chunks). Shallow pipelines
+# (steps + 2 <= 32: every NVLSTree and tree on 8-GPU nodes) are as before.
+PROBE_PIECES_MAX = 32
 SPREAD_ALGORITHMS = ("ring", "tree")
 
 
@@ -604,9 +610,9 @@ def steady_state_pieces(pieces: int, one: Program, ops_budget: int | None = None
     """Pieces per channel the engine simulates op by op for ``pieces`` (``one``: the one-piece program):
     all of them while they fit ``ops_budget`` ops (default :data:`OPS_BUDGET`, read at the call), else
     enough for a full pipeline, at least steps + 2 (a 2-rack NVLSTree, 6 steps, gives half its bandwidth
-    extrapolated from 3 pieces), whatever the budget."""
+    extrapolated from 3 pieces), whatever the budget, up to :data:`PROBE_PIECES_MAX`."""
     budget = OPS_BUDGET if ops_budget is None else ops_budget
-    return min(pieces, max(2, one.steps + 2, budget // max(1, one.nops)))
+    return min(pieces, max(2, min(one.steps + 2, PROBE_PIECES_MAX), budget // max(1, one.nops)))
 
 
 def extrapolate_steady_state(t_sim: float, t_half: float, sim_pieces: int, pieces: int) -> float:

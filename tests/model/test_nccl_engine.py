@@ -12,6 +12,7 @@ from sim.verify import verify
 
 AR = get_collective("all_reduce")
 C1 = "dgx-a100:nodes=2,nics_per_node=4,nic_gbps=100"
+MNNVL_TREE = "gb200-nvl72:nodes=2,gpus_per_node=32,nics_per_node=32,nic_gbps=800,fabric=roce"   # two 32-GPU NVLink domains
 
 
 def test_ideal_is_still_the_latency_bandwidth_model():
@@ -92,7 +93,10 @@ def test_channels_use_every_nic():
     # engine simulates 14 and 7 of its 128 pieces; the error is 3% (the 7-piece run is still filling), and
     # the bound says how far it may go (docs/nccl-model.md, "Chunks")
     ("dgx-h100:nodes=16,nics_per_node=8,nic_gbps=400,fabric=efa2", 1 << 30, "nvls_tree", "engine", 0.05),
-], ids=["2-node-tree", "16-node-nvls-tree"])
+    # two 32-GPU NVLink domains, tree: a chain 64 steps deep, probed with 32 and 16 of its 256 pieces
+    # (execution.PROBE_PIECES_MAX), not steps + 2
+    (MNNVL_TREE, 1 << 30, "tree", "engine", 0.001),
+], ids=["2-node-tree", "16-node-nvls-tree", "deep-mnnvl-tree"])
 def test_steady_state_extrapolation_matches_the_full_run(monkeypatch, topo, size, algorithm, model, rel):
     """The reference is the engine's run of every piece, with no extrapolation."""
     quick = sim.simulate("all_reduce", size, topo, algorithm=algorithm, protocol="Simple", model=model)
@@ -105,6 +109,14 @@ def test_steady_state_extrapolation_matches_the_full_run(monkeypatch, topo, size
     nr._data_runs_cached.cache_clear()
     assert full.explain["simulated_pieces"] == full.explain["pieces_per_channel"]
     assert quick.time_us == pytest.approx(full.time_us, rel=rel)
+
+
+def test_a_deep_pipeline_is_probed_with_fewer_pieces_than_its_depth():
+    """The cap itself: past the budget the engine simulates min(steps + 2, 32) pieces, so a 64-step chain
+    runs 32 (the test above holds that time to the run of every piece)."""
+    r = sim.simulate("all_reduce", 1 << 30, MNNVL_TREE, algorithm="tree", protocol="Simple", model="engine")
+    assert r.steps + 2 > nr.PROBE_PIECES_MAX
+    assert r.explain["simulated_pieces"] == nr.PROBE_PIECES_MAX
 
 
 @pytest.mark.xfail(strict=True, reason="known gap: the steady state is extrapolated from one full pipeline, and "
