@@ -65,7 +65,7 @@ from .tuner import Terms, tuner_terms, used_channels
 # sim.nccl.calibration at run time, so --cross-validate can refit them per fold.
 OPS_BUDGET = 60_000              # simulated ops per engine run before extrapolating the steady state
 # The most pieces steady_state_pieces asks for past the budget. A deep pipeline's period shows long before
-# it is full: the 64-GPU chain of an MNNVL rack's tree (130 steps, 32,512 ops a piece) gives the time of
+# it is full: the 64-GPU chain of an MNNVL rack's tree (128 steps, 32,512 ops a piece) gives the time of
 # its run of every piece to 0.02% from 32 and 16 pieces, as from 130 and 65, with a quarter of the ops
 # (a 1 GiB row of case GB200V3-128-AR: 20 s -> 5 s; docs/nccl-model.md, Chunks). Shallow pipelines
 # (steps + 2 <= 32: every NVLSTree and tree on 8-GPU nodes) are as before.
