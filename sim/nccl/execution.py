@@ -68,7 +68,8 @@ OPS_BUDGET = 60_000              # simulated ops per engine run before extrapola
 # it is full: the 64-GPU chain of an MNNVL rack's tree (128 steps, 32,512 ops a piece) gives the time of
 # its run of every piece to 0.02% from 32 and 16 pieces, as from 130 and 65, with a quarter of the ops
 # (a 1 GiB row of case GB200V3-128-AR: 20 s -> 5 s; docs/nccl-model.md, Chunks). Shallow pipelines
-# (steps + 2 <= 32: every NVLSTree and tree on 8-GPU nodes) are as before.
+# (steps + 2 <= 32: trees and NVLSTrees on up to 256 8-GPU nodes, the flow model's replicas of such nodes)
+# are probed as before.
 PROBE_PIECES_MAX = 32
 SPREAD_ALGORITHMS = ("ring", "tree")
 
