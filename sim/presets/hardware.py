@@ -398,10 +398,20 @@ _ARCHS = ("volta", "ampere", "hopper", "blackwell")
 _CPUS = ("intel", "amd", "arm")
 
 
-# What NCCL's topology graph credits the link between two CPU sockets with, GB/s (src/graph/topo.h:
-# SKL_QPI_BW for Intel Skylake and later, AMD_BW for AMD's xGMI/Infinity Fabric, ARM_BW): collsim uses
-# NCCL's own figures, as for NVLink and PCIe, so a cross-socket path is what NCCL's search sees.
-SOCKET_GBPS = {"intel": 10.0, "amd": 16.0, "arm": 6.0}
+# The link between the two CPU sockets of a PCIe server, GB/s per direction, as the CPUs are built (the
+# simulated link is physical; NCCL's graph credits it with far less, src/graph/topo.h: SKL_QPI_BW 10, AMD_BW
+# 16, ARM_BW 6, figures for its search that no bus runs at):
+# * intel: two UPI links at 10.4 GT/s (Xeon Scalable from Skylake: 2 or 3 links; 20.8 GB/s per link and
+#   direction), the least a two-socket Xeon server has;
+# * amd: three x16 xGMI links at 16 GT/s (2P EPYC 7002/7003 platforms run three or four; 32 GB/s per link and
+#   direction);
+# * arm: NCCL's own figure (no public figure for a two-socket Arm server's link).
+# Either x86 link is wider than a GPU's x16 port, so a ring across the sockets runs at its GPUs' PCIe path,
+# as published: 8 RTX 4090 on their own root ports of two EPYC 7542 reach 14.5-15 GB/s busbw through host
+# memory (public case PCIE-4090x8-SHM; NCCL's 16 GB/s would hold that ring to 8.5).
+SOCKET_GBPS = {"intel": 2 * 20.8, "amd": 3 * 32.0, "arm": 6.0}
+# NCCL's own figures for the same links (what its topology search sees), for reference and comparison
+NCCL_SOCKET_GBPS = {"intel": 10.0, "amd": 16.0, "arm": 6.0}
 
 
 @register("pcie", "PCIe GPUs: one switch, or root ports on one or two sockets (sockets=2, gpus_per_switch=1); p2p=0 bounces through host memory")
@@ -461,15 +471,16 @@ def _pcie_server(gpus: int, gen: int, p2p: bool, arch: str, cpu: str, sockets: i
     Peer-to-peer follows NCCL's default (``ncclTopoCheckP2p``, src/graph/paths.cc in current releases:
     ``p2pLevel = PATH_PXB``, "don't use P2P across CPU Host Bridges and further apart", except two GPUs on
     an AMD CPU): GPUs under one switch talk through it; every other pair goes through host memory (NCCL's
-    SHM transport), and so does every pair with ``p2p=0``. Each GPU has one x16 port; a switch's uplink is drawn as an ``up`` and a ``down`` half, the
-    CPUs' socket link at NCCL's own figure (:data:`SOCKET_GBPS`) unless ``socket_GBps`` says otherwise.
+    SHM transport), and so does every pair with ``p2p=0``. Each GPU has one x16 port; a switch's uplink is
+    drawn as an ``up`` and a ``down`` half, the CPUs' socket link at the CPUs' own rate (:data:`SOCKET_GBPS`,
+    not NCCL's search figure) unless ``socket_GBps`` says otherwise.
 
     >>> from sim.presets import load_topology
     >>> t = load_topology("pcie:gpus=8,sockets=2,gpus_per_switch=1,p2p=1")
     >>> [t.links[i].dst for i in t.route(0, 7)]
     ['gpu0.port', 'sw0.up', 'cpu0', 'cpu1', 'sw7.down', 'gpu7.port', 'gpu7']
-    >>> t.path_bandwidth_GBps(0, 7), t.hardware.p2p      # Intel: no P2P through the CPU, 10 GB/s socket link
-    (10.0, False)
+    >>> t.path_bandwidth_GBps(0, 7), t.hardware.p2p      # Intel: no P2P through the CPU; the GPU's x16 port binds
+    (32.0, False)
     """
     if sockets not in (1, 2):
         raise CollsimError(f"preset 'pcie': sockets={sockets} must be 1 or 2 (CPU sockets of one server)")
