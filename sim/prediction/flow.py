@@ -434,14 +434,20 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
     first = _first(coll, n, roots) if chain else None
     rings = _rings(cache, topo, ("nccl", spread, nch, method, first), orders, method=method, latency=False,
                    efficiency=lambda l: link_efficiency(topo, l), unused=_closing(first, n))
-    if spread:
-        data = _data_time(coll, nbytes, rings, pieces, nch, plan.engine_protocol, first)
-    else:
-        data = _data_time(coll, nbytes, rings, nch * pieces, 1, plan.engine_protocol, first)
+    per_ring, rings_run = (pieces, nch) if spread else (nch * pieces, 1)
+    data = _data_time(coll, nbytes, rings, per_ring, rings_run, plan.engine_protocol, first)
     lat = plan.latency_us
+    extra = {}
+    if chain and plan.tuned is not None and "loop_latency_us" in plan.tuned.detail:
+        # nccl-tests' back-to-back calls overlap down the chain (sim.nccl.execution.loop_period_us): a call
+        # costs its busiest hop's transfer, one call alone the chain's latency, fill and drain
+        from ..nccl.execution import NCCL_TESTS_LOOP_NOTE
+        extra = {"single_call_us": plan.tuned.latency_us + data, "nccl_tests_loop": NCCL_TESTS_LOOP_NOTE}
+        wire = plan.engine_protocol.wire_bytes(coll.chunk_nbytes(nbytes, n, rings_run * per_ring))
+        data = float(np.max(rings.us_per_byte)) * wire * per_ring
     return _result(coll, nbytes, topo, proto, lat + data, steps, nch, pieces, rings,
                    {"latency_us": lat, "bandwidth_term_us": data, "payload_share": plan.payload_share * plan.small_share,
-                    "channels_spread_over_nics": spread})
+                    "channels_spread_over_nics": spread, **extra})
 
 
 def _first(coll, n: int, roots) -> tuple[int, ...]:
