@@ -68,7 +68,8 @@ def add_nccl_args(p) -> None:
     p.add_argument("--nccl-env", default=None, metavar="K=V,...",
                    help="NCCL variables the run sets, e.g. NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32. Honoured: "
                         + "; ".join(f"{k} ({v})" for k, v in HONOURED.items()).replace("%", "%%")
-                        + ". Any other NCCL_* or FI_* is ignored (named on stderr)")
+                        + ". Any other NCCL_* or FI_* is ignored (named on stderr); NCCL_P2P_LEVEL and NCCL_P2P_DISABLE "
+                          "describe the machine: give them in the topology (pcie preset: p2p_level=, p2p=0)")
     p.add_argument("--nccl-env-from-shell", action="store_true",
                    help="also read every NCCL_* variable of this shell's environment, and the FI_* ones above "
                         "(--nccl-env wins)")
@@ -78,7 +79,7 @@ def nccl_config_from_args(args):
     """The NcclConfig of --nccl-version/--nccl-env/--nccl-env-from-shell; names ignored variables on stderr."""
     import sys
 
-    from ..nccl.config import env_from_shell, make_config, split_env
+    from ..nccl.config import IN_TOPOLOGY, env_from_shell, make_config, split_env
     pairs = dict(env_from_shell()) if getattr(args, "nccl_env_from_shell", False) else {}
     if getattr(args, "nccl_env", None):
         pairs.update(dict(split_env(args.nccl_env)))
@@ -86,6 +87,9 @@ def nccl_config_from_args(args):
     if cfg.ignored:
         print(f"collsim: ignoring {', '.join(cfg.ignored)}: the model does not honour "
               f"{'it' if len(cfg.ignored) == 1 else 'them'} (see --help for those it does)", file=sys.stderr)
+        for var in cfg.ignored:
+            if var in IN_TOPOLOGY:
+                print(f"collsim: {var} describes the machine: {IN_TOPOLOGY[var]}", file=sys.stderr)
     return cfg
 
 

@@ -65,6 +65,12 @@ HONOURED = {
                          "region tuner (aws-ofi-nccl 1.15-1.17) picks all_reduce's pair on P5/P5e over more than 2 nodes; "
                          "any other plugin is ignored",
 }
+# Variables that describe the machine a run had rather than NCCL's choices: the model takes them from the
+# topology spec, and the CLI says which parameter when a run passes them as variables
+IN_TOPOLOGY = {
+    "NCCL_P2P_LEVEL": "give it as the pcie preset's p2p_level= (e.g. pcie:gpus=8,sockets=2,gpus_per_switch=1,p2p_level=SYS)",
+    "NCCL_P2P_DISABLE": "give p2p=0 in a pcie preset (every pair through host memory)",
+}
 # the libfabric variables among them (read from the shell with the NCCL_* ones)
 NET_VARIABLES = tuple(k for k in HONOURED if k.startswith("FI_"))
 RX_MATCH_MODES = ("hardware", "software", "hybrid")
@@ -310,6 +316,7 @@ def describe_honoured() -> str:
 __all__ = [
     "DEFAULT",
     "HONOURED",
+    "IN_TOPOLOGY",
     "NET_VARIABLES",
     "NcclConfig",
     "case_config",

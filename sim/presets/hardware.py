@@ -395,6 +395,8 @@ globals().update({pf.preset.replace("-", "_"): register(pf.preset, pf.summary)(_
 
 
 _ARCHS = ("volta", "ampere", "hopper", "blackwell")
+# NCCL_P2P_LEVEL's path names, nearest first (src/graph/topo.h PATH_LOC..PATH_SYS; NCCL's default for P2P is PXB)
+P2P_LEVELS = ("LOC", "PIX", "PXB", "PHB", "NODE", "SYS")
 _CPUS = ("intel", "amd", "arm")
 
 
@@ -416,7 +418,7 @@ NCCL_SOCKET_GBPS = {"intel": 10.0, "amd": 16.0, "arm": 6.0}
 
 @register("pcie", "PCIe GPUs: one switch, or root ports on one or two sockets (sockets=2, gpus_per_switch=1); p2p=0 bounces through host memory")
 def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cpu: str = "intel", sockets: int = 1,
-         gpus_per_switch: int = 0, socket_GBps: float = 0.0) -> Topology:
+         gpus_per_switch: int = 0, socket_GBps: float = 0.0, p2p_level: str = "PXB") -> Topology:
     """One host whose GPUs sit under a PCIe switch with an x16 uplink to the CPU (raw x16 per direction:
     gen3 16, gen4 32, gen5 64 GB/s; PCI-SIG transfer rates 8/16/32 GT/s x 16 lanes / 8).
 
@@ -425,7 +427,10 @@ def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cp
     and read back, so it crosses the switch's single upstream port twice: drawn as a ``pcie.up`` (GPU to
     host) and a ``pcie.down`` (host to GPU) half, both shared by all GPUs. Two GPUs sending at once then
     each get half the uplink: the lower bandwidth of the host bounce. ``arch`` and ``cpu`` only fill
-    ``meta`` (the NCCL model's tables depend on them).
+    ``meta`` (the NCCL model's tables depend on them). ``p2p_level``: the run's ``NCCL_P2P_LEVEL`` (LOC, PIX,
+    PXB, PHB, NODE, SYS; NCCL's default PXB), the farthest path peer-to-peer may take on a server of root
+    ports and sockets (``sockets``, ``gpus_per_switch``): with ``p2p=1`` and ``p2p_level=SYS`` every pair
+    talks directly, through the CPUs, instead of through host memory.
 
     >>> from sim.presets import load_topology
     >>> t = load_topology("pcie:gpus=2,gen=3,p2p=0")
@@ -441,8 +446,12 @@ def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cp
     if cpu not in _CPUS:
         raise CollsimError(f"preset 'pcie': cpu={cpu!r}: use one of {', '.join(_CPUS)}")
     bw = PCIE_GBPS[gen]
+    level = str(p2p_level).upper()
+    if level not in P2P_LEVELS:
+        raise CollsimError(f"preset 'pcie': p2p_level={p2p_level!r}: use one of {', '.join(P2P_LEVELS)} "
+                           f"(NCCL_P2P_LEVEL's path names; NCCL's default is PXB)")
     if sockets != 1 or gpus_per_switch:
-        return _pcie_server(gpus, gen, bool(p2p), arch, cpu, sockets, gpus_per_switch, socket_GBps)
+        return _pcie_server(gpus, gen, bool(p2p), arch, cpu, sockets, gpus_per_switch, socket_GBps, level)
     gpu_nodes = [Node(f"gpu{i}", "gpu", host=0) for i in range(gpus)]
     links: list[Link] = []
     if p2p:
@@ -464,14 +473,16 @@ def pcie(gpus: int = 2, gen: int = 4, p2p: bool = True, arch: str = "ampere", cp
 
 
 def _pcie_server(gpus: int, gen: int, p2p: bool, arch: str, cpu: str, sockets: int, gpus_per_switch: int,
-                 socket_GBps: float) -> Topology:
+                 socket_GBps: float, p2p_level: str = "PXB") -> Topology:
     """A PCIe server as built: ``sockets`` CPUs joined by their socket link, each with ``gpus / sockets``
     GPUs under PCIe switches of ``gpus_per_switch`` GPUs (1: every GPU on its own CPU root port).
 
     Peer-to-peer follows NCCL's default (``ncclTopoCheckP2p``, src/graph/paths.cc in current releases:
     ``p2pLevel = PATH_PXB``, "don't use P2P across CPU Host Bridges and further apart", except two GPUs on
     an AMD CPU): GPUs under one switch talk through it; every other pair goes through host memory (NCCL's
-    SHM transport), and so does every pair with ``p2p=0``. Each GPU has one x16 port; a switch's uplink is
+    SHM transport), and so does every pair with ``p2p=0``. A run that set ``NCCL_P2P_LEVEL`` at or beyond
+    the farthest pair's path (NODE between host bridges of one socket, SYS across sockets) is ``p2p_level=``
+    that: its pairs talk directly through the CPUs (the same links, without the host bounce). Each GPU has one x16 port; a switch's uplink is
     drawn as an ``up`` and a ``down`` half, the CPUs' socket link at the CPUs' own rate (:data:`SOCKET_GBPS`,
     not NCCL's search figure) unless ``socket_GBps`` says otherwise.
 
@@ -497,7 +508,10 @@ def _pcie_server(gpus: int, gen: int, p2p: bool, arch: str, cpu: str, sockets: i
     bw = PCIE_GBPS[gen]
     switches = gpus // per_switch
     through_cpu = p2p and cpu == "amd" and gpus <= 2     # NCCL's P2P level: PXB, through the CPU for 2 GPUs on AMD
-    all_p2p = p2p and (switches == 1 or through_cpu)
+    # the farthest path between two GPUs, as nvidia-smi and NCCL name it: one switch, host bridges of one socket, sockets
+    farthest = "PIX" if switches == 1 else "SYS" if sockets == 2 else "NODE"
+    allowed = P2P_LEVELS.index(farthest) <= P2P_LEVELS.index(p2p_level)   # NCCL_P2P_LEVEL (the run's, as a parameter)
+    all_p2p = p2p and (switches == 1 or through_cpu or allowed)
     nodes = [Node(f"gpu{i}", "gpu", host=0) for i in range(gpus)]
     nodes += [Node(f"gpu{i}.port", "switch", host=0, label=f"GPU{i} x16") for i in range(gpus)]
     nodes += [Node(f"cpu{k}", "cpu", host=0, label=f"CPU{k}") for k in range(sockets)]
@@ -527,4 +541,5 @@ def _pcie_server(gpus: int, gen: int, p2p: bool, arch: str, cpu: str, sockets: i
     params = [f"gpus={gpus}", f"gen={gen}", f"p2p={int(p2p)}", f"sockets={sockets}", f"gpus_per_switch={per_switch}"]
     params += [f"cpu={cpu}"] if cpu != "intel" else []
     params += [f"socket_GBps={link_GBps:g}"] if socket_GBps else []
+    params += [f"p2p_level={p2p_level}"] if p2p_level != "PXB" else []
     return Topology.build("pcie:" + ",".join(params), nodes, links, hardware)

@@ -145,6 +145,12 @@ def test_cli_names_ignored_variables_once(cli):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "2.18" in err
 
 
+def test_cli_points_machine_variables_to_the_topology(cli):
+    code, out, err = cli("simulate", "-t", "pcie:gpus=8,sockets=2,gpus_per_switch=1,cpu=amd", "--model", "tuner",
+                         "--nccl-env", "NCCL_P2P_LEVEL=SYS")
+    assert code == 0 and "NCCL_P2P_LEVEL" in err and "p2p_level=" in err
+
+
 def test_pat_program_moves_n_minus_1_shards():
     from sim.algorithms import build_program
     for n in (2, 5, 8, 64):

@@ -45,7 +45,20 @@ def test_routes_and_peer_to_peer_follow_the_board():
     assert two > one
 
 
-@pytest.mark.parametrize("spec, fix", [("pcie:gpus=6,sockets=4", "sockets=4"), ("pcie:gpus=6,sockets=2,gpus_per_switch=2", "gpus_per_switch=2"),
+def test_nccl_p2p_level_lets_gpus_on_two_sockets_talk_directly():
+    # NCCL's default (PXB) sends GPUs on different root ports through host memory; NCCL_P2P_LEVEL=SYS (the
+    # preset's p2p_level) lets a P2P-capable board use the same links directly; without P2P it cannot
+    base = "pcie:gpus=8,sockets=2,gpus_per_switch=1,cpu=amd,gen=5"
+    assert load_topology(base + ",p2p=1").hardware.p2p is False
+    assert load_topology(base + ",p2p=1,p2p_level=SYS").hardware.p2p is True
+    assert load_topology(base + ",p2p=1,p2p_level=NODE").hardware.p2p is False      # the sockets' pairs are SYS
+    assert load_topology("pcie:gpus=4,sockets=1,gpus_per_switch=1,p2p=1,p2p_level=NODE").hardware.p2p is True
+    assert load_topology(base + ",p2p=0,p2p_level=SYS").hardware.p2p is False
+    direct, bounced = (sim.simulate("all_reduce", 1 << 28, base + s).time_us for s in (",p2p=1,p2p_level=SYS", ",p2p=1"))
+    assert direct < bounced
+
+
+@pytest.mark.parametrize("spec, fix", [("pcie:gpus=8,sockets=2,p2p_level=FAR", "p2p_level"), ("pcie:gpus=6,sockets=4", "sockets=4"), ("pcie:gpus=6,sockets=2,gpus_per_switch=2", "gpus_per_switch=2"),
                                        ("pcie:gpus=7,sockets=2", "gpus=7"), ("pcie:gpus=4,sockets=2,socket_GBps=-1", "socket_GBps")])
 def test_bad_servers_are_refused_with_the_key(spec, fix):
     with pytest.raises(CollsimError, match=fix.split("=")[0]):
