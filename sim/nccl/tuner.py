@@ -239,8 +239,9 @@ def _loop_latency_us(coll: Collective, a: str, p: str, m: Machine, nbytes: int, 
     chooses, counts the chain's n hops (``latency_us``).
 
     Published: ABCI's broadcast over 2 to 16 nodes of 8 A100 (16-128 ranks, InfiniBand) takes 7.5-7.8 us at
-    4 B at every node count, where NCCL's n-hop latency is 60-430 us and this rule gives 7.6; nccl-tests #82
-    reports the root's time running ahead of its peers'."""
+    4 B at every node count, where NCCL's n-hop latency is 60-430 us and this rule gives 11.6 (10.6 with the
+    launch cost fitted without ABCI's cases); nccl-tests #82 reports the root's time running ahead of its
+    peers'."""
     lat = base_latency_us(a, p) + m.call_overhead_us
     if m.nnodes > 1:
         lat += _ring_step_floor_us(m, p)

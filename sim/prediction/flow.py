@@ -422,7 +422,7 @@ def _ideal(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) 
 def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -> Result:
     """:func:`sim.nccl.execution.simulate_with_plan`'s recipe (:func:`sim.nccl.execution.plan_nccl`): its latency term plus data
     movement at effective bandwidths."""
-    from ..nccl.execution import channel_order, link_efficiency, plan_nccl
+    from ..nccl.execution import NCCL_TESTS_LOOP_NOTE, channel_order, link_efficiency, plan_nccl
     n = topo.nranks
     chain = coll.rooted
     steps = coll.ring_steps(n)
@@ -441,7 +441,6 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
     if chain and plan.tuned is not None and "loop_latency_us" in plan.tuned.detail:
         # nccl-tests' back-to-back calls overlap down the chain (sim.nccl.execution.loop_period_us): a call
         # costs its busiest hop's transfer, one call alone the chain's latency, fill and drain
-        from ..nccl.execution import NCCL_TESTS_LOOP_NOTE
         extra = {"single_call_us": plan.tuned.latency_us + data, "nccl_tests_loop": NCCL_TESTS_LOOP_NOTE}
         wire = plan.engine_protocol.wire_bytes(coll.chunk_nbytes(nbytes, n, rings_run * per_ring))
         data = float(np.max(rings.us_per_byte)) * wire * per_ring
