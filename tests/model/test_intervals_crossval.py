@@ -142,6 +142,9 @@ def test_cli_cross_validate_by_system_writes_the_table(cli, tmp_path):
     measured = sum(1 for c in pick for r in c["rows"] if r["size"] > 0 and r["time_us"] > 0)
     assert len(rows) == measured and {r["system"] for r in rows} == {"box", "E1-RD"}
     assert not any("rows" in c for c in d["cross_validated_cases"])      # compact unless asked
+    # the public set's 124 cases must fit one shell argument: no sources (the set has them), medians to 1e-5
+    assert not any("source" in c for c in d["cases"])
+    assert all(round(c["lat_median"], 5) == c["lat_median"] for c in d["cases"] + d["cross_validated_cases"])
     code, out, err = cli("validate", path, "--cross-validate", "--by", "system", "--rows", "--format", "json")
     assert code == 0, err
     kept = [r for c in json.loads(out)["cross_validated_cases"] for r in c["rows"]]
