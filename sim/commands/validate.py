@@ -194,10 +194,10 @@ def summarize(scores: list[dict]) -> dict:
             "worst_bw_median": worst["bw_median"] if worst else None, "seconds": sum(s["seconds"] for s in scores)}
 
 
-
 def _short(value):
     """A report's float to 5 decimals (a median error or a coverage: 1e-5 is far below what a case can tell)."""
     return round(value, 5) if isinstance(value, float) else value
+
 
 def run(args) -> int:
     cases = load_cases(args.file, args.topology, args.collective)

@@ -412,8 +412,6 @@ _CPUS = ("intel", "amd", "arm")
 # as published: 8 RTX 4090 on their own root ports of two EPYC 7542 reach 14.5-15 GB/s busbw through host
 # memory (public case PCIE-4090x8-SHM; NCCL's 16 GB/s would hold that ring to 8.5).
 SOCKET_GBPS = {"intel": 2 * 20.8, "amd": 3 * 32.0, "arm": 6.0}
-# NCCL's own figures for the same links (what its topology search sees), for reference and comparison
-NCCL_SOCKET_GBPS = {"intel": 10.0, "amd": 16.0, "arm": 6.0}
 
 
 @register("pcie", "PCIe GPUs: one switch, or root ports on one or two sockets (sockets=2, gpus_per_switch=1); p2p=0 bounces through host memory")
