@@ -245,7 +245,10 @@ class NcclPlan:
     ``used_channels`` of ``tuned.nchannels`` with ``used_threads`` threads, times NCCL's
     ``treeCorrectionFactor`` for tree all_reduce, 1 otherwise); ``tuned``: the tuner's terms (None for
     algorithms NCCL does not have); ``latency_us``: the latency term, in us, which holds ``tree_lag_us``
-    (:func:`tree_chunk_lag_us`, a deep tree's per-chunk lag across nodes: ``tree_lag_units`` times the constant).
+    (:func:`tree_chunk_lag_us`, a deep tree's per-chunk lag across nodes: ``tree_lag_units`` times the constant);
+    ``single_call_latency_us``: set for a rooted chain (broadcast, reduce), whose ``latency_us`` is then the
+    latency per call of nccl-tests' back-to-back loop (:func:`sim.nccl.tuner._loop_latency_us`) and this the
+    latency of one call alone (NCCL's n hops); its data term is then :func:`loop_period_us`.
 
     >>> from sim.collectives import get_collective
     >>> from sim.presets import load_topology
@@ -274,6 +277,7 @@ class NcclPlan:
     latency_us: float
     tree_lag_us: float = 0.0
     tree_lag_units: float = 0.0
+    single_call_latency_us: float | None = None
 
 
 def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, m: Machine | None = None) -> tuple[bool, int]:
@@ -320,8 +324,9 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
     small, used_ch, used_threads = small_message_share(nbytes, topo, algorithm, p.name,
                                                        tuned.nchannels if tuned and tuned.nchannels else 1)
     lat = _latency_term(tuned, m, p.name, steps)
-    if coll.rooted and tuned is not None and "loop_latency_us" in tuned.detail:
-        lat = tuned.detail["loop_latency_us"]   # nccl-tests' calls overlap down the chain (tuner._loop_latency_us)
+    single_call = None
+    if tuned is not None and "loop_latency_us" in tuned.detail:   # a rooted chain: nccl-tests' calls overlap down it
+        single_call, lat = lat, tuned.detail["loop_latency_us"]
     nccl_nch = tuned.nchannels if tuned and tuned.nchannels else nch
     units = tree_lag_units(algorithm, p.name, m, nbytes, nccl_nch, steps)
     lag = tree_chunk_lag_us(algorithm, p.name, m, nbytes, nccl_nch, steps)
@@ -330,7 +335,8 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
     # the same model bandwidths, so it takes the same factor (docs/nccl-model.md, Calibration).
     corr = tuned.detail.get("tree_correction", 1.0) if tuned is not None else 1.0
     return NcclPlan(algorithm, p.name, m, spread, nch, steps, split, pipelined, chunk, pieces, share, small,
-                    used_ch, used_threads, corr, tuned, Protocol(p.name, payload_efficiency=share * small * corr), lat + lag, lag, units)
+                    used_ch, used_threads, corr, tuned, Protocol(p.name, payload_efficiency=share * small * corr), lat + lag, lag, units,
+                    single_call)
 
 
 def kernel_cap_us(plan: NcclPlan, nbytes: float) -> float:
@@ -540,10 +546,10 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
     data_us = max(data_us, cap)
     lat = plan.latency_us
     single_call = None
-    if coll.rooted and plan.tuned is not None and "loop_latency_us" in plan.tuned.detail:
+    if plan.single_call_latency_us is not None:
         # nccl-tests' back-to-back calls overlap down the chain: a call costs its busiest link's time, not the
         # chain's fill and drain (loop_period_us); one call alone costs the chain's latency and fill
-        single_call = plan.tuned.latency_us + data_us
+        single_call = plan.single_call_latency_us + data_us
         data_us = loop_period_us(runs.link_busy_us, frac)
     head = {"latency_us": lat, "bandwidth_term_us": data_us,
             "effective_busbw_GBps": analytic.busbw_GBps(coll.name, topo.nranks, nbytes, data_us) if data_us > 0 else 0.0,

@@ -438,10 +438,10 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
     data = _data_time(coll, nbytes, rings, per_ring, rings_run, plan.engine_protocol, first)
     lat = plan.latency_us
     extra = {}
-    if chain and plan.tuned is not None and "loop_latency_us" in plan.tuned.detail:
+    if plan.single_call_latency_us is not None:
         # nccl-tests' back-to-back calls overlap down the chain (sim.nccl.execution.loop_period_us): a call
         # costs its busiest hop's transfer, one call alone the chain's latency, fill and drain
-        extra = {"single_call_us": plan.tuned.latency_us + data, "nccl_tests_loop": NCCL_TESTS_LOOP_NOTE}
+        extra = {"single_call_us": plan.single_call_latency_us + data, "nccl_tests_loop": NCCL_TESTS_LOOP_NOTE}
         wire = plan.engine_protocol.wire_bytes(coll.chunk_nbytes(nbytes, n, rings_run * per_ring))
         data = float(np.max(rings.us_per_byte)) * wire * per_ring
     return _result(coll, nbytes, topo, proto, lat + data, steps, nch, pieces, rings,

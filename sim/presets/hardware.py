@@ -480,8 +480,8 @@ def _pcie_server(gpus: int, gen: int, p2p: bool, arch: str, cpu: str, sockets: i
     an AMD CPU): GPUs under one switch talk through it; every other pair goes through host memory (NCCL's
     SHM transport), and so does every pair with ``p2p=0``. A run that set ``NCCL_P2P_LEVEL`` at or beyond
     the farthest pair's path (NODE between host bridges of one socket, SYS across sockets) is ``p2p_level=``
-    that: its pairs talk directly through the CPUs (the same links, without the host bounce). Each GPU has one x16 port; a switch's uplink is
-    drawn as an ``up`` and a ``down`` half, the CPUs' socket link at the CPUs' own rate (:data:`SOCKET_GBPS`,
+    that: its pairs talk directly through the CPUs (the same links, without the host bounce). Each GPU has
+    one x16 port; a switch's uplink is drawn as an ``up`` and a ``down`` half, the CPUs' socket link at the CPUs' own rate (:data:`SOCKET_GBPS`,
     not NCCL's search figure) unless ``socket_GBps`` says otherwise.
 
     >>> from sim.presets import load_topology
