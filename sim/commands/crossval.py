@@ -55,7 +55,7 @@ Cases run with an NCCL release older than the oldest collsim models (2.8, 2.9) a
 nothing (:func:`modelled_release`). While one group is fitted the other group stays at its *prior* (:data:`PRIORS`: public figures, never
 fitted on a case), so no constant fitted with case k inside reaches its own fold. A constant with no
 training row left (the only case of its fabric is the one scored) takes its prior; a bandwidth constant is
-fitted only on sweeps that reach :data:`PLATEAU_BYTES` (one that stops at 128 MiB is still on its ramp). Runs are memoised
+fitted only on sweeps past their ramp (:func:`on_plateau`: reaching :data:`PLATEAU_BYTES`, or flat over their last two doublings; Olivia's, which stops at 128 MiB still rising, is not). Runs are memoised
 per (case, size, grid value), so the folds share them: the cost is about one run per row and grid value.
 
 The runs a search is about to ask for are made first, row by row (:func:`_prefetch`), with ``jobs`` > 1
@@ -87,7 +87,10 @@ BW_MIN_BYTES = 64 << 20
 # 2-node all_reduces 14%. Fitted on Olivia's two rows alone (the fold that leaves Alps out), Slingshot's
 # efficiency fell to 0.7, and every Alps all_reduce came out 20-27% too slow. Every other sweep of the
 # set reaches 1 GiB (rows at 8-16 GiB, such as GB300-128-AR's two, are past any ramp however few they are).
+# A shorter sweep whose busbw has stopped rising is on its plateau too (:func:`on_plateau`): the PCIe servers'
+# sweeps of 2026 stop at 128 MiB, flat from 16 MiB (8 RTX 4090 through host memory: 14.9, 15.0, 14.9, 14.5).
 PLATEAU_BYTES = 256 << 20
+PLATEAU_RISE = 0.03   # at most this rise of busbw over a sweep's last two doublings: flat
 LAT_MAX_BYTES = 64 << 10
 EFFICIENCY_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)   # busbw is interpolated linearly in between
 P2P_SHARE_GRID = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -160,7 +163,7 @@ class Case:
         self.bw_rows = [r for r in rows if r["size"] >= BW_MIN_BYTES and r.get("busbw", 0) > 0]
         self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]
         self.mid_rows = [r for r in rows if LAT_MAX_BYTES < r["size"] < BW_MIN_BYTES]
-        self.past_ramp = any(r["size"] >= PLATEAU_BYTES for r in self.bw_rows)   # may fit bandwidth constants
+        self.past_ramp = on_plateau(rows, self.bw_rows)   # may fit bandwidth constants
         self._memo: dict = {}
 
     def run(self, size: int, values: dict):
@@ -211,6 +214,19 @@ class Case:
         elif self.p2p_off:
             keys.append("host_bounce_duplex_efficiency" if self.duplex else "host_bounce_efficiency")
         return keys
+
+
+def on_plateau(rows: list[dict], bw_rows: list[dict]) -> bool:
+    """Whether a sweep's busbw rows are past its ramp: it reaches :data:`PLATEAU_BYTES`, or its busbw rose at
+    most :data:`PLATEAU_RISE` from a quarter of its largest size to that size (Olivia's rose 45%, CSCS Alps's
+    2-node all_reduces 43%; a sweep that falls at its end, as host memory's does, is flat)."""
+    if not bw_rows:
+        return False
+    last = max(bw_rows, key=lambda r: r["size"])
+    if last["size"] >= PLATEAU_BYTES:
+        return True
+    before = [r for r in rows if r["size"] == last["size"] // 4 and r.get("busbw", 0) > 0]
+    return bool(before) and last["busbw"] <= (1 + PLATEAU_RISE) * before[0]["busbw"]
 
 
 def _values_key(values: dict) -> tuple:
@@ -510,7 +526,7 @@ def _fit_per_plugin(kind: str, train: dict[str, list[Case]], out: dict, grid) ->
 
 def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> float:
     """Bandwidth constant ``key`` fitted on the busbw rows of those ``cases`` it affects (others as in
-    ``base``, by default their priors), on the sweeps that reach :data:`PLATEAU_BYTES`; its prior when
+    ``base``, by default their priors), on the sweeps past their ramp (:func:`on_plateau`); its prior when
     none of them does."""
     candidates = [c for c in cases if key in c.bw_keys() and c.past_ramp]
     values = base or PRIORS
