@@ -156,10 +156,10 @@ def _host_quotient(p: Program, topo: Topology, agent_node) -> tuple:
     if hs is None:
         return None, None
     g, orbit, orbit_len = hs
-    sigma = find_shift(p, g)
+    sigma = _program_cached(p, ("shift", g), lambda: find_shift(p, g))
     if sigma is None:
         return None, None
-    quotient = Quotient(p, sigma, g)
+    quotient = _program_cached(p, ("host", g), lambda: Quotient(p, sigma, g))
     reps = quotient.reps
     pairs = np.unique(p.src[reps].astype(np.int64) * p.nagents + p.dst[reps])
     m = topo.nranks // g
@@ -167,6 +167,14 @@ def _host_quotient(p: Program, topo: Topology, agent_node) -> tuple:
         if any(orbit_len[l] != m for l in topo.route_nodes(agent_node[a // p.nagents], agent_node[a % p.nagents])):
             return None, None
     return quotient, orbit
+
+
+def _program_cached(p: Program, key, make):
+    """``make()``, kept on the program under ``key`` (a Program is immutable; the cache goes with it)."""
+    cache = p.__dict__.setdefault("_engine_cache", {})
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
 
 
 def _successors(p: Program, sim_ops: np.ndarray, quotient) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -220,7 +228,8 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
     orbits, quotient = None, None
     if symmetry != "off" and p.rotation is not None and p.nranks == topo.nranks and topo.hardware.symmetry == "rotation":
         orbits = link_orbits(topo)
-        quotient = Quotient(p) if orbits is not None else None
+        quotient = _program_cached(p, "rotation", lambda: Quotient(p)) if orbits is not None else None
+    rotation = quotient is not None
     if (quotient is None and symmetry != "off" and p.nranks == topo.nranks and p.algorithm in HOST_SHIFT_ALGORITHMS
             and (symmetry == "on" or p.nops <= HOST_SHIFT_MAX_OPS)):
         quotient, orbits = _host_quotient(p, topo, agent_node)
@@ -228,7 +237,10 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
         raise CollsimError("symmetry=on but the program or the topology is not rotation symmetric")
     sim_ops = quotient.reps if quotient else np.arange(p.nops)
     phase("dependencies")
-    ndeps, succ, succ_ptr = _successors(p, sim_ops, quotient)
+    # what the ops wait for depends on the program and its quotient only, not on the sizes or the links: a
+    # sweep and a cross-validation's grid run one program many times
+    qkey = None if quotient is None else "rotation" if rotation else ("host", quotient.step_ranks)
+    ndeps, succ, succ_ptr = _program_cached(p, ("successors", qkey), lambda: _successors(p, sim_ops, quotient))
 
     chunk_bytes = p.nbytes_per_chunk(nbytes)
     wire = protocol.wire_bytes(chunk_bytes)

@@ -44,6 +44,7 @@ REPLICA_OPS_BUDGET = 30_000   # simulated ops per replica run: half the engine's
 REPLICA_ALGORITHMS = ("tree", "nvls_tree", "nvls", "collnet_direct", "collnet_chain")
 
 
+@lru_cache(maxsize=1024)   # a pure function of m, asked for on every replica prediction
 def tree_levels(m: int) -> int:
     """Height of NCCL's double binary tree over m nodes (the taller of its two trees)."""
     if m <= 1:
@@ -151,10 +152,10 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
     levels_full, levels_rep = tree_levels(m), tree_levels(r)
     nvls = algorithm if algorithm.startswith("nvls") else ""   # what the NVLink links serve (link_efficiency)
     ideal = proto.name == IDEAL.name
-    one_rep = build_program(algorithm, coll, small.nranks, topology=small, nchannels=1, pipeline=1, root=root)
+    one_rep = _program(algorithm, coll, small, 1, 1, root, False)   # cached: every size of a sweep asks
     per_level_steps = 0
     if half is not None and levels_rep > tree_levels(r // 2):
-        one_half = build_program(algorithm, coll, half.nranks, topology=half, nchannels=1, pipeline=1, root=root)
+        one_half = _program(algorithm, coll, half, 1, 1, root, False)
         per_level_steps = (one_rep.steps - one_half.steps) // (levels_rep - tree_levels(r // 2))
     steps = one_rep.steps + per_level_steps * (levels_full - levels_rep)
     if ideal:

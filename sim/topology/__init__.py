@@ -283,6 +283,13 @@ class Topology:
     def _route_cache(self) -> dict:
         return {}
 
+    def share_routes(self, other: Topology) -> None:
+        """Use ``other``'s route cache: for a copy of ``other`` with the same nodes and links in the same
+        order whose latencies keep their order (the routes are then the same; only bandwidths differ)."""
+        if len(other.links) != len(self.links) or other.nodes != self.nodes:
+            raise ValueError("share_routes: the topologies' nodes or links differ")
+        self.__dict__["_route_cache"] = other._route_cache
+
     @cached_property
     def _node_hosts(self) -> tuple:
         return tuple(n.host for n in self.nodes)
