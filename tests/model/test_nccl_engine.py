@@ -150,3 +150,36 @@ def test_explain_has_the_terms():
     assert r.explain["latency_us"] + r.explain["bandwidth_term_us"] == pytest.approx(r.time_us)
     name, busy = r.bottleneck()
     assert "nvswitch" in name and 0 < busy <= r.time_us
+
+
+@pytest.mark.parametrize("spec", ["dgx-h100:nodes=4", "gh200-4:nodes=4,nics_per_node=4,fabric=slingshot",
+                                  "pcie:gpus=8,sockets=2,gpus_per_switch=1,cpu=amd,p2p=0",
+                                  "gb200-nvl72:nodes=2,gpus_per_node=8,nics_per_node=8"])
+def test_an_effective_topology_shares_routes_that_a_fresh_search_would_find(spec):
+    # effective_topology keeps every link's latency (scaled by 1e-6) so that its routes are the real
+    # topology's, and shares the real one's route cache on that ground: a search on an unshared copy of
+    # the same links must find every GPU-to-GPU and GPU-to-NIC route the shared cache answers
+    from sim.topology import Topology
+    topo = load_topology(spec)
+    eff = nr.effective_topology(topo, "", True)
+    fresh = Topology.build(eff.name, eff.nodes, list(eff.links), eff.hardware)
+    ends = list(topo.gpus) + [i for i, n in enumerate(topo.nodes) if n.kind == "nic"]
+    for a in ends:
+        for b in ends:
+            assert eff.route_nodes(a, b) == fresh.route_nodes(a, b) == topo.route_nodes(a, b)
+
+
+def test_a_program_run_twice_and_a_rebuilt_one_time_the_same():
+    # the engine keeps a program's waiters and symmetry quotient on it; a second run of the same program
+    # (other bytes, other links) must give what a program built afresh gives
+    from sim.algorithms import build_program
+    from sim.engine import simulate_program
+    topo = load_topology("dgx-h100:nodes=4")
+    coll = get_collective("all_reduce")
+    p = build_program("ring", coll, topo.nranks, topology=topo, nchannels=2, pipeline=4)
+    first = simulate_program(p, topo, 1 << 20)
+    again = simulate_program(p, nr.effective_topology(topo, "", True), 1 << 24)
+    fresh = simulate_program(build_program("ring", coll, topo.nranks, topology=topo, nchannels=2, pipeline=4),
+                             nr.effective_topology(topo, "", True), 1 << 24)
+    assert first.time_us > 0 and again.time_us == fresh.time_us
+    assert (again.op_end_us == fresh.op_end_us).all()
