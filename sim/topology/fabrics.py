@@ -83,8 +83,8 @@ FABRICS: dict[str, Fabric] = {f.name: f for f in (
     # efficiency 0.97: nccl #1272's 24.2 GB/s on a 25 GB/s NIC, from GH200 nodes, whose GPU reaches the NIC
     # over NVLink-C2C: the NIC's own share. (The prior was 0.75, read off ALCF Polaris, whose A100s reach
     # theirs through the CPU's root complex: that path's loss is gdr_host_bridge_efficiency's. Counted in the
-    # fabric's prior too, it put CSCS Alps ~20% too slow in the fold that leaves Alps out, where the two
-    # GH200 rows left are too few to fit: crossval.MIN_BW_ROWS.)
+    # fabric's prior too, it put CSCS Alps ~20% too slow in the fold that leaves Alps out, where the only
+    # GH200 sweep left, Olivia's, is still on its ramp and fits nothing: crossval.on_plateau.)
     Fabric("slingshot", "HPE Slingshot 11 (Cassini, libfabric cxi via aws-ofi-nccl)", 0.97, 6.0,
            "HPE Slingshot 11 200 Gb/s; NCCL over libfabric cxi through the aws-ofi-nccl plugin (ALCF docs); "
            "nccl #1272 (CSCS GH200): sendrecv_perf 24.2 GB/s per 25 GB/s NIC with 4 channels per network peer",
