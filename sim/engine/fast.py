@@ -225,21 +225,24 @@ def simulate_program(p: Program, topo: Topology, nbytes: float, protocol: Protoc
             raise CollsimError(f"{p.algorithm} reduces in switch {name!r}, which topology {topo.name!r} does not have")
         agent_node.append(topo.node_index[name])
 
+    # qkey names the quotient among those kept on the program (None: every op simulated)
     orbits, quotient = None, None
+    qkey: str | tuple[str, int] | None = None
     if symmetry != "off" and p.rotation is not None and p.nranks == topo.nranks and topo.hardware.symmetry == "rotation":
         orbits = link_orbits(topo)
-        quotient = _program_cached(p, "rotation", lambda: Quotient(p)) if orbits is not None else None
-    rotation = quotient is not None
+        if orbits is not None:
+            qkey = "rotation"
+            quotient = _program_cached(p, qkey, lambda: Quotient(p))
     if (quotient is None and symmetry != "off" and p.nranks == topo.nranks and p.algorithm in HOST_SHIFT_ALGORITHMS
             and (symmetry == "on" or p.nops <= HOST_SHIFT_MAX_OPS)):
         quotient, orbits = _host_quotient(p, topo, agent_node)
+        qkey = ("host", quotient.step_ranks) if quotient is not None else None
     if symmetry == "on" and orbits is None:
         raise CollsimError("symmetry=on but the program or the topology is not rotation symmetric")
     sim_ops = quotient.reps if quotient else np.arange(p.nops)
     phase("dependencies")
     # what the ops wait for depends on the program and its quotient only, not on the sizes or the links: a
     # sweep and a cross-validation's grid run one program many times
-    qkey = None if quotient is None else "rotation" if rotation else ("host", quotient.step_ranks)
     ndeps, succ, succ_ptr = _program_cached(p, ("successors", qkey), lambda: _successors(p, sim_ops, quotient))
 
     chunk_bytes = p.nbytes_per_chunk(nbytes)
