@@ -21,6 +21,11 @@ Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed i
   ``FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD`` (bytes; 4096 by default). collsim takes GDRCopy as in use only where
   a run sets ``FI_HMEM_CUDA_USE_GDRCOPY=1``: libfabric uses it by default only when it was built with it and
   the gdrdrv kernel module is loaded, which a run's variables do not say;
+* ``NCCL_BUFFSIZE``, ``NCCL_LL128_BUFFSIZE``, ``NCCL_LL_BUFFSIZE``: bytes of a connection's buffer for Simple,
+  LL128 and LL (``init.cc``: 4 MiB, 4,915,200 and 524,288 by default). An eighth of it (``NCCL_STEPS``) is
+  one step, and a chunk is a step (trees, CollNet) or four (ring Simple), before NCCL's small-size halving
+  (``enqueue.cc``), so it sets the grain the model pipelines at. NVLS keeps its own chunk
+  (``NCCL_NVLS_CHUNKSIZE``) and point-to-point sends theirs (``NCCL_P2P_*_CHUNKSIZE``, not modelled);
 * ``NCCL_TUNER_PLUGIN`` naming aws-ofi-nccl's tuner (a library name containing ``ofi``, such as
   ``libnccl-ofi-tuner.so``): its region tuner picks the pair on P5/P5e all_reduce
   (:mod:`sim.nccl.tuner_plugin`). Any other plugin is listed as ignored: collsim predicts NCCL's own choice.
@@ -41,6 +46,7 @@ from dataclasses import dataclass
 from ..collectives import NCCL_FUNC_NAMES
 from ..errors import CollsimError
 from . import tuner_plugin, versions
+from .constants import BUFFER_BYTES
 
 # NCCL's spellings (ncclAlgoStr / ncclProtoStr) -> collsim's names; "CollNet" is the pre-2.14 spelling
 ALGO_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
@@ -61,6 +67,10 @@ HONOURED = {
     "FI_HMEM_CUDA_USE_GDRCOPY": "1: that copy goes through GDRCopy (cheap) up to FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD; "
                                 "otherwise cudaMemcpy (taken as off unless set to 1)",
     "FI_CXI_SAFE_DEVMEM_COPY_THRESHOLD": "largest message (bytes) GDRCopy copies (default 4096)",
+    "NCCL_BUFFSIZE": "bytes of a connection's Simple buffer (default 4 MiB): an eighth is one step, the chunk of trees "
+                     "and CollNet, four steps a ring's (NVLS and point-to-point sends keep their own chunk)",
+    "NCCL_LL128_BUFFSIZE": "bytes of a connection's LL128 buffer (default 4915200): an eighth is one LL128 chunk",
+    "NCCL_LL_BUFFSIZE": "bytes of a connection's LL buffer (default 524288): an eighth is one LL step",
     "NCCL_TUNER_PLUGIN": "aws-ofi-nccl's tuner (a name containing 'ofi', e.g. libnccl-ofi-tuner.so; NCCL 2.19+): its "
                          "region tuner (aws-ofi-nccl 1.15-1.17) picks all_reduce's pair on P5/P5e over more than 2 nodes; "
                          "any other plugin is ignored",
@@ -78,6 +88,9 @@ SAFE_DEVMEM_COPY_DEFAULT = 4096   # libfabric prov/cxi: CXIP_SAFE_DEVMEM_COPY_TH
 MAX_COPY_THRESHOLD = 1 << 40
 MAX_ENV_TEXT = 4096          # one variable's value; NCCL's own lists are a few dozen characters
 MAX_CHANNELS = 64            # MAXCHANNELS (device.h)
+# NCCL_BUFFSIZE and its LL/LL128 siblings -> the protocol whose buffer they size (init.cc buffSizes[])
+BUFFSIZE_VARIABLES = {"NCCL_BUFFSIZE": "Simple", "NCCL_LL128_BUFFSIZE": "LL128", "NCCL_LL_BUFFSIZE": "LL"}
+MIN_BUFFER_BYTES, MAX_BUFFER_BYTES = 64 << 10, 1 << 30   # 8 steps of 8 KiB .. 1 GiB a connection
 
 
 @dataclass(frozen=True)
@@ -100,6 +113,7 @@ class NcclConfig:
     gdrcopy: bool = False                  # FI_HMEM_CUDA_USE_GDRCOPY=1
     safe_devmem_copy: int = SAFE_DEVMEM_COPY_DEFAULT
     tuner_plugin: str = ""                 # sim.nccl.tuner_plugin.AWS_OFI, or "" (NCCL's own tuner)
+    buffsizes: tuple[tuple[str, int], ...] = ()   # (protocol, bytes) set by NCCL_BUFFSIZE / NCCL_LL*_BUFFSIZE
 
     @property
     def version(self) -> str:
@@ -110,6 +124,11 @@ class NcclConfig:
         """Whether a network message at or above the transport's rendezvous threshold pays a rendezvous under
         this tag-matching mode: not with hybrid matching (:func:`sim.nccl.tuner._rendezvous_us` says why)."""
         return self.rx_match != "hybrid"
+
+    def buffer_bytes(self, proto: str) -> int:
+        """Bytes of a connection's buffer for ``proto`` (LL, LL128, Simple): the run's NCCL_*BUFFSIZE, else
+        NCCL's default (``init.cc``)."""
+        return dict(self.buffsizes).get(proto, BUFFER_BYTES[proto])
 
     def algo_enabled(self, collective, algorithm: str) -> bool:
         return _enabled(self.algos, collective, algorithm)
@@ -219,6 +238,14 @@ def _bytes(value: str, var: str) -> int:
     return n
 
 
+def _buffer(value: str, var: str) -> int:
+    n = _whole(value, var, 8 << 20, " of bytes")
+    if not MIN_BUFFER_BYTES <= n <= MAX_BUFFER_BYTES:
+        raise CollsimError(f"{var}={n} is out of range: give {MIN_BUFFER_BYTES}..{MAX_BUFFER_BYTES} bytes "
+                           "(NCCL cuts a buffer into 8 steps; 4 MiB is NCCL_BUFFSIZE's default)")
+    return n
+
+
 def split_env(text: str) -> list[tuple[str, str]]:
     """``"NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32"`` -> pairs. A comma starts a new variable only when an
     ``NCCL_NAME=`` (or ``FI_NAME=``) follows it, so list values (``NCCL_ALGO=Ring,Tree``) keep their commas."""
@@ -275,6 +302,10 @@ def make_config(version=None, env=None) -> NcclConfig:
             kw["safe_devmem_copy"] = _bytes(value, var)
         elif var == "NCCL_TUNER_PLUGIN":
             kw["tuner_plugin"] = tuner_plugin.AWS_OFI
+        elif var in BUFFSIZE_VARIABLES:
+            sizes = dict(kw.get("buffsizes", ()))
+            sizes[BUFFSIZE_VARIABLES[var]] = _buffer(value, var)
+            kw["buffsizes"] = tuple(sorted(sizes.items()))
         else:
             kw[{"NCCL_NVLS_ENABLE": "nvls", "NCCL_COLLNET_ENABLE": "collnet", "NCCL_PAT_ENABLE": "pat"}[var]] = _flag(value, var)
     if kw.get("min_channels") and kw.get("max_channels") and kw["min_channels"] > kw["max_channels"]:

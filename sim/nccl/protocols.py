@@ -44,7 +44,10 @@ from .constants import (
 def _chunk(algorithm: str, p: str) -> int:
     """NCCL's chunk per channel for ``algorithm`` with protocol name ``p`` before the small-size rule:
     the one home of the chunk size (:func:`nccl_chunk_bytes` and the protocols' defaults read it)."""
-    step = BUFFER_BYTES[p] // NCCL_STEPS
+    # the run's buffer (NCCL_BUFFSIZE and its LL siblings) sets the step, except where NCCL cuts the chunk
+    # from its own parameter: NVLS (NCCL_NVLS_CHUNKSIZE) and point-to-point sends (NCCL_P2P_*_CHUNKSIZE)
+    own = algorithm in ("nvls", "nvls_tree", "p2p")
+    step = (BUFFER_BYTES[p] if own else _config.current().buffer_bytes(p)) // NCCL_STEPS
     chunk = step * (CHUNK_STEPS if (p == "Simple" and algorithm == "ring") else 1)
     if p == "LL":
         chunk //= 2
