@@ -128,7 +128,10 @@ class NcclConfig:
     def buffer_bytes(self, proto: str) -> int:
         """Bytes of a connection's buffer for ``proto`` (LL, LL128, Simple): the run's NCCL_*BUFFSIZE, else
         NCCL's default (``init.cc``)."""
-        return dict(self.buffsizes).get(proto, BUFFER_BYTES[proto])
+        for name, size in self.buffsizes:   # at most three pairs; no mapping built on this hot path
+            if name == proto:
+                return size
+        return BUFFER_BYTES[proto]
 
     def algo_enabled(self, collective, algorithm: str) -> bool:
         return _enabled(self.algos, collective, algorithm)
