@@ -245,7 +245,7 @@ def _buffer(value: str, var: str) -> int:
     n = _whole(value, var, 8 << 20, " of bytes")
     if not MIN_BUFFER_BYTES <= n <= MAX_BUFFER_BYTES:
         raise CollsimError(f"{var}={n} is out of range: give {MIN_BUFFER_BYTES}..{MAX_BUFFER_BYTES} bytes "
-                           "(NCCL cuts a buffer into 8 steps; 4 MiB is NCCL_BUFFSIZE's default)")
+                           f"(NCCL cuts a buffer into 8 steps; its default is {BUFFER_BYTES[BUFFSIZE_VARIABLES[var]]})")
     return n
 
 
