@@ -133,6 +133,10 @@ TIME_ONLY = ("latency.", "net_overhead.", "rendezvous_us.", "recv_copy_us.", "p2
              "tree_chunk_lag_us")
 
 
+_KEY_SET = frozenset(DEFAULTS)
+_SORTED_KEYS = tuple(sorted(DEFAULTS))
+
+
 @dataclass(frozen=True)
 class Calibration:
     """One set of values of the fitted constants (every key of :data:`DEFAULTS`), immutable and hashable
@@ -142,15 +146,29 @@ class Calibration:
 
     @classmethod
     def from_values(cls, values: dict) -> "Calibration":
-        missing, unknown = set(DEFAULTS) - set(values), set(values) - set(DEFAULTS)
-        if missing or unknown:
+        if values.keys() != _KEY_SET:
+            missing, unknown = _KEY_SET - set(values), set(values) - _KEY_SET
             raise CollsimError(f"a calibration needs exactly the constants {', '.join(DEFAULTS)}: "
                                f"missing {sorted(missing)}, unknown {sorted(unknown)}")
-        return cls(tuple(sorted((k, float(v)) for k, v in values.items())))
+        # in the keys' sorted order, looked up rather than sorted: a cross-validation makes one per run
+        return cls(tuple((k, float(values[k])) for k in _SORTED_KEYS))
 
     @cached_property
     def _values(self) -> dict[str, float]:
         return dict(self.items)
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(self.items)
+
+    def __hash__(self) -> int:
+        # every cached prediction is keyed by the calibration in force, and a key is hashed on each lookup:
+        # fifty (name, value) pairs each time was a few percent of a cross-validation's runs
+        return self._hash
+
+    def __getstate__(self) -> dict:
+        # a string's hash differs from process to process: a pickled copy computes its own
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     def value(self, key: str) -> float:
         return self._values[key]
@@ -166,10 +184,10 @@ class Calibration:
 
     def with_values(self, values: dict) -> "Calibration":
         """This calibration with ``values`` (keys of :data:`DEFAULTS`) changed."""
-        unknown = set(values) - set(DEFAULTS)
+        unknown = values.keys() - _KEY_SET
         if unknown:
             raise CollsimError(f"unknown calibration constant(s) {', '.join(sorted(unknown))}: known are {', '.join(DEFAULTS)}")
-        return Calibration.from_values({**self.as_dict(), **values})
+        return Calibration.from_values({**self._values, **values})
 
 
 DEFAULT = Calibration.from_values(DEFAULTS)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..collectives import NCCL_FUNC_NAMES
 from ..errors import CollsimError
@@ -114,6 +114,18 @@ class NcclConfig:
     safe_devmem_copy: int = SAFE_DEVMEM_COPY_DEFAULT
     tuner_plugin: str = ""                 # sim.nccl.tuner_plugin.AWS_OFI, or "" (NCCL's own tuner)
     buffsizes: tuple[tuple[str, int], ...] = ()   # (protocol, bytes) set by NCCL_BUFFSIZE / NCCL_LL*_BUFFSIZE
+
+    def __hash__(self) -> int:
+        # keys every cached prediction with the calibration (sim.nccl.context): hashed once, not per lookup
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        # a string's hash differs from process to process: a pickled copy computes its own
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     @property
     def version(self) -> str:

@@ -81,6 +81,9 @@ def get_protocol(name: "str | Protocol") -> Protocol:
     """Look up ``ideal``, ``LL``, ``LL128`` or ``Simple`` (case-insensitive)."""
     if isinstance(name, Protocol):
         return name
+    proto = PROTOCOLS.get(name) if isinstance(name, str) else None   # the exact name: every hot-path call
+    if proto is not None:
+        return proto
     for key, proto in PROTOCOLS.items():
         if key.lower() == str(name).strip().lower():
             return proto

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 
 from ..collectives import Collective, get_collective
@@ -40,8 +41,21 @@ PLAN_TASKS_PER_S = 18_000
 MAX_PLAN_TASKS = 1_000_000       # about a minute: a step with more kernels is refused, with the options
 
 
+_AVAILABLE: list = [float("-inf"), 0]   # (when read, bytes): /proc/meminfo is read at most once a second
+AVAILABLE_TTL_S = 1.0
+
+
 def available_memory_bytes() -> int:
-    """Memory the machine can still give (``MemAvailable``; physical memory where that is unknown)."""
+    """Memory the machine can still give (``MemAvailable``; physical memory where that is unknown), as read
+    at most :data:`AVAILABLE_TTL_S` ago: a sweep asks before every size and algorithm, and opening
+    /proc/meminfo each time was 2% of a cross-validation."""
+    now = time.monotonic()
+    if now - _AVAILABLE[0] >= AVAILABLE_TTL_S:
+        _AVAILABLE[:] = [now, _read_available_memory_bytes()]
+    return _AVAILABLE[1]
+
+
+def _read_available_memory_bytes() -> int:
     try:
         with open("/proc/meminfo") as f:
             for line in f:

@@ -41,6 +41,7 @@ Covered: the ``ring`` algorithm for all_reduce, all_gather, reduce_scatter (cycl
 from __future__ import annotations
 
 import math
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -155,6 +156,28 @@ def _period(desc: np.ndarray) -> int:
 
 
 def _tier_flows(topo: Topology, orders, cost: _Cost) -> Rings:
+    g = len(topo.hosts[0])
+    hops = _tier_hops(topo, orders)
+    desc = np.array([[cost.hop(route, share) for route, share in ring] for ring in hops])
+    return Rings(topo.nranks, g, desc[:, :, 0].copy(), desc[:, :, 1].copy(), "tiers")
+
+
+# What _tier_hops found, per topology (weakly: a topology's entry goes with it) and channel orders. It depends
+# on the links and the rings only, not on their bandwidths' efficiencies, so a cross-validation's hundreds of
+# calibrations of one case share it.
+_TIER_HOPS: "weakref.WeakKeyDictionary[Topology, dict]" = weakref.WeakKeyDictionary()
+
+
+def _tier_hops(topo: Topology, orders) -> list[list[tuple[list[int], dict[int, int]]]]:
+    """Per channel, host 1's hops of the ring: (route as full link indices, flows crossing each link)."""
+    key = tuple(np.asarray(o).tobytes() for o in orders)
+    known = _TIER_HOPS.setdefault(topo, {})
+    if key not in known:
+        known[key] = _find_tier_hops(topo, orders)
+    return known[key]
+
+
+def _find_tier_hops(topo: Topology, orders) -> list[list[tuple[list[int], dict[int, int]]]]:
     hosts = topo.hosts
     g, n = len(hosts[0]), topo.nranks
     if any(h != tuple(range(i * g, i * g + g)) for i, h in enumerate(hosts)) or len(hosts) < 4:
@@ -187,8 +210,7 @@ def _tier_flows(topo: Topology, orders, cost: _Cost) -> Rings:
         attached = hosts_in.get(links[l].src) or hosts_out.get(links[l].dst)
         return exits[l] * (len(attached) if attached else len(hosts))
 
-    desc = np.array([[cost.hop(route, {l: share(l) for l in route}) for route in ring[g:2 * g]] for ring in routes])
-    return Rings(n, g, desc[:, :, 0].copy(), desc[:, :, 1].copy(), "tiers")
+    return [[(route, {l: share(l) for l in route}) for route in ring[g:2 * g]] for ring in routes]
 
 
 def _hosts_and_fabric(topo: Topology, nhosts: int) -> tuple[Topology, list[int]]:
