@@ -164,7 +164,7 @@ class Case:
         self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]
         self.mid_rows = [r for r in rows if LAT_MAX_BYTES < r["size"] < BW_MIN_BYTES]
         self.past_ramp = on_plateau(rows, self.bw_rows)   # may fit bandwidth constants
-        self._memo: dict = {}
+        self._memo: dict[tuple, dict[int, tuple]] = {}   # values key (_values_key) -> size -> run
 
     def run(self, size: int, values: dict):
         return self.runs([size], values)[0]
@@ -179,14 +179,14 @@ class Case:
         return [hit[2] for hit in self._runs(sizes, values)]
 
     def _runs(self, sizes, values: dict) -> list[tuple[float, float, float]]:
-        key = _values_key(values)   # once for every size: the searches ask for hundreds of thousands
+        memo = self._memo.setdefault(_values_key(values), {})   # keyed once for every size: the searches ask for millions
         out = []
         for size in sizes:
-            hit = self._memo.get((size, key))
+            hit = memo.get(size)
             if hit is None:
                 with calibration.override(values), nccl_config.use(self.nccl):
                     q = api.simulate(self.coll, size, self.topo, self.algo, self.proto)
-                hit = self._memo[(size, key)] = (q.time_us, q.busbw_GBps, float((q.explain or {}).get("tree_lag_units", 0.0)))
+                hit = memo[size] = (q.time_us, q.busbw_GBps, float((q.explain or {}).get("tree_lag_units", 0.0)))
             out.append(hit)
         return out
 
@@ -230,7 +230,20 @@ def on_plateau(rows: list[dict], bw_rows: list[dict]) -> bool:
 
 
 def _values_key(values: dict) -> tuple:
-    return tuple(sorted(values.items()))
+    """``values`` as a hashable key. Every set of values the fits make holds exactly the constants of
+    :data:`PRIORS`: those are keyed by their values in that order (looked up, not sorted: the searches make
+    millions of keys); any other mapping by its sorted items. :func:`_key_values` inverts it."""
+    if len(values) == len(_ORDER):
+        try:
+            return tuple(map(values.__getitem__, _ORDER))
+        except KeyError:
+            pass
+    return ("items", *sorted(values.items()))
+
+
+def _key_values(key: tuple) -> dict:
+    """The values :func:`_values_key` made ``key`` of."""
+    return dict(key[1:]) if key[:1] == ("items",) else dict(zip(_ORDER, key))
 
 
 # The worker pool of a parallel cross-validation: forked after the cases are prepared, so each worker holds
@@ -252,7 +265,7 @@ def _run_values(task: tuple) -> tuple:
     """In a worker: the runs of one case at one size with several sets of values, one after the other (they
     differ in time constants mostly, so the engine's caches answer all but the first)."""
     index, size, keys = task
-    return index, size, [(key, _CASES[index]._runs([size], dict(key))[0]) for key in keys]
+    return index, size, [(key, _CASES[index]._runs([size], _key_values(key))[0]) for key in keys]
 
 
 def _prefetch(needs: Iterable[tuple[Case, list[dict], dict]]) -> None:
@@ -262,18 +275,19 @@ def _prefetch(needs: Iterable[tuple[Case, list[dict], dict]]) -> None:
     batches: dict[tuple, dict] = {}   # (case, size) -> the values it is missing (a dict: ordered, unique)
     for case, rows, values in needs:
         key = _values_key(values)
+        memo = case._memo.get(key, {})
         for r in rows:
-            if (r["size"], key) not in case._memo:
+            if r["size"] not in memo:
                 batches.setdefault((case, r["size"]), {})[key] = None
     if _POOL is None:
         for (case, size), keys in batches.items():
             for key in keys:
-                case._runs([size], dict(key))
+                case._runs([size], _key_values(key))
         return
     tasks = [(_CASES.index(case), size, list(keys)) for (case, size), keys in batches.items()]
     for index, size, results in _POOL.imap_unordered(_run_values, tasks):
         for key, result in results:
-            _CASES[index]._memo[(size, key)] = result
+            _CASES[index]._memo.setdefault(key, {})[size] = result
 
 
 TIE = 0.005   # medians closer than half a percentage point are a tie, broken toward the prior
@@ -310,13 +324,18 @@ def _grid(key: str) -> tuple:
             else BOUNCE_GRID)
 
 
+# The time constants a time row is run with (:func:`_lat_values`); the others a time fit searches (the launch
+# overheads, all_to_all's per-peer cost) are linear: added to the runs' times afterwards, they cost no run.
+RUN_TIME_KINDS = ("latency.", "net_overhead.", "rendezvous_us.", "recv_copy_us.")
+
+
 def _lat_values(case: Case, fit: dict) -> dict:
     """What a time row of ``case`` is run with: its fabric's latency constants as in ``fit``, the rest (the
     linear constants among them, added afterwards) at their priors."""
     values = dict(PRIORS)
     if case.fabric:
-        for k in (f"latency.{case.fabric}", f"net_overhead.{case.fabric}", f"rendezvous_us.{case.fabric}",
-                  f"recv_copy_us.{case.fabric}"):
+        for kind in RUN_TIME_KINDS:
+            k = kind + case.fabric
             if k in PRIORS:
                 values[k] = fit.get(k, PRIORS[k])
     return values
@@ -328,10 +347,12 @@ def _lat_base(case: Case, fit: dict, rows: list[dict]) -> list[float]:
     return [t for t, _ in case.runs([r["size"] for r in rows], values)]
 
 
-def _lat_errors(case: Case, fit: dict, mid: bool = False) -> list[float]:
-    """Relative time errors of the small-size rows (and the mid-size ones with ``mid``) under ``fit``."""
+def _lat_errors(case: Case, fit: dict, mid: bool = False, base: list[float] | None = None) -> list[float]:
+    """Relative time errors of the small-size rows (and the mid-size ones with ``mid``) under ``fit``;
+    ``base``: their times at ``fit``'s run constants (:func:`_lat_base`), where the caller has them."""
     rows = case.lat_rows + (case.mid_rows if mid else [])
-    base = _lat_base(case, fit, rows)
+    if base is None:
+        base = _lat_base(case, fit, rows)
     peer = f"p2p_peer.{case.fabric}" if case.fabric else None
     shift = ((fit["launch_overhead_us"] - PRIORS["launch_overhead_us"])
              + (case.gpus - 1) * (fit["per_gpu_launch_us"] - PRIORS["per_gpu_launch_us"])
@@ -489,10 +510,16 @@ def _fit_time(grid, train: list[Case], out: dict, keys: list[str], prior: float,
     """The value of ``grid`` that minimises the pooled time error of the small-size rows of ``train`` (and
     the mid-size ones with ``mid``) with every constant of ``keys`` at it and the others as in ``out``; a
     tie goes to the value nearest ``prior`` (:func:`_score`)."""
-    _prefetch((c, c.lat_rows + (c.mid_rows if mid else []), _lat_values(c, {**out, **dict.fromkeys(keys, v)}))
-              for v in grid for c in train)
+    rows = {c: c.lat_rows + (c.mid_rows if mid else []) for c in train}
+    if any(k.startswith(RUN_TIME_KINDS) for k in keys):
+        _prefetch((c, rows[c], _lat_values(c, {**out, **dict.fromkeys(keys, v)})) for v in grid for c in train)
+        bases: dict[Case, list[float]] = {}
+    else:   # linear constants: every grid value reads the same runs, made and looked up once
+        _prefetch((c, rows[c], _lat_values(c, out)) for c in train)
+        bases = {c: _lat_base(c, out, rows[c]) for c in train}
     return float(min(grid, key=lambda v: _score(
-        [e for c in train for e in _lat_errors(c, {**out, **dict.fromkeys(keys, v)}, mid=mid)], v, prior)))
+        [e for c in train for e in _lat_errors(c, {**out, **dict.fromkeys(keys, v)}, mid=mid, base=bases.get(c))],
+        v, prior)))
 
 
 def _fit_per_plugin(kind: str, train: dict[str, list[Case]], out: dict, grid) -> None:
@@ -542,6 +569,9 @@ def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> floa
 
 SENSITIVITY = 1.1   # nvls_loss_per_doubling: a case fits it only if its busbw moves >= 10% across its grid
 ELASTICITY = 0.25   # the others: only if busbw moves with the constant near its prior (d ln busbw / d ln value)
+
+
+_ORDER = tuple(PRIORS)   # the order of _values_key's keys
 
 
 def _sensitive(case: Case, key: str, base: dict | None) -> bool:
