@@ -42,6 +42,7 @@ import os
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 from ..collectives import NCCL_FUNC_NAMES
 from ..errors import CollsimError
@@ -115,13 +116,14 @@ class NcclConfig:
     tuner_plugin: str = ""                 # sim.nccl.tuner_plugin.AWS_OFI, or "" (NCCL's own tuner)
     buffsizes: tuple[tuple[str, int], ...] = ()   # (protocol, bytes) set by NCCL_BUFFSIZE / NCCL_LL*_BUFFSIZE
 
+    @cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f.name) for f in fields(self)))
+
     def __hash__(self) -> int:
-        # keys every cached prediction with the calibration (sim.nccl.context): hashed once, not per lookup
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash(tuple(getattr(self, f.name) for f in fields(self)))
-            object.__setattr__(self, "_hash", h)
-        return h
+        # keys every cached prediction with the calibration (sim.nccl.context): hashed once, not per lookup,
+        # as the calibration is
+        return self._hash
 
     def __getstate__(self) -> dict:
         # a string's hash differs from process to process: a pickled copy computes its own
