@@ -106,6 +106,9 @@ TREE_CORRECTION = {  # treeCorrectionFactor[proto][log2(nbytes / 64)], 64 B .. 2
     "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
     "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
 }
+# 2.29+: the same table grown to 24 sizes (512 MiB: 1.0 / 1.0 / .9), which ncclTopoGetAlgoTime also applies to
+# NVLSTree all_reduce on Blackwell with x86 hosts (trees keep the first 23)
+NVLS_TREE_CORRECTION = {p: v + ({"LL": 1.0, "LL128": 1.0, "Simple": 0.9}[p],) for p, v in TREE_CORRECTION.items()}
 SPEEDS_INTRA = {"hopper": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
                 "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
                 None: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)}
@@ -120,6 +123,7 @@ MAX_RUNTIME_CHANNELS = 32         # connect.cc ncclTopoPostset: duplicated chann
 # (doubled once more) while there are fewer than 16
 DUPLICATE_AGAIN_MIN_GBps, DUPLICATE_AGAIN_BELOW = 45.0, 16
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}   # getNetOverhead; other CPUs 1.0
+X86_CPUS = ("intel", "amd")                    # NCCL_TOPO_CPU_ARCH_X86 (the presets' other CPU is "arm")
 NVLS_CHUNK_BYTES = 128 << 10     # NCCL_NVLS_CHUNKSIZE default (transport/nvls.cc)
 # enqueue.cc: NVLS halves its chunk to ``chunk`` bytes when the size is below ``factor`` x concurrent ops x
 # chunk; (factor, chunk) in order. NVLSTree from NVLS_TREE_SMALL_CHUNK_NODES nodes starts at 64 KiB.

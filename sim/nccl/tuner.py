@@ -41,6 +41,7 @@ from .constants import (
     NVLS_BUS_TO_ALG,
     NVLS_EFFICIENCY,
     NVLS_MAX_HEADS,
+    NVLS_TREE_CORRECTION,
     NVLS_TREE_RATIO_2_18,
     P2P_LL_THRESHOLD,
     PER_CH_MAX_RING_LL128,
@@ -58,6 +59,7 @@ from .constants import (
     TREE_LL128_BW_FACTOR,
     TREE_LL_BW_DIVISOR,
     TREE_PATTERN_FACTOR,
+    X86_CPUS,
 )
 from .context import cached
 from .machine import Machine, graph_for, machine, nvls_graph, tree_pattern
@@ -200,6 +202,11 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
     if algorithm == "tree" and allreduce_terms and 0 <= log_size < len(TREE_CORRECTION[p]):
         bw *= TREE_CORRECTION[p][log_size]
         detail["tree_correction"] = TREE_CORRECTION[p][log_size]
+    if (algorithm == "nvls_tree" and allreduce_terms and cfg.release.nvls_tree_correction_x86 and m.arch == "blackwell"
+            and m.cpu in X86_CPUS and 0 <= log_size < len(NVLS_TREE_CORRECTION[p])):
+        # 2.29+: "minCompCap >= 100 && cpuArch == X86"; like the tree's, the engine takes the factor too
+        bw *= NVLS_TREE_CORRECTION[p][log_size]
+        detail["tree_correction"] = NVLS_TREE_CORRECTION[p][log_size]
     if algorithm == "ring" and p == "Simple" and m.nnodes > 1 and allreduce_terms and nbytes / (nch * n) >= RING_PLATEAU_MIN_BYTES:
         plateau = RING_PLATEAU_LATENCY[0 if m.cc_index == 0 else 1]   # "plateau effect of ring"
         lat *= plateau

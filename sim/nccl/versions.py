@@ -23,6 +23,12 @@ Only facts the tuner model (:mod:`sim.nccl.tuner`) uses are here; ``docs/nccl-mo
   instead of 2.19-2.27's 5/6, and needs at least 2 NVLS channels.
 * ``blackwell_caps``: Blackwell rows of ``perChMaxRingLL128Bws``/``perChMaxTreeLL128Bws``/``perChMaxTreeBws``
   when they differ from 2.27's.
+* ``nvls_tree_correction_x86``: from 2.29 ``ncclTopoGetAlgoTime`` multiplies NVLSTree all_reduce's bandwidth by
+  ``treeCorrectionFactor`` (grown to 24 sizes, 64 B .. 512 MiB) on Blackwell with x86 hosts, as it always
+  did for trees (NVIDIA's own view that NVLSTree runs below its formula at mid sizes there).
+
+A table entry holds one minor release, read at its newest tag; where a patch release of it differs, the
+entry says so (2.29.2-2.29.6 capped Blackwell's ring LL128 at 34.5/34.6/34.5 GB/s per channel, 2.29.7 at 40).
 
 >>> release("2.18").ag_rs_algorithms, release("2.27").ag_rs_algorithms
 (('ring',), ('ring', 'nvls', 'collnet_direct', 'pat'))
@@ -56,6 +62,7 @@ class Release:
     blackwell_caps: dict = field(default_factory=dict)    # table name -> (N1, N2, N4)
     nvls_efficiency_model: bool = False                   # 2.28+ NVLS busBw (nvlsEfficiency, n/nsteps)
     nvls_tree_caps: dict = field(default_factory=dict)    # arch -> perChMaxNVLSTreeBws (N1, N2, N4)
+    nvls_tree_correction_x86: bool = False                # 2.29+: treeCorrectionFactor on Blackwell NVLSTree, x86
     notes: str = ""
 
     def __hash__(self) -> int:
@@ -110,13 +117,16 @@ _R228 = replace(_R227, version="2.28", tag="v2.28.9-1",
                 nvls_tree_caps={"hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 43.8)},
                 notes="NVLS busBw from nvlsEfficiency (algBw as a ring's); NVLSTree network hop 20.9 us; "
                       "Blackwell per-channel caps lowered")
-_R230 = replace(_R228, version="2.30", tag="v2.30.7-1",
-                blackwell_caps={"ring_ll128": (40.0, 40.0, 40.0), "tree_ll128": (55.6, 31.67, 20.0),
-                                "tree": (70.0, 42.8, 24.0)},
+_R229 = replace(_R228, version="2.29", tag="v2.29.7-1",
+                blackwell_caps={**_R228.blackwell_caps, "ring_ll128": (40.0, 40.0, 40.0)},
+                nvls_tree_correction_x86=True,
+                notes="Blackwell ring LL128 cap 40 GB/s per channel (34.5/34.6/34.5 in 2.29.2-2.29.6); "
+                      "treeCorrectionFactor on NVLSTree all_reduce on Blackwell with x86 hosts")
+_R230 = replace(_R229, version="2.30", tag="v2.30.7-1",
                 nvls_tree_caps={"hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 80.0)},
-                notes="Blackwell ring LL128 cap 40 GB/s per channel; Blackwell NVLSTree N4 cap 80")
+                notes="Blackwell NVLSTree N4 cap 80")
 
-RELEASES: tuple[Release, ...] = (_R218, _R219, _R221, _R223, _R224, _R225, _R227, _R228, _R230)
+RELEASES: tuple[Release, ...] = (_R218, _R219, _R221, _R223, _R224, _R225, _R227, _R228, _R229, _R230)
 LATEST = RELEASES[-1]
 OLDEST = RELEASES[0]
 

@@ -166,6 +166,42 @@ def test_nvls_model_of_2_28_moves_the_b200_handover():
     assert sim.simulate("all_reduce", 8 << 30, "dgx-b200:gpus_per_node=6", model="tuner", nccl_version="2.28").algorithm == "ring"
 
 
+def test_2_29_corrects_nvls_tree_on_blackwell_x86_hosts():
+    # tuning.cc v2.29.7-1 (and 2.30): NVLSTree all_reduce's bandwidth x treeCorrectionFactor[proto][log2(n/64)]
+    # when minCompCap >= 100 and the CPU is x86; 1 MiB is index 14 (Simple .5), 512 MiB index 23 (a 24th
+    # entry, Simple .9); 1 GiB is past the table. A GB200 tray's Grace (Arm) host keeps 2.28's bandwidth.
+    b200 = load_topology("dgx-b200:nodes=4")
+    gb200 = load_topology("gb200-nvl72:nodes=2")
+
+    def alg(topo, size, version):
+        with config.use(config.make_config(version)):
+            return tuner_terms("all_reduce", size, topo, "nvls_tree", "Simple").alg_GBps
+
+    def bw(topo, size, version):   # the bandwidth time implies, net of the latency term
+        with config.use(config.make_config(version)):
+            t = tuner_terms("all_reduce", size, topo, "nvls_tree", "Simple")
+        return size / (1000 * (t.time_us - t.latency_us))
+
+    for size, factor in ((1 << 20, 0.5), (512 << 20, 0.9), (1 << 30, 1.0)):
+        assert bw(b200, size, "2.29") == pytest.approx(alg(b200, size, "2.29") * factor, rel=1e-9), size
+        assert bw(b200, size, "2.28") == pytest.approx(alg(b200, size, "2.28"), rel=1e-9), size
+    assert bw(gb200, 1 << 20, "2.29") == pytest.approx(alg(gb200, 1 << 20, "2.29"), rel=1e-9)
+
+
+def test_2_29_caps_blackwell_ring_ll128_at_40_per_channel():
+    # perChMaxRingLL128Bws, Blackwell row: {2*36.7, 34.6, 2*36.7} in v2.28.9-1, {40, 40, 40} in v2.29.7-1.
+    # On 2 B200 nodes (column N2) the ring's search bandwidth x .92 exceeds both caps, so the cap binds.
+    topo = load_topology("dgx-b200:nodes=2")
+    terms = {}
+    for v in ("2.28", "2.29"):
+        with config.use(config.make_config(v)):
+            terms[v] = tuner_terms("all_reduce", 64 << 20, topo, "ring", "LL128")
+    nch = terms["2.29"].nchannels
+    assert terms["2.28"].bus_GBps == pytest.approx(nch * 34.6)
+    assert terms["2.29"].bus_GBps == pytest.approx(nch * 40.0)
+    assert release("2.29.2").tag == "v2.29.7-1"   # one entry per minor release, read at its newest tag
+
+
 def test_env_from_shell_and_flag_precedence(cli, monkeypatch):
     monkeypatch.setenv("NCCL_ALGO", "Tree")
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
