@@ -144,6 +144,7 @@ class Case:
         m = machine(self.topo)
         self.fabric = m.fabric if m.nnodes > 1 else None
         self.gpus = m.gpus_per_process
+        self.nranks = m.nranks
         self.remote_peers = (m.nranks - m.ppn) if (m.nnodes > 1 and self.coll.pairwise) else 0
         self.p2p_off = self.topo.hardware.p2p is False
         self.duplex = is_duplex(self.coll, self.topo)
@@ -164,7 +165,37 @@ class Case:
         self.lat_rows = [r for r in rows if r["size"] <= LAT_MAX_BYTES]
         self.mid_rows = [r for r in rows if LAT_MAX_BYTES < r["size"] < BW_MIN_BYTES]
         self.past_ramp = on_plateau(rows, self.bw_rows)   # may fit bandwidth constants
-        self._memo: dict[tuple, dict[int, tuple]] = {}   # values key (_values_key) -> size -> run
+        # which constants of PRIORS this case's runs can read (:meth:`reads`): the others are keyed at their
+        # priors, so a fold that moves another fabric's efficiency finds this case's runs made already
+        self._reads = tuple(name in self.reads() for name in _ORDER)
+        self._memo: dict[tuple, dict[int, tuple]] = {}   # values key (:meth:`key`) -> size -> run
+
+    def reads(self) -> set[str]:
+        """The fitted constants this case's runs can depend on (a superset: where in doubt, it reads it).
+        Another fabric's constants never reach it, nor those of paths it does not have: the host bounce
+        without ``p2p=0`` (:func:`sim.nccl.execution.link_efficiency`), GPUDirect through the host bridge,
+        the staged all_to_all of GPUs without GPUDirect, NVLSTree's share without NVLSTree (all_reduce on
+        NVLS nodes across nodes), a large NVLS domain's loss on NVLS domains of 8 GPUs or fewer (0
+        doublings). ``tests/model/test_crossval_caches.py`` moves every other constant and finds the runs
+        unchanged."""
+        names = {"launch_overhead_us", "per_gpu_launch_us", "blackwell_nvlink_hop_us", TREE_LAG}
+        if self.fabric:
+            names |= {name for name in PRIORS if name.partition(".")[2] == self.fabric}
+        names |= {"host_bounce_efficiency", "host_bounce_duplex_efficiency"} if self.p2p_off else set()
+        names |= {"gdr_host_bridge_efficiency"} if self.host_bridge else set()
+        names |= {NO_GDR} if self.no_gdr else set()
+        names |= {"nvls_tree_share"} if self.nvls_tree else set()
+        nvls = bool(self.topo.reducing_switches("nvls"))
+        names |= {"nvls_loss_per_doubling"} if nvls and (self.topo.hardware.gpus_per_node or 1) > 8 else set()
+        return names
+
+    def key(self, values: dict) -> tuple:
+        """``values`` as this case's memo key (:func:`_values_key`), with every constant it does not
+        read (:meth:`reads`) at its prior: the runs it keys differ only in what they read."""
+        key = _values_key(values)
+        if key[:1] == ("items",):
+            return key
+        return tuple(v if read else p for v, read, p in zip(key, self._reads, _PRIOR_VALUES))
 
     def run(self, size: int, values: dict):
         return self.runs([size], values)[0]
@@ -179,7 +210,7 @@ class Case:
         return [hit[2] for hit in self._runs(sizes, values)]
 
     def _runs(self, sizes, values: dict) -> list[tuple[float, float, float]]:
-        memo = self._memo.setdefault(_values_key(values), {})   # keyed once for every size: the searches ask for millions
+        memo = self._memo.setdefault(self.key(values), {})   # keyed once for every size: the searches ask for millions
         out = []
         for size in sizes:
             hit = memo.get(size)
@@ -274,7 +305,7 @@ def _prefetch(needs: Iterable[tuple[Case, list[dict], dict]]) -> None:
     the values differ in time constants mostly), on the worker pool if there is one, and memoise them."""
     batches: dict[tuple, dict] = {}   # (case, size) -> the values it is missing (a dict: ordered, unique)
     for case, rows, values in needs:
-        key = _values_key(values)
+        key = case.key(values)
         memo = case._memo.get(key, {})
         for r in rows:
             if r["size"] not in memo:
@@ -284,11 +315,20 @@ def _prefetch(needs: Iterable[tuple[Case, list[dict], dict]]) -> None:
             for key in keys:
                 case._runs([size], _key_values(key))
         return
-    tasks = [(_CASES.index(case), size, list(keys)) for (case, size), keys in batches.items()]
+    # the longest first (a row's runs cost about their number times the ranks simulated), so two workers
+    # do not end a batch with one of them running a large cluster's row alone
+    tasks = sorted(((_CASES.index(case), size, list(keys)) for (case, size), keys in batches.items()),
+                   key=lambda t: -len(t[2]) * _CASES[t[0]].nranks)
     for index, size, results in _POOL.imap_unordered(_run_values, tasks):
         for key, result in results:
             _CASES[index]._memo.setdefault(key, {})[size] = result
 
+
+# The grid searches made so far in this cross-validation, by everything their result depends on (the
+# training cases, by identity, and the values of the constants their rows read): most folds of
+# ``--by case`` leave out a case that a given constant is not fitted on, so its search is the one the
+# other folds made already. Exact: a search is a function of its key alone. Emptied by cross_validate.
+_SEARCHES: dict[tuple, float] = {}
 
 TIE = 0.005   # medians closer than half a percentage point are a tie, broken toward the prior
 
@@ -509,7 +549,28 @@ def _bandwidth_values(case: Case, fitted: dict) -> dict:
 def _fit_time(grid, train: list[Case], out: dict, keys: list[str], prior: float, mid: bool = True) -> float:
     """The value of ``grid`` that minimises the pooled time error of the small-size rows of ``train`` (and
     the mid-size ones with ``mid``) with every constant of ``keys`` at it and the others as in ``out``; a
-    tie goes to the value nearest ``prior`` (:func:`_score`)."""
+    tie goes to the value nearest ``prior`` (:func:`_score`). A search already made with the same
+    training cases and the same values of the constants their time rows read is answered from
+    :data:`_SEARCHES`."""
+    grid = tuple(float(g) for g in grid)
+    reads = sorted({name for c in train for name in _time_reads(c)} - set(keys))
+    memo_key = ("time", grid, tuple(keys), prior, mid, tuple(train), tuple(out[n] for n in reads))
+    if memo_key not in _SEARCHES:
+        _SEARCHES[memo_key] = _search_time(grid, train, out, keys, prior, mid)
+    return _SEARCHES[memo_key]
+
+
+def _time_reads(case: Case) -> list[str]:
+    """The fitted constants a time row of ``case`` depends on: those it is run with (:func:`_lat_values`)
+    and the linear ones added to its runs (:func:`_lat_errors`)."""
+    names = ["launch_overhead_us", "per_gpu_launch_us"]
+    if case.fabric:
+        names += [k for k in (*(kind + case.fabric for kind in RUN_TIME_KINDS), f"p2p_peer.{case.fabric}") if k in PRIORS]
+    return names
+
+
+def _search_time(grid: tuple, train: list[Case], out: dict, keys: list[str], prior: float, mid: bool) -> float:
+    """:func:`_fit_time`'s grid search."""
     rows = {c: c.lat_rows + (c.mid_rows if mid else []) for c in train}
     if any(k.startswith(RUN_TIME_KINDS) for k in keys):
         _prefetch((c, rows[c], _lat_values(c, {**out, **dict.fromkeys(keys, v)})) for v in grid for c in train)
@@ -554,8 +615,18 @@ def _fit_per_plugin(kind: str, train: dict[str, list[Case]], out: dict, grid) ->
 def fit_bandwidth(cases: list[Case], key: str, base: dict | None = None) -> float:
     """Bandwidth constant ``key`` fitted on the busbw rows of those ``cases`` it affects (others as in
     ``base``, by default their priors), on the sweeps past their ramp (:func:`on_plateau`); its prior when
-    none of them does."""
+    none of them does. A search already made with the same candidates and base is answered from
+    :data:`_SEARCHES` (it is a function of them alone)."""
     candidates = [c for c in cases if key in c.bw_keys() and c.past_ramp]
+    values = base or PRIORS
+    memo_key = ("bandwidth", key, tuple(candidates), _values_key(values))
+    if memo_key not in _SEARCHES:
+        _SEARCHES[memo_key] = _search_bandwidth(candidates, key, base)
+    return _SEARCHES[memo_key]
+
+
+def _search_bandwidth(candidates: list[Case], key: str, base: dict | None) -> float:
+    """:func:`fit_bandwidth`'s grid search over ``candidates`` (the cases whose busbw rows may fit ``key``)."""
     values = base or PRIORS
     _prefetch((c, c.bw_rows, {**values, key: v}) for v in _sensitivity_values(key) for c in candidates)
     train = [c for c in candidates if _sensitive(c, key, base)]
@@ -572,6 +643,7 @@ ELASTICITY = 0.25   # the others: only if busbw moves with the constant near its
 
 
 _ORDER = tuple(PRIORS)   # the order of _values_key's keys
+_PRIOR_VALUES = tuple(PRIORS.values())
 
 
 def _sensitive(case: Case, key: str, base: dict | None) -> bool:
@@ -618,6 +690,7 @@ def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=No
     global _POOL, _SCORE
     _CASES[:] = [Case(c, algorithm, protocol) for c in cases]
     _SCORE = (score_case, {"model": model, "algorithm": algorithm, "protocol": protocol})
+    _SEARCHES.clear()
     try:
         if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():   # workers must inherit the cases
             return _cross_validate(_CASES, by)
@@ -627,6 +700,7 @@ def cross_validate(cases: list[dict], score_case, *, algorithm=None, protocol=No
     finally:
         _POOL, _SCORE = None, ()
         _CASES.clear()
+        _SEARCHES.clear()
 
 
 def _cross_validate(prepared: list[Case], by: str) -> tuple[list[dict], dict]:
@@ -636,7 +710,7 @@ def _cross_validate(prepared: list[Case], by: str) -> tuple[list[dict], dict]:
         fitted = fit([c for c in prepared if group(c) != g])
         fitted_for.update((k, fitted) for k, case in enumerate(prepared) if group(case) == g)
     scores: list = [None] * len(prepared)
-    folds = fitted_for.items()
+    folds = sorted(fitted_for.items(), key=lambda kv: -prepared[kv[0]].nranks)   # the largest first (above)
     done = _POOL.imap_unordered(_score_one, folds) if _POOL is not None else map(_score_one, folds)
     for k, s in done:
         s["fitted"] = {key: round(v, 4) for key, v in fitted_for[k].items() if _relevant(prepared[k], key)}

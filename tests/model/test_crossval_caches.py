@@ -79,3 +79,67 @@ def test_a_pickled_calibration_hashes_as_one_built_in_its_own_process():
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(cal), capture_output=True, check=True,
                          env={"PYTHONHASHSEED": "12345", "PATH": ""}, cwd=".")
     assert out.stdout.split() == [b"True", b"True", b"1"]
+
+
+def test_a_fold_answered_from_earlier_searches_fits_what_a_fresh_fit_does():
+    # cases sharing fabrics and fitted constants (two InfiniBand systems, EFA's all_to_all and all_reduce, a
+    # one-node case for the launch overhead), so each fold repeats most searches of the fit before it
+    ids = ("HP-P5-2-A2A", "HP-P5-8-A2A", "HP-P5-2-AR", "ABCI-A-2-AR", "S2-AR", "S2-AG", "A1", "E1")
+    known = [i for i in ids if i in CASES]
+    assert len(known) == len(ids), f"public cases renamed: {sorted(set(ids) - set(known))}"
+    cases = [crossval.Case(CASES[i]) for i in known]
+    crossval._SEARCHES.clear()
+    try:
+        crossval.fit(cases)   # fills the memo
+        for k in range(len(cases)):
+            fold = cases[:k] + cases[k + 1:]
+            before = len(crossval._SEARCHES)
+            warm = crossval.fit(fold)
+            made = len(crossval._SEARCHES) - before   # the searches this fold could not take from others
+            saved = dict(crossval._SEARCHES)
+            crossval._SEARCHES.clear()   # the long way: every search made again
+            assert crossval.fit(fold) == warm, f"fold without {cases[k].id}"
+            assert made < len(crossval._SEARCHES), f"fold without {cases[k].id} repeated no search"
+            crossval._SEARCHES.clear()
+            crossval._SEARCHES.update(saved)
+    finally:
+        crossval._SEARCHES.clear()
+
+
+def _moved(name: str, value: float) -> float:
+    """Another value of constant ``name``: a time 7 us later, a share or efficiency 40% lower."""
+    is_time = name.endswith("_us") or name.partition(".")[0] in ("latency", "net_overhead", "p2p_peer")
+    return value + 7.0 if is_time else value * 0.6
+
+
+def _representatives() -> list[crossval.Case]:
+    """The smallest public case of each kind the read sets tell apart (fabric, collective, paths, NVLS)."""
+    kinds: dict[tuple, crossval.Case] = {}
+    for raw in sorted(CASES.values(), key=lambda c: c["id"]):
+        c = crossval.Case(raw)
+        kind = (c.fabric, c.coll.name, c.p2p_off, c.host_bridge, c.no_gdr, c.nvls_tree, frozenset(c.reads()))
+        if kind not in kinds or c.nranks < kinds[kind].nranks:
+            kinds[kind] = c
+    return list(kinds.values())
+
+
+@pytest.mark.parametrize("case", _representatives(), ids=lambda c: c.id)
+def test_a_case_runs_the_same_whatever_the_constants_it_is_said_not_to_read(case):
+    # the memo keys a case's runs by the constants it reads only (Case.key): moving every other constant
+    # at once must leave its runs as they are, at a small size (latency constants) and its largest
+    rows = case.lat_rows[:1] + case.bw_rows[-1:] or case.mid_rows[-1:]
+    sizes = [r["size"] for r in rows]
+    unread = {n: _moved(n, v) for n, v in crossval.PRIORS.items() if n not in case.reads()}
+    assert unread, "every constant read: nothing to move"
+    moved = {**crossval.PRIORS, **unread}
+    assert case.key(moved) == case.key(crossval.PRIORS)
+    fresh = crossval.Case(case.raw)   # its own memo: the moved values are run, not looked up
+    assert fresh.runs(sizes, moved) == case.runs(sizes, crossval.PRIORS)
+
+
+def test_a_constant_a_case_reads_moves_its_key():
+    case = crossval.Case(CASES["HP-P5-2-AR"])
+    for name in ("efficiency.efa2", "latency.efa2", "nvls_tree_share", "launch_overhead_us"):
+        assert name in case.reads()
+        assert case.key({**crossval.PRIORS, name: _moved(name, crossval.PRIORS[name])}) != case.key(crossval.PRIORS)
+    assert "efficiency.ib" not in case.reads() and "gdr_host_bridge_efficiency" not in case.reads()
