@@ -24,14 +24,15 @@ def residual_rows(scores: list[dict]) -> list[dict]:
         for r in s["rows"]:
             if r["time_us"] > 0 and r["pred_time_us"] > 0:
                 out.append({"system": s["system"], "case": s["id"], "fabric": s["fabric"], "nodes": s["nodes"],
-                            "band": band(r["size"]), "log_ratio": round(math.log(r["time_us"] / r["pred_time_us"]), 4)})
+                            "domain": s.get("domain", "node"), "band": band(r["size"]),
+                            "log_ratio": round(math.log(r["time_us"] / r["pred_time_us"]), 4)})
     return out
 
 
 def coverage(scores: list[dict], rows: list[dict], exclude_own: bool = True) -> tuple[float | None, dict]:
     """(share of measured rows inside their 80% range, {case id: its share}); each case's ranges come
     from the residuals of the other systems only (``exclude_own``; else from all rows: in sample)."""
-    table = tuple((r["system"], r["fabric"], r["nodes"], r["band"], r["log_ratio"]) for r in rows)
+    table = tuple((r["system"], r["fabric"], r["nodes"], r["band"], r["log_ratio"], r.get("domain", "node")) for r in rows)
     inside = total = 0
     per_case = {}
     for s in scores:
@@ -39,7 +40,8 @@ def coverage(scores: list[dict], rows: list[dict], exclude_own: bool = True) -> 
         for r in s["rows"]:
             if r["time_us"] <= 0 or r["pred_time_us"] <= 0:
                 continue
-            iv = interval(r["pred_time_us"], r["pred_busbw"], r["size"], where=(s["fabric"], s["nodes"]),
+            iv = interval(r["pred_time_us"], r["pred_busbw"], r["size"],
+                          where=(s["fabric"], s["nodes"], s.get("domain", "node")),
                           exclude_system=s["system"] if exclude_own else None, rows=table)
             lo, hi = iv.time_us_range
             if exclude_own:

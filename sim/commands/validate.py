@@ -165,9 +165,9 @@ def score_case(case: dict, *, model: str = "auto", algorithm: str | None = None,
             mid_errs.append(row["time_err"])
         rows.append(row)
     med = lambda xs: statistics.median(xs) if xs else None
-    fabric, nodes = regime(topo)
+    fabric, nodes, domain = regime(topo)
     return {"id": case["id"], "system": case.get("system") or case["id"], "nranks": topo.nranks, "fabric": fabric,
-            "nodes": nodes, "nccl_version": cfg.version, "topology": topo.name, "collective": coll.name,
+            "nodes": nodes, "domain": domain, "nccl_version": cfg.version, "topology": topo.name, "collective": coll.name,
             "algorithm": algo, "protocol": proto, "bw_errors": bw_errs, "lat_errors": lat_errs, "mid_errors": mid_errs,
             "bw_median": med(bw_errs), "lat_median": med(lat_errs), "mid_median": med(mid_errs), "chosen": chosen,
             "rows": rows, "seconds": time.perf_counter() - t0, "source": case.get("source", "")}
@@ -243,7 +243,7 @@ def run(args) -> int:
                 {"id": s["id"], "system": s["system"], "nranks": s["nranks"], "collective": s["collective"],
                  "bw_median": s["bw_median"], "lat_median": s["lat_median"], "mid_median": s["mid_median"],
                  "coverage": per_cov.get(s["id"]), "nccl_version": s["nccl_version"], "fitted": s["fitted"],
-                 "fabric": s["fabric"], "nodes": s["nodes"],
+                 "fabric": s["fabric"], "nodes": s["nodes"], "domain": s["domain"],
                  **({"rows": [{k: r[k] for k in ("size", "time_us", "pred_time_us", "busbw", "pred_busbw", "algorithm",
                                                  "protocol", "time_us_range") if k in r} for r in s["rows"]]}
                     if args.rows else {})} for s in cv],

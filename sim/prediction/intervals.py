@@ -3,8 +3,9 @@
 ``collsim validate --cross-validate --by system --write-intervals`` scores every public case with all
 fitted constants refitted without the case's whole system, and writes each measured size's residual
 ``log(measured time / predicted time)`` with its regime to :data:`RESIDUALS` (``sim/data/residuals.json``):
-the system, the fabric between the nodes (or the link inside one), the node count and the size band
-(small <= 64 KiB, mid, large >= 64 MiB). Nothing in that file is typed by hand.
+the system, the fabric between the nodes (or the link inside one), the node count, the kind of node (its
+NVLink domain: ``node`` or ``rack``, :func:`domain`) and the size band (small <= 64 KiB, mid, large >= 64
+MiB). Nothing in that file is typed by hand.
 
 For a question (a topology and a size), :func:`interval` takes the residuals of the same size band from
 the public cases nearest in regime: distance = 3 for another fabric + |log2 nodes - log2 nodes'| / 2,
@@ -13,10 +14,16 @@ percentiles of their residuals scale the predicted time into the 80% range (and 
 size / time, inversely); the range always holds the prediction itself.
 
 ``validated`` is False, with a one-line ``note``, when the question lies outside what the public set
-covers: a fabric no case was measured on, or more than :data:`EXTRAPOLATION_LIMIT` times the largest
-node count validated on that fabric. Such a range is also widened, by half its log-width per doubling
-beyond the largest validated node count (2x for an unmeasured fabric): the residuals were not measured
-there, and a range that pretended otherwise would be the confident single number this replaces.
+covers: a fabric no case was measured on with that kind of node, or more than :data:`EXTRAPOLATION_LIMIT`
+times the largest node count validated on that fabric with that kind of node. Such a range is also
+widened, by half its log-width per doubling beyond the largest validated node count (2x where nothing was
+measured): the residuals were not measured there, and a range that pretended otherwise would be the
+confident single number this replaces. The kind of node counts because a rack-scale NVLink domain (a
+GB200 NVL72 rack is one "node" of 72 GPUs) is not an 8-GPU server: 20 such racks are not validated by
+64 servers on the same InfiniBand (out of sample, 20 GB200 racks ran at half the busbw the model gives
+them, outside the unwidened range the servers' residuals gave). The neighbours a range is drawn from are
+still chosen by fabric and node count alone, so a validated rack question's range comes mostly from
+servers' residuals: the set has too few racks to draw it from racks.
 
 Intervals are honest only if measured rows fall inside them about 80% of the time out of sample:
 ``collsim validate --cross-validate --by system`` reports that ``coverage``, each case's interval taken
@@ -46,7 +53,12 @@ LARGE_MIN_BYTES = 64 << 20
 # 76%): an in-sample choice, said so in docs/nccl-model.md
 NEIGHBOURS = 192
 OTHER_FABRIC_DISTANCE = 3.0  # another fabric is as far as 64x the node count
-EXTRAPOLATION_LIMIT = 4      # validated up to 4x the largest validated node count on the fabric
+EXTRAPOLATION_LIMIT = 4      # validated up to 4x the largest node count measured on the fabric with its kind of node
+# a node of more GPUs than this on NVLink is a rack-scale NVLink domain (GB200/GB300 NVL72), its own regime
+RACK_DOMAIN_GPUS = 8
+# how a note names each kind of node ("domain": rack or node)
+DOMAIN_WORDS = {"rack": f"nodes of more than {RACK_DOMAIN_GPUS} GPUs on NVLink, rack-scale NVLink domains",
+                "node": f"servers, nodes of no more than {RACK_DOMAIN_GPUS} GPUs on NVLink"}
 LOW_Q, HIGH_Q = 10.0, 90.0
 MAX_RESIDUAL_BYTES = 8 << 20
 
@@ -67,51 +79,70 @@ def band(nbytes: int) -> str:
     return "small" if nbytes <= SMALL_MAX_BYTES else "large" if nbytes >= LARGE_MIN_BYTES else "mid"
 
 
-def regime(topo) -> tuple[str, int]:
-    """(fabric, nodes) of a topology: the network between its nodes (``ib``, ``roce``, ``slingshot``...),
-    or the link class joining its GPUs where no network does (``nvlink``, ``pcie``)."""
+def regime(topo) -> tuple[str, int, str]:
+    """(fabric, nodes, domain) of a topology: the network between its nodes (``ib``, ``roce``,
+    ``slingshot``...), or the link class joining its GPUs where no network does (``nvlink``, ``pcie``);
+    its node count; and its kind of node (:func:`domain`)."""
     from ..nccl.machine import machine
     from ..presets import load_topology
     m = machine(load_topology(topo) if isinstance(topo, str) else topo)
+    kind = domain(m.ppn, m.intra_class == "nvlink")
     if m.nnodes > 1 and m.inter_class == "net":
-        return str(m.fabric or "ib"), m.nnodes
-    return str(m.inter_class or m.intra_class or "none"), m.nnodes
+        return str(m.fabric or "ib"), m.nnodes, kind
+    return str(m.inter_class or m.intra_class or "none"), m.nnodes, kind
+
+
+def domain(gpus_per_node: int, nvlink: bool = True) -> str:
+    """``rack`` for a node of more than :data:`RACK_DOMAIN_GPUS` GPUs on NVLink (a rack-scale NVLink
+    domain), else ``node``.
+
+    >>> domain(72), domain(8), domain(16, nvlink=False)
+    ('rack', 'node', 'node')
+    """
+    return "rack" if nvlink and gpus_per_node > RACK_DOMAIN_GPUS else "node"
 
 
 @lru_cache(maxsize=4)
 def load_residuals(path: str = RESIDUALS) -> tuple:
-    """The residual table: a tuple of (system, fabric, nodes, band, log_ratio) rows."""
+    """The residual table: a tuple of (system, fabric, nodes, band, log_ratio, domain) rows (a row without
+    ``domain`` is a ``node``'s)."""
     from ..io.safe_io import read_input
     if not os.path.exists(path):
         return ()
     try:
         data = json.loads(read_input(path, "residual table", MAX_RESIDUAL_BYTES))
-        return tuple((str(r["system"]), str(r["fabric"]), int(r["nodes"]), str(r["band"]), float(r["log_ratio"]))
-                     for r in data["rows"])
+        return tuple((str(r["system"]), str(r["fabric"]), int(r["nodes"]), str(r["band"]), float(r["log_ratio"]),
+                      str(r.get("domain", "node"))) for r in data["rows"])
     except (ValueError, KeyError, TypeError) as e:
         raise CollsimError(f"{path}: not a residual table ({e}): regenerate it with "
                            "collsim validate --cross-validate --by system --write-intervals") from None
 
 
-def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where: tuple[str, int] | None = None,
+def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where: tuple | None = None,
              exclude_system: str | None = None, rows: tuple | None = None) -> Interval:
-    """The 80% range of one prediction on ``topo`` (or ``where``: its :func:`regime`, if known; see the
-    module docstring); ``rows``: a residual table (default :func:`load_residuals`), ``exclude_system``:
-    leave that system's rows out (cross-validation)."""
-    fabric, nodes = where if where is not None else regime(topo)
+    """The 80% range of one prediction on ``topo`` (or ``where``: its :func:`regime`, if known, as
+    (fabric, nodes) or (fabric, nodes, domain); see the module docstring); ``rows``: a residual table
+    (default :func:`load_residuals`; rows without a domain are a ``node``'s), ``exclude_system``: leave
+    that system's rows out (cross-validation)."""
+    fabric, nodes, domain_ = _where(where if where is not None else regime(topo))
     table = load_residuals() if rows is None else rows
     b = band(nbytes)
     pool = [r for r in table if r[3] == b and r[0] != exclude_system]
-    on_fabric = [r[2] for r in table if r[1] == fabric and r[0] != exclude_system]
+    others = [r for r in table if r[1] == fabric and r[0] != exclude_system]   # measured on this fabric
+    measured_nodes = [r[2] for r in others if _row_domain(r) == domain_]       # ... with this kind of node
+    # name the kind of node where it matters: a rack, or a fabric on which the other kind was measured
+    mixed = domain_ == "rack" or any(_row_domain(r) != domain_ for r in others)
+    where_words = f"{fabric} with {DOMAIN_WORDS[domain_]}" if mixed else fabric
     validated, note, widen = True, "", 1.0
-    if not on_fabric:
+    if not measured_nodes:
         validated, widen = False, 2.0
-        note = f"no public case was measured on {fabric}: the range is borrowed from other fabrics"
-    elif nodes > EXTRAPOLATION_LIMIT * max(on_fabric):
+        note = (f"no public case was measured on {where_words}: the range is borrowed from other "
+                f"{'kinds of node' if others else 'fabrics'}")
+    elif nodes > EXTRAPOLATION_LIMIT * max(measured_nodes):
         validated = False
-        widen = 1.0 + 0.5 * math.log2(nodes / max(on_fabric))
-        note = (f"{nodes} nodes is over {EXTRAPOLATION_LIMIT}x the largest node count validated on {fabric} "
-                f"({max(on_fabric)}): extrapolated, range widened")
+        widen = 1.0 + 0.5 * math.log2(nodes / max(measured_nodes))
+        note = (f"{nodes} nodes is over {EXTRAPOLATION_LIMIT}x the largest node count validated on {where_words}: "
+                f"{max(measured_nodes)}; extrapolated, range widened")
     if not pool:
         return Interval((time_us, time_us), (busbw_GBps, busbw_GBps), False,
                         note or "no residuals: run collsim validate --cross-validate --by system --write-intervals", 0)
@@ -126,4 +157,14 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
     return Interval(t, bw, validated, note, len(res))
 
 
-__all__ = ["RESIDUALS", "Interval", "band", "interval", "load_residuals", "regime"]
+def _where(where: tuple) -> tuple[str, int, str]:
+    """(fabric, nodes, domain) from a regime given with or without its domain (without: a ``node``)."""
+    return (str(where[0]), int(where[1]), str(where[2]) if len(where) > 2 else "node")
+
+
+def _row_domain(row: tuple) -> str:
+    """A residual row's kind of node (rows of five fields, as older tables and tests give them, are a ``node``'s)."""
+    return row[5] if len(row) > 5 else "node"
+
+
+__all__ = ["RESIDUALS", "Interval", "band", "domain", "interval", "load_residuals", "regime"]

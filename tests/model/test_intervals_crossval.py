@@ -81,8 +81,66 @@ def test_coverage_counts_rows_inside_ranges_from_other_systems():
 def test_residual_rows_are_log_ratios():
     s = {"id": "k", "system": "s", "fabric": "ib", "nodes": 2,
          "rows": [{"size": 1024, "time_us": 20.0, "pred_time_us": 10.0}]}
-    assert residual_rows([s]) == [{"system": "s", "case": "k", "fabric": "ib", "nodes": 2, "band": "small",
-                                   "log_ratio": round(math.log(2.0), 4)}]
+    assert residual_rows([s]) == [{"system": "s", "case": "k", "fabric": "ib", "nodes": 2, "domain": "node",
+                                   "band": "small", "log_ratio": round(math.log(2.0), 4)}]
+    assert residual_rows([{**s, "domain": "rack"}])[0]["domain"] == "rack"
+
+
+def test_a_rack_scale_nvlink_domain_is_its_own_regime():
+    # 64 eight-GPU servers on InfiniBand do not validate 20 GB200 NVL72 racks on it: the kind of node is
+    # part of what the set must cover, both for "validated" and for how far the range is widened
+    servers = tuple(r + ("node",) for r in table(nodes=64, values=np.full(30, 0.1)))
+    alone = interval(1.0, 1.0, 1 << 30, where=("ib", 20, "rack"), rows=servers)
+    assert not alone.validated and "kinds of node" in alone.note and "more than 8 GPUs" in alone.note
+    assert alone.time_us_range[1] == pytest.approx(math.exp(0.1 * 2.0))            # nothing like it: 2x
+    assert interval(1.0, 1.0, 1 << 30, where=("ib", 20, "node"), rows=servers).validated
+    assert interval(1.0, 1.0, 1 << 30, where=("ib", 20), rows=servers).validated   # no domain given: a node
+    racks = servers + tuple(r + ("rack",) for r in table(nodes=2, system="y", values=np.full(30, 0.1)))
+    assert interval(1.0, 1.0, 1 << 30, where=("ib", 8, "rack"), rows=racks).validated   # 4x two racks
+    far = interval(1.0, 1.0, 1 << 30, where=("ib", 20, "rack"), rows=racks)
+    assert not far.validated and ": 2;" in far.note
+    assert far.time_us_range[1] == pytest.approx(math.exp(0.1 * (1 + 0.5 * math.log2(20 / 2))))
+
+
+@pytest.mark.parametrize("topology, want", [
+    ("gb200-nvl72:nodes=2", ("ib", 2, "rack")),                 # a rack of 72 GPUs on NVLink is one node
+    ("gb200-nvl72:gpus_per_node=8", ("nvlink", 1, "node")),     # two trays of one rack: 8 GPUs
+    ("dgx-h100:nodes=4", ("ib", 4, "node")),
+    ("pcie:gpus=16", ("pcie", 1, "node")),                        # 16 GPUs, but not on NVLink
+])
+def test_regime_says_the_kind_of_node(topology, want):
+    from sim.prediction.intervals import regime
+    assert regime(topology) == want
+
+
+def test_a_rack_is_a_node_of_more_than_eight_gpus_on_nvlink():
+    from sim.prediction.intervals import domain
+    assert (domain(8), domain(9), domain(72), domain(72, nvlink=False)) == ("node", "rack", "rack", "node")
+
+
+def test_servers_on_a_fabric_with_only_racks_are_named_as_servers():
+    # the fold that leaves an 8-GPU RoCE system out sees only racks on RoCE: the note must not say that
+    # nothing was measured on RoCE, nor leave out which kind was not
+    racks = tuple(r + ("rack",) for r in table(fabric="roce", nodes=2, values=np.full(30, 0.1)))
+    iv = interval(1.0, 1.0, 1 << 30, where=("roce", 2, "node"), rows=racks)
+    assert not iv.validated and "no more than 8 GPUs" in iv.note and "kinds of node" in iv.note
+
+
+def test_shipped_table_validates_racks_only_as_far_as_racks_were_measured(cli):
+    # a rack count on InfiniBand within 4x the servers measured there but beyond 4x the racks: validated
+    # when the kind of node did not count, extrapolated now
+    from sim.prediction.intervals import EXTRAPOLATION_LIMIT, load_residuals
+    table_ = load_residuals()
+    racks = [r[2] for r in table_ if r[1] == "ib" and r[5] == "rack"]
+    servers = [r[2] for r in table_ if r[1] == "ib" and r[5] == "node"]
+    assert racks and servers, "the shipped residual table lacks InfiniBand racks or servers: regenerate it"
+    nodes = EXTRAPOLATION_LIMIT * max(racks) + 1
+    assert nodes <= EXTRAPOLATION_LIMIT * max(servers), "the set's servers no longer outnumber its racks 4x"
+    code, out, err = cli("simulate", "-t", f"gb200-nvl72:nodes={nodes}", "-b", "1G", "-e", "1G",
+                         "--model", "tuner", "--format", "json")
+    assert code == 0, err
+    r = json.loads(out)["results"][0]
+    assert r["validated"] is False and "more than 8 GPUs" in r["note"]
 
 
 def test_leave_one_system_out_keeps_the_system_out_of_its_fit():
