@@ -13,7 +13,7 @@ import math
 import os
 
 from ..io.safe_io import check_output
-from ..prediction.intervals import RESIDUALS, band, interval
+from ..prediction.intervals import RESIDUALS, band, interval, residual_row
 
 
 def residual_rows(scores: list[dict]) -> list[dict]:
@@ -32,7 +32,7 @@ def residual_rows(scores: list[dict]) -> list[dict]:
 def coverage(scores: list[dict], rows: list[dict], exclude_own: bool = True) -> tuple[float | None, dict]:
     """(share of measured rows inside their 80% range, {case id: its share}); each case's ranges come
     from the residuals of the other systems only (``exclude_own``; else from all rows: in sample)."""
-    table = tuple((r["system"], r["fabric"], r["nodes"], r["band"], r["log_ratio"], r.get("domain", "node")) for r in rows)
+    table = tuple(residual_row(r) for r in rows)
     inside = total = 0
     per_case = {}
     for s in scores:

@@ -111,11 +111,17 @@ def load_residuals(path: str = RESIDUALS) -> tuple:
         return ()
     try:
         data = json.loads(read_input(path, "residual table", MAX_RESIDUAL_BYTES))
-        return tuple((str(r["system"]), str(r["fabric"]), int(r["nodes"]), str(r["band"]), float(r["log_ratio"]),
-                      str(r.get("domain", "node"))) for r in data["rows"])
+        return tuple(residual_row(r) for r in data["rows"])
     except (ValueError, KeyError, TypeError) as e:
         raise CollsimError(f"{path}: not a residual table ({e}): regenerate it with "
                            "collsim validate --cross-validate --by system --write-intervals") from None
+
+
+def residual_row(row: dict) -> tuple:
+    """A residual row (a dict, as ``--write-intervals`` writes it) as a row of :func:`load_residuals`'s table:
+    (system, fabric, nodes, band, log_ratio, domain); a row without ``domain`` is a ``node``'s."""
+    return (str(row["system"]), str(row["fabric"]), int(row["nodes"]), str(row["band"]), float(row["log_ratio"]),
+            str(row.get("domain", "node")))
 
 
 def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where: tuple | None = None,
@@ -167,4 +173,4 @@ def _row_domain(row: tuple) -> str:
     return row[5] if len(row) > 5 else "node"
 
 
-__all__ = ["RESIDUALS", "Interval", "band", "domain", "interval", "load_residuals", "regime"]
+__all__ = ["RESIDUALS", "Interval", "band", "domain", "interval", "load_residuals", "regime", "residual_row"]
