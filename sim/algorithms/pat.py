@@ -48,7 +48,7 @@ def _one_gpu_per_node(topology, coll: str, n: int) -> str | None:
 
 @algorithm("pat", ("all_gather", "reduce_scatter"),
            "NCCL 2.23+ Parallel Aggregated Trees: log2 n steps at distances 1, 2, 4...; one GPU per node",
-           requirement=_one_gpu_per_node)
+           requirement=_one_gpu_per_node, nccl=("all_gather", "reduce_scatter"))   # NCCL 2.23+ (tuner's release rules)
 def build_pat(coll, n: int, *, topology=None, nchannels: int = 1, pipeline: int = 1, root: int = 0):
     k = pat_steps(n)
     p = ChunkProgram(coll, n, n)

@@ -8,8 +8,9 @@ import pytest
 import sim
 from sim.algorithms import algorithms, in_nccl
 
-# NCCL 2.27 (src/enqueue.cc, the tuner's tables): which collectives each of its algorithms runs
-NCCL_RUNS = {"ring": {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"},
+# NCCL 2.27 (src/enqueue.cc, the tuner's tables): which collectives each of its algorithms runs (PAT since
+# 2.23: ncclPatEnable, all_gather and reduce_scatter only)
+NCCL_RUNS = {"pat": {"all_gather", "reduce_scatter"}, "ring": {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"},
              "tree": {"all_reduce"}, "collnet_direct": {"all_reduce"}, "collnet_chain": {"all_reduce"},
              "nvls": {"all_reduce", "all_gather", "reduce_scatter"}, "nvls_tree": {"all_reduce"},
              "p2p": {"all_to_all"}}
@@ -32,6 +33,15 @@ def test_every_json_row_says_in_nccl_and_textbook_rows_are_false():
     assert rows and all("in_nccl" in r for r in rows)
     by = {r["algorithm"]: r["in_nccl"] for r in rows}
     assert by["recursive_hd"] is False and by["hierarchical_ring"] is False and by["ring"] is True
+
+
+def test_pat_chosen_by_nccls_own_rules_is_not_labelled_textbook():
+    # one GPU per node on 2.27: NCCL's tuner picks PAT for all_gather; the row must not carry the "^" mark
+    out = _cli("simulate", "-t", "dgx-h100:nodes=64,gpus_per_node=1", "-c", "all_gather", "-b", "1M", "-e", "1M",
+               "--nccl-version", "2.27")
+    rows = [l for l in out.splitlines() if not l.startswith("#")]
+    assert rows and " pat " in rows[0] and not rows[0].rstrip().endswith("^")
+    assert "not an NCCL algorithm" not in out
 
 
 def test_table_marks_textbook_rows_and_says_so_in_the_footer():
