@@ -52,7 +52,8 @@ def register(sub) -> None:
                    help="seeded stochastic mode: sample each row's network latency N times (log-normal per-hop latency, "
                         "the slowest of the collective's parallel paths; sim/prediction/stochastic.py) and report the "
                         "median and the 10-90%% spread (JSON: 'stochastic'); the 80%% range then covers that spread too")
-    p.add_argument("--seed", type=int, default=0, help="seed of --stochastic (the same seed gives the same samples)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of --stochastic, a whole number 0 or more (default 0; the same seed gives the same samples)")
     add_nccl_args(p)
     add_size_args(p)
     p.set_defaults(func=run)
@@ -125,6 +126,13 @@ def run(args) -> int:
                 raise CollsimError(f"cannot run --algorithm {args.algorithm} on {topo.name}: {reason}")
         algos = [args.algorithm]
     cfg = nccl_config_from_args(args)
+    from ..prediction import stochastic
+    seed = 0 if args.seed is None else args.seed
+    if args.stochastic:
+        stochastic.check_args(args.stochastic, seed)   # refused before the sweep runs, not after it
+    elif args.seed is not None:
+        import sys
+        print("collsim: ignoring --seed: it has no effect without --stochastic N", file=sys.stderr)
     from ..prediction import sweep
     ntasks = len(sizes) * len(algos)
     # in this process the loaded topology is reused; worker processes get the spec and load it once each
@@ -152,7 +160,6 @@ def run(args) -> int:
     from ..nccl.config import use
     with use(cfg):
         faster = _faster_choices(results, topo, args) if algos == ["auto"] else {}
-    from ..prediction import stochastic
     from ..prediction.intervals import interval, regime
     where = regime(topo)
     ranges = {}
@@ -160,9 +167,9 @@ def run(args) -> int:
     for nbytes, group, best in results:
         for r in group:
             row = r.row()
-            iv = ranges[id(r)] = interval(r.time_us, r.busbw_GBps, nbytes, where=where)
+            iv = ranges[id(r)] = interval(r.time_us, r.busbw_GBps, nbytes, where=where, collective=coll.name)
             if args.stochastic:
-                st = stochastic.sample(r, topo, args.stochastic, args.seed)
+                st = stochastic.sample(r, topo, args.stochastic, seed)
                 row["stochastic"] = st
                 iv = ranges[id(r)] = replace(iv, time_us_range=(min(iv.time_us_range[0], st["time_us_p10"]),
                                                                  max(iv.time_us_range[1], st["time_us_p90"])),
@@ -185,7 +192,7 @@ def run(args) -> int:
     payload["stats"] = _stats(LEDGER.since(ledger), time.perf_counter() - started)
     text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg)
     if args.stochastic:
-        text += (f"\n# stochastic mode: {args.stochastic} samples, seed {args.seed}, per-hop latency spread "
+        text += (f"\n# stochastic mode: {args.stochastic} samples, seed {seed}, per-hop latency spread "
                  f"sigma {stochastic.HOP_SIGMA} (log-normal); time median [10%-90%] per row:\n")
         text += "\n".join(f"#   {row['nbytes']:>12d} {row['algorithm']}/{row['protocol']}: "
                            f"{row['stochastic']['time_us_median']:.2f} us [{row['stochastic']['time_us_p10']:.2f}-"
