@@ -14,16 +14,17 @@ percentiles of their residuals scale the predicted time into the 80% range (and 
 size / time, inversely); the range always holds the prediction itself.
 
 ``validated`` is False, with a one-line ``note``, when the question lies outside what the public set
-covers: a fabric no case was measured on with that kind of node, or more than :data:`EXTRAPOLATION_LIMIT`
-times the largest node count validated on that fabric with that kind of node. Such a range is also
-widened, by half its log-width per doubling beyond the largest validated node count (2x where nothing was
-measured): the residuals were not measured there, and a range that pretended otherwise would be the
-confident single number this replaces. The kind of node counts because a rack-scale NVLink domain (a
-GB200 NVL72 rack is one "node" of 72 GPUs) is not an 8-GPU server: 20 such racks are not validated by
-64 servers on the same InfiniBand (out of sample, 20 GB200 racks ran at half the busbw the model gives
-them, outside the unwidened range the servers' residuals gave). The neighbours a range is drawn from are
-still chosen by fabric and node count alone, so a validated rack question's range comes mostly from
-servers' residuals: the set has too few racks to draw it from racks.
+covers: a fabric no case was measured on with that kind of node, a collective whose kind (:data:`FAMILIES`:
+all_reduce; all_gather and reduce_scatter; all_to_all; broadcast and reduce) no case measured there, or
+more than :data:`EXTRAPOLATION_LIMIT` times the largest node count validated on that fabric with that kind
+of node. Such a range is also widened, by half its log-width per doubling beyond the largest validated node
+count (2x where nothing of its kind was measured): the residuals were not measured there, and a range that
+pretended otherwise would be the confident single number this replaces. The kind of node counts because a
+rack-scale NVLink domain (a GB200 NVL72 rack is one "node" of 72 GPUs) is not an 8-GPU server: 20 such
+racks are not validated by 64 servers on the same InfiniBand (out of sample, 20 GB200 racks ran at half the
+busbw the model gives them, outside the unwidened range the servers' residuals gave). The neighbours a
+range is drawn from are still chosen by fabric and node count alone, so a validated rack question's range
+comes mostly from servers' residuals: the set has too few racks to draw it from racks.
 
 Intervals are honest only if measured rows fall inside them about 80% of the time out of sample:
 ``collsim validate --cross-validate --by system`` reports that ``coverage``, each case's interval taken
@@ -59,6 +60,10 @@ RACK_DOMAIN_GPUS = 8
 # how a note names each kind of node ("domain": rack or node)
 DOMAIN_WORDS = {"rack": f"nodes of more than {RACK_DOMAIN_GPUS} GPUs on NVLink, rack-scale NVLink domains",
                 "node": f"servers, nodes of no more than {RACK_DOMAIN_GPUS} GPUs on NVLink"}
+# collectives whose measurements validate one another: the same schedules (a ring's all_gather is its
+# reduce_scatter run backwards; broadcast and reduce are the same chain)
+FAMILIES = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "all_gather",
+            "all_to_all": "all_to_all", "broadcast": "broadcast", "reduce": "broadcast"}
 LOW_Q, HIGH_Q = 10.0, 90.0
 MAX_RESIDUAL_BYTES = 8 << 20
 
@@ -104,8 +109,8 @@ def domain(gpus_per_node: int, nvlink: bool = True) -> str:
 
 @lru_cache(maxsize=4)
 def load_residuals(path: str = RESIDUALS) -> tuple:
-    """The residual table: a tuple of (system, fabric, nodes, band, log_ratio, domain) rows (a row without
-    ``domain`` is a ``node``'s)."""
+    """The residual table: a tuple of (system, fabric, nodes, band, log_ratio, domain, collective) rows (a
+    row without ``domain`` is a ``node``'s; one without ``collective`` counts as every collective)."""
     from ..io.safe_io import read_input
     if not os.path.exists(path):
         return ()
@@ -119,17 +124,18 @@ def load_residuals(path: str = RESIDUALS) -> tuple:
 
 def residual_row(row: dict) -> tuple:
     """A residual row (a dict, as ``--write-intervals`` writes it) as a row of :func:`load_residuals`'s table:
-    (system, fabric, nodes, band, log_ratio, domain); a row without ``domain`` is a ``node``'s."""
+    (system, fabric, nodes, band, log_ratio, domain, collective); a row without ``domain`` is a ``node``'s,
+    one without ``collective`` ("") counts as every collective."""
     return (str(row["system"]), str(row["fabric"]), int(row["nodes"]), str(row["band"]), float(row["log_ratio"]),
-            str(row.get("domain", "node")))
+            str(row.get("domain", "node")), str(row.get("collective", "")))
 
 
 def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where: tuple | None = None,
-             exclude_system: str | None = None, rows: tuple | None = None) -> Interval:
+             exclude_system: str | None = None, rows: tuple | None = None, collective: str | None = None) -> Interval:
     """The 80% range of one prediction on ``topo`` (or ``where``: its :func:`regime`, if known, as
     (fabric, nodes) or (fabric, nodes, domain); see the module docstring); ``rows``: a residual table
     (default :func:`load_residuals`; rows without a domain are a ``node``'s), ``exclude_system``: leave
-    that system's rows out (cross-validation)."""
+    that system's rows out (cross-validation); ``collective``: the question's (None: not checked)."""
     fabric, nodes, domain_ = _where(where if where is not None else regime(topo))
     table = load_residuals() if rows is None else rows
     b = band(nbytes)
@@ -144,6 +150,11 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
         validated, widen = False, 2.0
         note = (f"no public case was measured on {where_words}: the range is borrowed from other "
                 f"{'kinds of node' if others else 'fabrics'}")
+    elif collective is not None and not _family_measured(collective, others, domain_):
+        validated, widen = False, 2.0
+        seen = sorted({r[6] for r in others if _row_domain(r) == domain_ and len(r) > 6})
+        note = (f"no public {collective} was measured on {where_words} (only {', '.join(seen)}): "
+                "the range is borrowed from other collectives and widened")
     elif nodes > EXTRAPOLATION_LIMIT * max(measured_nodes):
         validated = False
         widen = 1.0 + 0.5 * math.log2(nodes / max(measured_nodes))
@@ -168,9 +179,17 @@ def _where(where: tuple) -> tuple[str, int, str]:
     return (str(where[0]), int(where[1]), str(where[2]) if len(where) > 2 else "node")
 
 
+def _family_measured(collective: str, rows: list, domain_: str) -> bool:
+    """Whether ``rows`` (of one fabric) hold a case of ``collective``'s kind (:data:`FAMILIES`) with that kind
+    of node; a row that does not say its collective counts as any."""
+    family = FAMILIES.get(collective, collective)
+    return any(len(r) <= 6 or not r[6] or FAMILIES.get(r[6], r[6]) == family
+               for r in rows if _row_domain(r) == domain_)
+
+
 def _row_domain(row: tuple) -> str:
     """A residual row's kind of node (rows of five fields, as older tables and tests give them, are a ``node``'s)."""
     return row[5] if len(row) > 5 else "node"
 
 
-__all__ = ["RESIDUALS", "Interval", "band", "domain", "interval", "load_residuals", "regime", "residual_row"]
+__all__ = ["FAMILIES", "RESIDUALS", "Interval", "band", "domain", "interval", "load_residuals", "regime", "residual_row"]

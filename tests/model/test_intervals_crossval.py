@@ -82,7 +82,8 @@ def test_residual_rows_are_log_ratios():
     s = {"id": "k", "system": "s", "fabric": "ib", "nodes": 2,
          "rows": [{"size": 1024, "time_us": 20.0, "pred_time_us": 10.0}]}
     assert residual_rows([s]) == [{"system": "s", "case": "k", "fabric": "ib", "nodes": 2, "domain": "node",
-                                   "band": "small", "log_ratio": round(math.log(2.0), 4)}]
+                                   "collective": "", "band": "small", "log_ratio": round(math.log(2.0), 4)}]
+    assert residual_rows([{**s, "collective": "all_gather"}])[0]["collective"] == "all_gather"
     assert residual_rows([{**s, "domain": "rack"}])[0]["domain"] == "rack"
 
 
@@ -100,6 +101,36 @@ def test_a_rack_scale_nvlink_domain_is_its_own_regime():
     far = interval(1.0, 1.0, 1 << 30, where=("ib", 20, "rack"), rows=racks)
     assert not far.validated and ": 2;" in far.note
     assert far.time_us_range[1] == pytest.approx(math.exp(0.1 * (1 + 0.5 * math.log2(20 / 2))))
+
+
+def test_a_collective_of_a_kind_never_measured_there_is_not_validated():
+    # all_reduce measured on InfiniBand servers validates an all_reduce there, not an all_to_all; an
+    # all_gather's schedule validates a reduce_scatter's (the same ring run backwards)
+    ar = tuple(r + ("node", "all_reduce") for r in table(nodes=16, values=np.full(30, 0.1)))
+    assert interval(1.0, 1.0, 1 << 30, where=("ib", 16, "node"), rows=ar, collective="all_reduce").validated
+    a2a = interval(1.0, 1.0, 1 << 30, where=("ib", 16, "node"), rows=ar, collective="all_to_all")
+    assert not a2a.validated and "no public all_to_all" in a2a.note and "only all_reduce" in a2a.note
+    assert a2a.time_us_range[1] == pytest.approx(math.exp(0.1 * 2.0))          # borrowed: widened 2x
+    ag = ar + tuple(r + ("node", "all_gather") for r in table(nodes=2, system="y", values=np.full(30, 0.1)))
+    assert interval(1.0, 1.0, 1 << 30, where=("ib", 16, "node"), rows=ag, collective="reduce_scatter").validated
+    # rows that do not say their collective (older tables) count as any; no collective asked: not checked
+    old = tuple(r + ("node",) for r in table(nodes=16, values=np.full(30, 0.1)))
+    assert interval(1.0, 1.0, 1 << 30, where=("ib", 16, "node"), rows=old, collective="all_to_all").validated
+    assert interval(1.0, 1.0, 1 << 30, where=("ib", 16, "node"), rows=ar).validated
+    # the other system's all_to_all does not count where the question's own system is left out
+    mixed = ar + tuple(r + ("node", "all_to_all") for r in table(nodes=2, system="z", values=np.full(30, 0.1)))
+    assert not interval(1.0, 1.0, 1 << 30, where=("ib", 16, "node"), rows=mixed, collective="all_to_all",
+                        exclude_system="z").validated
+
+
+def test_shipped_table_does_not_validate_a_collective_no_rack_ran(cli):
+    from sim.prediction.intervals import FAMILIES, load_residuals
+    rack = {FAMILIES[r[6]] for r in load_residuals() if r[1] == "ib" and r[5] == "rack"}
+    assert rack and "all_gather" not in rack, "the set now has an all_gather on InfiniBand racks: pick another"
+    code, out, err = cli("simulate", "-t", "gb200-nvl72:nodes=2", "-c", "all_gather", "-b", "1G", "-e", "1G",
+                         "--model", "tuner", "--format", "json")
+    r = json.loads(out)["results"][0]
+    assert code == 0 and r["validated"] is False and "no public all_gather" in r["note"], err
 
 
 @pytest.mark.parametrize("topology, want", [
