@@ -141,6 +141,9 @@ def load_topology(spec: "str | Topology") -> Topology:
         return load_topology_file(spec)
     name, raw = parse_spec(spec)
     table = presets()
+    if name not in table and os.path.isfile(name):   # a file in this folder (dgx.txt, t.json:nodes=2): its own message
+        from ..topology.files import load_topology_file
+        return load_topology_file(spec)
     if name not in table:
         raise CollsimError(f"unknown topology preset {name!r}: choose one of {', '.join(sorted(table))}, or give a .yaml/.json file")
     preset = table[name]

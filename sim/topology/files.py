@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 from ..errors import CollsimError
 from ..io.safe_io import load_json, load_yaml, read_input
@@ -31,16 +32,39 @@ _NODE_KEYS = {"name", "kind", "host", "reduce", "reduce_bandwidth_GBps", "reduce
 _LINK_KEYS = {"src", "dst", "bandwidth_GBps", "latency_us", "kind", "duplex"}
 _META_COUNTS = {"nodes", "gpus", "nranks", "gpus_per_node", "nics_per_node", "nvlink_links"}
 _META_FLAGS = {"nvswitch", "nvls_sharp"}
+# `nvidia-smi topo -m` output, the likeliest other file given here: its matrix's first row reads "GPU0  X  ..."
+# (sim/topology/nvidia_smi.py reads it; not imported here, as that reader builds through the presets)
+_NVIDIA_SMI_ROW = re.compile(r"^\s*GPU0\s+X(?:\s|$)", re.M)
 
 
 def load_topology_file(path: str) -> Topology:
     """Read a topology from ``path`` (.yaml/.yml/.json): a regular file, parsed safely (duplicate keys and
     deep nesting refused, see :mod:`sim.io.safe_io`)."""
     if not os.path.exists(path):
+        _refuse_parameters(path)
         raise CollsimError(f"topology file {path!r} does not exist: give a path to a .yaml/.json file or a preset such as ring:n=8")
     text = read_input(path, "topology file", MAX_FILE_BYTES)
+    if _NVIDIA_SMI_ROW.search(text):   # say what the file is, not where YAML fails on it
+        raise CollsimError(f"{path!r} holds `nvidia-smi topo -m` output, not a topology file: make one with `collsim topo "
+                           f"--from-nvidia-smi {path}:gpu=NAME --format json > t.json` (NAME: h100, a100, ...), then pass -t t.json")
     data = load_json(text, path) if path.lower().endswith(".json") else load_yaml(text, path)
     return topology_from_dict(data, source=path)
+
+
+def _refuse_parameters(spec: str) -> None:
+    """``FILE:key=value`` where FILE exists: topology files take no parameters (only presets and NCCL's .xml
+    do), so say that rather than that ``FILE:key=value`` does not exist."""
+    cut = next((i for i, ch in enumerate(spec) if ch == ":" and os.path.isfile(spec[:i])), None)
+    if cut is None:
+        return
+    path, params = spec[:cut], spec[cut + 1:]
+    if path.lower().endswith((".yaml", ".yml", ".json")):
+        raise CollsimError(f"topology file {path!r} takes no parameters (':{params}'): only presets (NAME:key=value) and NCCL "
+                           f"topology files (FILE.xml:key=value) do; drop ':{params}' and pass the file, or make a file with "
+                           f"them from the spec it came from (`collsim topo SPEC:{params} --format json > t.json`)")
+    raise CollsimError(f"{path!r} is not a topology file that takes parameters (':{params}'): only presets (NAME:key=value) "
+                       f"and NCCL topology files (FILE.xml:key=value) do; for `nvidia-smi topo -m` output use `collsim topo "
+                       f"--from-nvidia-smi {spec} --format json > t.json`, then -t t.json")
 
 
 def _check_meta(meta: dict, source: str) -> dict:

@@ -7,7 +7,8 @@ NCCL describes a node as ``<system><cpu><pci ...><gpu sm= ><nvlink target= count
 * NVLink: the ``count`` of a GPU's ``<nvlink>`` rows summed is its link count; a target of class
   ``0x068000`` (a bridge: NVSwitch) means an NVSwitch node, including the collapsed form VMs dump
   (one ``<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>``); GPU targets (``0x030200``)
-  mean a direct NVLink mesh;
+  mean a direct NVLink mesh, which must join every pair of GPUs (NVLink between some pairs only is refused:
+  every NVLink preset joins every pair);
 * NICs from ``<net>`` rows, speed in Mb/s (``speed="400000"`` = 400 Gb/s); NICs slower than the fastest
   (a 10G management port beside 400G rails) are left out and said so;
 * PCIe placement: which GPU shares a PCIe switch (``class="0x060400"``) with which NIC.
@@ -52,6 +53,10 @@ H200_NAMES = ("h200",)
 # direct-mesh boards (no NVSwitch) of at most MESH_GPUS GPUs: the preset of each architecture's board
 MESH_PRESET = {"ampere": "hgx-a100-4", "hopper": "gh200-4"}
 MESH_GPUS = 4
+# NVLinks between each pair of GPUs on those boards (sim/presets/hardware.py ``mesh_links``, from the datasheets):
+# a mesh with another count gets each pair's bandwidth scaled to its own links, or a note where the caller keeps
+# the preset's (``preset_for(scales_mesh=...)``)
+MESH_PAIR_LINKS = {"hgx-a100-4": 4, "gh200-4": 6}
 # meshes whose GPUs reach their NICs over PCIe, so the matrix's GPU-to-NIC paths are GPUDirect's paths; a
 # Grace Hopper superchip reaches its NIC through its Grace CPU over NVLink-C2C, which no PCIe path describes
 MESH_PCIE_NICS = ("ampere",)
@@ -66,7 +71,9 @@ PCI_SWITCH_CLASS = "0x0604"
 class XmlNode:
     """What one NCCL topology file says about a node."""
 
-    gpus: list[dict] = field(default_factory=list)      # {"busid", "sm", "links", "nvswitch", "mesh", "switch"}
+    # {"busid", "sm", "links", "nvswitch", "mesh", "switch", "nv_peers"}; nv_peers: the GPUs it has NVLinks to, where
+    # the source says (None: not said)
+    gpus: list[dict] = field(default_factory=list)
     nics: list[dict] = field(default_factory=list)      # {"busid", "name", "mbps", "switch"}
     cpus: int = 0
     notes: list[str] = field(default_factory=list)
@@ -148,9 +155,10 @@ def _walk(elem, switch, node: XmlNode) -> None:
 
 def _gpu(gpu, busid: str, switch) -> dict:
     info = {"busid": busid, "sm": None, "links": 0, "nvswitch": False, "mesh": False, "switch": switch, "gts": None,
-            "collapsed": False}
+            "collapsed": False, "nv_peers": None}
     if gpu is None:
         return info
+    peers = set()
     sm = _number(gpu.get("sm"))
     if sm is not None and not 0 < sm < 10_000:
         raise CollsimError(f"<gpu busid={busid!r}> has sm={gpu.get('sm')!r}: the compute capability is a number such as 80 or 90")
@@ -168,6 +176,9 @@ def _gpu(gpu, busid: str, switch) -> dict:
             info["collapsed"] = info["collapsed"] or collapsed
         elif tclass.startswith(GPU_CLASS) or not tclass:
             info["mesh"] = True
+            peers.add((link.get("target") or "").lower())
+    # the GPUs it links to, where every row names its target: a mesh must reach every peer
+    info["nv_peers"] = sorted(peers) if "" not in peers else None
     return info
 
 
@@ -187,11 +198,27 @@ def node_preset_from_xml(path: str, params: dict[str, str]) -> tuple[str, list[s
     from ..io.safe_io import read_input
     text = read_input(path, "NCCL topology XML", MAX_XML_BYTES, binary=True).decode("utf-8", errors="replace")
     node = parse_topology_xml(text, path)
+    if len(node.gpus) < 2 and params.get("nodes", "1") == "1":
+        raise CollsimError(f"{path} lists one GPU: a collective runs across 2 or more GPUs, so one such node has none to "
+                           f"simulate; give nodes=N for a cluster of N of them ({os.path.basename(path)}:nodes=2), or pass the "
+                           "dump of a node with several GPUs")
     return preset_for(node, params, path)
 
 
-def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, list[str]]:
-    """The preset spec that builds this node (with the user's other keys), and what was read, line by line."""
+def mesh_pair_links(node: XmlNode) -> int | None:
+    """NVLinks between each pair of GPUs of a direct mesh: nvidia-smi's NV# (a pair's links), else a GPU's
+    links shared evenly among its peers (NCCL's XML lists a GPU's own); None where they do not share evenly."""
+    links = Counter(g["links"] for g in node.gpus).most_common(1)[0][0] if node.gpus else 0
+    peers = len(node.gpus) - 1
+    if node.nvlink_listed:
+        return links or None
+    return links // peers if links and peers and links % peers == 0 else None
+
+
+def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bool = False) -> tuple[str, list[str]]:
+    """The preset spec that builds this node (with the user's other keys), and what was read, line by line.
+    ``scales_mesh``: the caller gives a direct mesh its own NVLinks per pair (:func:`mesh_pair_links`) where the
+    preset has another count, so the lines say so (else they say the preset's figure holds)."""
     params = dict(params)
     gpu_name = params.pop("gpu", None)
     name = os.path.basename(path)
@@ -215,6 +242,7 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
     else:
         nvswitch = arch in NVSWITCH_PRESET     # input files list no <nvlink>: the named platform's NVSwitch
         read.append(f"NVLink: not in the file; gpu={gpu_name}'s platform has {'NVSwitch' if nvswitch else 'no NVSwitch'}")
+    _refuse_partial_nvlink(node, any(g["links"] for g in node.gpus) and not nvswitch, arch, path)
     if mesh and (arch not in MESH_PRESET or len(node.gpus) > MESH_GPUS):
         raise CollsimError(f"{path}: {len(node.gpus)} {arch} GPUs linked directly by NVLink (no NVSwitch) have no preset: the "
                            f"mesh presets are {', '.join(f'{p} ({a})' for a, p in MESH_PRESET.items())}, {MESH_GPUS} GPUs "
@@ -231,10 +259,14 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
     pcie_nics = mesh and node.gpu_nic_paths and arch in MESH_PCIE_NICS
     if pcie_nics:
         nic_path, far = _mesh_nic_paths(node, read)
-    elif mesh:   # the preset's own path (gh200-4: PHB, as CSCS and Sigma2 run it)
+    elif mesh:   # the preset's own path (gh200-4: PHB, as CSCS and Sigma2 run it; hgx-a100-4: PHB)
         nic_path = None
-        read.append("PCIe: Grace Hopper GPUs reach their NICs over NVLink-C2C: the matrix's NIC paths are not "
-                    "GPUDirect's, so the preset's nic_path holds")
+        if node.nics and arch not in MESH_PCIE_NICS:
+            read.append("PCIe: Grace Hopper GPUs reach their NICs over NVLink-C2C: the matrix's NIC paths are not "
+                        "GPUDirect's, so the preset's nic_path holds")
+        elif node.nics:
+            read.append("PCIe: the file gives no NIC path for every GPU (nvidia-smi's NIC columns), so the preset's "
+                        "nic_path holds")
     nic_behind_cpu = through_cpu(nic_path)
     if nic_behind_cpu:
         read.append(f"PCIe: GPU to NIC is {nic_path} (through the CPU): NCCL keeps LL128 off across nodes")
@@ -242,6 +274,7 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
         preset, keys = MESH_PRESET[arch], _node_keys(node, rails, fastest)
         if pcie_nics:
             keys.update(nic_path=str(nic_path), gpus_without_gdr=str(far))
+        _mesh_links_line(node, preset, scales_mesh, read)
     elif nvswitch and arch in NVSWITCH_PRESET:
         preset = "dgx-h200" if arch == "hopper" and (gpu_name or "").lower() in H200_NAMES else NVSWITCH_PRESET[arch]
         keys = _node_keys(node, rails, fastest)
@@ -251,10 +284,9 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
             keys["nic_path"] = str(nic_path)   # through_cpu: a path, never None
     elif not nlinks:
         gen = _pcie_gen(node)
-        preset, keys = "pcie", {"gpus": str(len(node.gpus)), "gen": str(gen), "arch": arch}
+        preset, keys = "pcie", _pcie_keys(node, gen, arch)
         read.append(f"PCIe Gen{gen} between GPUs (no NVLink)")
-        if node.sockets > 1 or 0 < node.gpus_per_switch < len(node.gpus):
-            keys.update(sockets=str(node.sockets), gpus_per_switch=str(node.gpus_per_switch or len(node.gpus) // node.sockets))
+        if "sockets" in keys:
             read.append(f"PCIe: {node.sockets} socket(s), {keys['gpus_per_switch']} GPU(s) per PCIe switch or root port "
                         "(NCCL uses peer-to-peer only under one switch: the rest goes through host memory)")
     else:
@@ -266,6 +298,51 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str) -> tuple[str, l
         read.append(f"note: the file lists {nlinks} NVLinks per GPU, the {preset} preset models {PRESET_LINKS[preset]}: "
                     "the NVLink bandwidth is the preset's")
     return spec, read
+
+
+def _pcie_keys(node: XmlNode, gen: int, arch: str) -> dict[str, str]:
+    """The pcie preset's keys for this node's GPUs (sockets and PCIe switches where the source says them)."""
+    keys = {"gpus": str(len(node.gpus)), "gen": str(gen), "arch": arch}
+    if node.sockets > 1 or 0 < node.gpus_per_switch < len(node.gpus):
+        keys.update(sockets=str(node.sockets), gpus_per_switch=str(node.gpus_per_switch or len(node.gpus) // node.sockets))
+    return keys
+
+
+# the PCIe generation each architecture's GPUs have (V100 Gen3, A100 Gen4, H100/H200/H20 and B200 Gen5), for a
+# suggestion only: a source that gives no link speed builds at _pcie_gen's Gen4
+ARCH_PCIE_GEN = {"volta": 3, "ampere": 4, "hopper": 5, "blackwell": 5}
+
+
+def _refuse_partial_nvlink(node: XmlNode, direct: bool, arch: str, path: str) -> None:
+    """Refuse NVLink between some GPU pairs only (bridged pairs, as on H100 NVL or RTX boards): every NVLink
+    preset joins every pair, so such a node built as one runs its rings at NVLink speed where the real
+    ones cross PCIe between the pairs. ``direct``: the node has NVLink and no NVSwitch."""
+    n = len(node.gpus)
+    known = [p for g in node.gpus for p in [g.get("nv_peers")] if p is not None]
+    if not direct or n < 2 or len(known) < n or all(len(p) >= n - 1 for p in known):   # (None: the source does not say)
+        return
+    pairs = sorted({tuple(sorted((g["busid"], p))) for g in node.gpus for p in g["nv_peers"]})
+    shown = ", ".join(f"{a}-{b}" for a, b in pairs[:4]) + (", ..." if len(pairs) > 4 else "")
+    gen = _pcie_gen(node) if any(g["gts"] for g in node.gpus) else ARCH_PCIE_GEN.get(arch, 4)
+    keys = _pcie_keys(node, gen, arch)
+    spec = "pcie:" + ",".join(f"{k}={v}" for k, v in keys.items())
+    raise CollsimError(f"{path}: NVLink joins some GPU pairs only ({shown}: {len(pairs)} of {n * (n - 1) // 2} pairs) and "
+                       "collsim's NVLink presets join every pair, which would run this node far too fast: describe it "
+                       f"by its PCIe paths, -t {spec} (its NVLink pairs left out: a ring still crosses PCIe between "
+                       "them), or as a .yaml topology with the NVLink pairs as links")
+
+
+def _mesh_links_line(node: XmlNode, preset: str, scales_mesh: bool, read: list[str]) -> None:
+    """Say how many NVLinks join each GPU pair against the mesh preset's, and whose figure the build uses."""
+    pair, own = mesh_pair_links(node), MESH_PAIR_LINKS.get(preset)
+    if pair is None or own is None or pair == own:
+        return
+    if scales_mesh:
+        read.append(f"NVLink: {pair} links per GPU pair where the {preset} preset has {own}: each pair's NVLink "
+                    f"bandwidth is scaled by {pair}/{own}")
+    else:
+        read.append(f"note: the file has {pair} NVLinks per GPU pair, the {preset} preset models {own}: the NVLink "
+                    "bandwidth is the preset's")
 
 
 def _architecture(sms: Counter, gpu_name: str | None, path: str, read: list[str]) -> str:
@@ -300,6 +377,8 @@ def _rails(node: XmlNode, read: list[str]) -> tuple[list[dict], float | None]:
     if fastest:
         read.append(f"NICs: {len(rails)} x {fastest / 1000:g} Gb/s (net speed {fastest:g} Mb/s)"
                     + (f"; {slower} slower port(s) left out" if slower else ""))
+    elif node.nics and node.nvlink_listed:   # nvidia-smi topo -m: no speeds at all
+        read.append(f"NICs: {len(rails)} (nvidia-smi gives no NIC speed: the platform's, unless nic_gbps= says it)")
     elif node.nics:
         read.append(f"NICs: {len(rails)} (no <net speed>: the platform's NIC speed)")
     else:

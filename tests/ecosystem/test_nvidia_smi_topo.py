@@ -60,11 +60,13 @@ def test_nics_behind_the_cpu_turn_ll128_off_across_nodes(tmp_path):
     head = next(i for i, ln in enumerate(lines) if "GPU0" in ln and "GPU1" in ln)
     cols = [c for c in lines[head].split("\t") if c.strip()]
     nic_cols = {j for j, c in enumerate(cols) if c.strip().startswith("NIC")}
+    gpu_cols = {j for j, c in enumerate(cols) if c.strip().startswith("GPU")}
     out = []
-    for ln in lines:
+    for ln in lines:   # both ways: the GPU rows' NIC cells and the NIC rows' GPU cells (nvidia-smi prints one path per pair)
         cells = ln.split("\t")
-        if cells and cells[0].strip().startswith("GPU") and ln is not lines[head]:
-            cells = [cells[0]] + ["PHB" if j in nic_cols else c for j, c in enumerate(cells[1:])]
+        if cells and cells[0].strip().startswith(("GPU", "NIC")) and ln is not lines[head]:
+            other = nic_cols if cells[0].strip().startswith("GPU") else gpu_cols
+            cells = [cells[0]] + ["PHB" if j in other else c for j, c in enumerate(cells[1:])]
         out.append("\t".join(cells))
     f = tmp_path / "phb.txt"
     f.write_text("\n".join(out) + "\n")
