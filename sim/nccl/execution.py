@@ -177,20 +177,35 @@ def _effective_topology(topo: Topology, nvls: str, duplex: bool, p2p: bool, cal:
 
 
 # ---- channels spread over NICs --------------------------------------------------------------------
-def channel_order(topo: Topology, channel: int, nchannels: int) -> np.ndarray:
+def channel_order(topo: Topology, channel: int, nchannels: int, ring: bool = False) -> np.ndarray:
     """Program rank -> topology rank for ``channel``: every host's ranks rotated so that the channel
     enters the host at local GPU ``o`` and leaves it at ``o - 1``, ``o = channel * ppn // nchannels + 1``:
     both next to NIC ``channel`` when GPUs are spread evenly over NICs.
 
+    A ``ring`` whose entry and exit GPUs sit by different NICs (one NIC per GPU: DGX H100, GH200) runs the
+    other way round on every other host instead, entering it at ``o - 1`` and leaving at ``o``: it then
+    enters each host at the GPU it left the previous host from, so the node crossing stays on one rail, as
+    NCCL keeps it (its ring search wants the same NIC at both ends of a crossing, and PXN relays a GPU's
+    send to that NIC), and never loads the spine inside a scalable unit. (Rotating every host alike, each
+    crossing went NIC c -> NIC c+1 through the spine: an oversubscribed spine slowed two nodes under the
+    same leaves 3.5x.) With an odd number of hosts the ring's closing crossing still changes rail.
+
     >>> from sim.presets import load_topology
     >>> channel_order(load_topology("dgx-a100:nodes=2,nics_per_node=4"), 1, 4)[:8].tolist()
     [3, 4, 5, 6, 7, 0, 1, 2]
+    >>> channel_order(load_topology("dgx-h100:nodes=2"), 0, 8, ring=True).tolist()   # h0 left at GPU 0, h1 at GPU 9
+    [1, 2, 3, 4, 5, 6, 7, 0, 8, 15, 14, 13, 12, 11, 10, 9]
     """
+    hw = topo.hardware
+    ports = int(hw.nic_ports or 0) if hw is not None else 0
     order: list[int] = []
-    for host in topo.hosts:
+    for h, host in enumerate(topo.hosts):
         k = len(host)
         o = (channel * k // nchannels + 1) % k if k > 1 else 0
-        order.extend(host[o:] + host[:o])
+        rotated = host[o:] + host[:o]
+        if ring and h % 2 and ports and k > 1 and (o - 1) % k * ports // k != o * ports // k:
+            rotated = rotated[-1:] + rotated[-2::-1]   # o-1, o-2, ..., o: in where the last host was left
+        order.extend(rotated)
     return np.asarray(order, dtype=np.int64)
 
 
@@ -200,7 +215,7 @@ def spread_program(name: str, coll, topo: Topology, nchannels: int, pipeline: in
     n = topo.nranks
     parts = []
     for c in range(nchannels):
-        perm = channel_order(topo, c, nchannels)
+        perm = channel_order(topo, c, nchannels, ring=name == "ring")
         inv = np.empty(n, np.int64)
         inv[perm] = np.arange(n)
         p = build_program(name, coll, n, topology=topo, nchannels=1, pipeline=pipeline, root=int(inv[root]))

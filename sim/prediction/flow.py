@@ -450,7 +450,7 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
     steps = coll.ring_steps(n)
     plan = plan_nccl(coll, nbytes, topo, "ring", proto, nchannels=nchannels, pipeline=pipeline, steps=steps)
     spread, nch, pieces = plan.spread, plan.nchannels, plan.pieces
-    orders = [channel_order(topo, c, nch) for c in range(nch)] if spread else None
+    orders = [channel_order(topo, c, nch, ring=True) for c in range(nch)] if spread else None
     # a spread channel runs its own ring, with the root at its position there; else channels are pieces
     roots = [int(np.flatnonzero(o == root)[0]) for o in orders] if orders is not None else [root]
     first = _first(coll, n, roots) if chain else None

@@ -70,6 +70,36 @@ def test_channel_order_rotates_each_host():
         assert nics == {f"h0.nic{c}", f"h1.nic{c}"}
 
 
+@pytest.mark.parametrize("nodes", [2, 4, 6])
+def test_ring_crossings_stay_on_one_rail_with_a_nic_per_gpu(nodes):
+    # DGX H100: one NIC per GPU, so a ring rotated alike on every host would leave through NIC c and enter
+    # through NIC c+1 (through the spine); NCCL keeps both ends of a crossing on one NIC (one rail)
+    topo = load_topology(f"dgx-h100:nodes={nodes}")
+    for c in range(8):
+        o = nr.channel_order(topo, c, 8, ring=True)
+        assert sorted(o.tolist()) == list(range(8 * nodes))
+        for h in range(nodes):   # every crossing, the closing one included (an even host count)
+            src, dst = int(o[8 * h + 7]), int(o[(8 * h + 8) % (8 * nodes)])
+            hops = [topo.links[i].dst for i in topo.route(src, dst)]
+            assert "spine" not in hops and len({x for x in hops if ".nic" in x and x.startswith("h")}) == 2, hops
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_an_oversubscribed_spine_does_not_slow_rings_under_one_leaf(nodes):
+    # every node under the same rail leaves (nodes_per_leaf 32): a rail-aligned ring never uses the spine
+    base, over = (sim.simulate("all_gather", 1 << 30, f"dgx-h100:nodes={nodes}{extra}", algorithm="ring", protocol="Simple")
+                  for extra in ("", ",oversubscription=4"))
+    assert over.time_us == pytest.approx(base.time_us, rel=1e-9)
+
+
+@pytest.mark.parametrize("spec", ["dgx-h100:nodes=2", "dgx-h100:nodes=3", "gh200-4:nodes=4,nics_per_node=4,nic_gbps=200"])
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "reduce_scatter", "broadcast"])
+def test_rail_aligned_spread_rings_still_compute_the_collective(spec, collective):
+    topo = load_topology(spec)
+    p = nr.spread_program("ring", get_collective(collective), topo, topo.hardware.nic_ports, 2, root=3)
+    assert verify(p).ok
+
+
 @pytest.mark.parametrize("algorithm,collective", [("ring", "all_reduce"), ("tree", "all_reduce"),
                                                   ("ring", "all_gather"), ("ring", "reduce_scatter"),
                                                   ("ring", "broadcast")])
