@@ -22,12 +22,13 @@ import functools
 import json
 import os
 import statistics
+import sys
 import time
 
 from .. import api
 from ..collectives import get_collective
 from ..errors import CollsimError
-from ..io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from ..io.nccl_tests_format import collective_from_rows, parse_nccl_tests, parse_nccl_tests_meta
 from ..io.safe_io import read_input
 from ..io.validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
 from ..nccl import config as nccl_config
@@ -46,9 +47,12 @@ def register(sub) -> None:
     p = sub.add_parser("validate", help="compare predictions with published or your own nccl-tests results",
                        description="Median relative error of busbw (sizes >= 64 MiB) and of time (sizes <= 64 KiB) "
                                    "per case and overall, with the algorithms chosen.")
-    p.add_argument("file", nargs="?", default=None, help="cases JSON, raw nccl-tests output, or collsim JSON (default: the public cases)")
+    p.add_argument("file", nargs="?", default=None,
+                   help="cases JSON, raw nccl-tests output, or collsim JSON (default: the public cases); raw output is "
+                        "predicted with the NCCL release its banner prints ('NCCL version 2.22.3'), else the newest")
     p.add_argument("--topology", "-t", default=None, help="topology spec for cases that name none (required for raw nccl-tests output)")
-    p.add_argument("--collective", "-c", default=None, help="collective of raw output (default: from the *_perf name in it, else all_reduce)")
+    p.add_argument("--collective", "-c", default=None, help="collective of raw output (default: from the *_perf name in it, else all_reduce where every row's "
+                        "busbw/algbw is 2(n-1)/n; otherwise it must be given)")
     p.add_argument("--model", default="auto", choices=api.MODELS,
                    help="model to validate (default auto: the engine where it fits sim.simulate's time budget, the "
                         "large-scale flow models beyond, as a user's prediction runs)")
@@ -122,9 +126,21 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
                  "nranks": data.get("nranks")}]
     rows = parse_nccl_tests(text)
     meta = parse_nccl_tests_meta(text)
-    return [{"id": os.path.basename(path), "topology": topology, "collective": collective or meta["collective"] or "all_reduce",
-             "nranks": meta["nranks"], "source": path, "gpus_per_process": meta["gpus_per_process"],
-             "rows": [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r["busbw_GBps"] or 0.0} for r in rows]}]
+    coll = collective or meta["collective"]
+    if coll is None:   # older nccl-tests print no *_perf name: the columns may still say; a guess is no answer
+        coll = collective_from_rows(rows)
+        if coll is None:
+            raise CollsimError(f"{os.path.basename(path)!r} does not say its collective (no *_perf name in it, and its "
+                               "busbw/algbw fits several): pass --collective all_reduce (or all_gather, reduce_scatter, "
+                               "all_to_all, broadcast, reduce)")
+        print(f"collsim: {os.path.basename(path)!r} names no collective; its busbw/algbw, 2(n-1)/n on every row, says "
+              "all_reduce (--collective to say otherwise)", file=sys.stderr)
+    case = {"id": os.path.basename(path), "topology": topology, "collective": coll,
+            "nranks": meta["nranks"], "source": path, "gpus_per_process": meta["gpus_per_process"],
+            "rows": [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r["busbw_GBps"] or 0.0} for r in rows]}
+    if meta["nccl_version"]:   # the release that ran it ("NCCL version 2.22.3"): its rules, not the newest's
+        case["nccl_version"] = meta["nccl_version"]
+    return [case]
 
 
 # ---- scoring -------------------------------------------------------------------------------------

@@ -59,6 +59,9 @@ _COLLNET_YES = re.compile(r"(?i)loaded coll ?net plugin|connected coll ?net|coll
 _COLLNET_NO = re.compile(r"(?i)failed to find ncclCollNetPlugin|coll ?net (?:is )?(?:disabled|not supported)")
 _NETWORK = re.compile(r"Using network ([A-Za-z][\w ]*?)\s*$")
 _PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:.*?found (\d+) nics)?")
+# aws-ofi-nccl 1.7+ groups the NICs behind one GPU into one device NCCL sees ("NIC group 0 device #3"):
+# a p5's 32 EFA interfaces reach NCCL as 8 devices of 4 x 100 Gb/s
+_NIC_GROUP = re.compile(r"NET/OFI NIC group (\d{1,4}) device #(\d{1,4})")
 _IB_DEVS = re.compile(r"NET/IB : Using ((?:\[\d+\]\S+\s*)+)")
 _TUNING = re.compile(r"\b(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|Send|Recv|SendRecv): (\d+) Bytes -> "
                      r"Algo (\w+) proto (\w+)")
@@ -96,6 +99,7 @@ class NcclLog:
     network: str | None = None
     provider: str | None = None
     nics: int | None = None
+    nic_groups: dict = field(default_factory=dict)   # aws-ofi-nccl's NIC group -> the devices in it
     gpu: str | None = None
     nvlink_GBps: float | None = None  # the slowest GPU-to-GPU NVLink bandwidth in NCCL's topology dump
     calls: list = field(default_factory=list)
@@ -220,6 +224,8 @@ def _read_record(log: NcclLog, body: str, comms: dict, ring_ids: set, m, last_op
         log.provider = p.group(1).lower()
         if p.group(2):
             log.nics = int(p.group(2))
+    for g in _NIC_GROUP.finditer(body):
+        log.nic_groups.setdefault(int(g.group(1)), set()).add(int(g.group(2)))
     if ib := _IB_DEVS.search(body):
         log.nics = max(log.nics or 0, len(re.findall(r"\[\d+\]", ib.group(1))))
         if "RoCE" in ib.group(1):
@@ -349,12 +355,18 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
     if nodes > 1 and fabric:
         params.append(f"fabric={fabric}")
         why.append(f"network {log.network or '?'} / provider {log.provider or '-'} -> fabric={fabric}")
-    if nodes > 1 and log.nics:
+    per_group = max((len(d) for d in log.nic_groups.values()), default=1)
+    if nodes > 1 and log.nic_groups:   # NCCL sees the plugin's groups, each as fast as its interfaces together
+        params.append(f"nics_per_node={len(log.nic_groups)}")
+        why.append(f"the net plugin groups {log.nics or '?'} NICs into {len(log.nic_groups)} devices of {per_group} "
+                   "(NET/OFI NIC group lines): NCCL sees the groups")
+    elif nodes > 1 and log.nics:
         params.append(f"nics_per_node={log.nics}")
         why.append(f"NCCL found {log.nics} NICs per node")
     if nodes > 1 and fabric in ("efa", "efa2"):
-        params.append("nic_gbps=100")  # every EFA interface of p4d (4) and p5 (32) instances is 100 Gb/s (AWS)
-        why.append("EFA interfaces are 100 Gb/s each (p4d: 4, p5: 32 per instance)")
+        params.append(f"nic_gbps={100 * per_group}")  # every EFA interface of p4d (4) and p5 (32) instances is 100 Gb/s (AWS)
+        why.append("EFA interfaces are 100 Gb/s each (p4d: 4, p5: 32 per instance)"
+                   + (f", {per_group} to a group" if per_group > 1 else ""))
     if nodes > 1 and log.collnet:
         params.append("sharp=1")
         why.append("NCCL loaded and connected a CollNet (SHARP) plugin")

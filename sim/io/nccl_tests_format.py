@@ -143,6 +143,8 @@ def parse_nccl_tests(text: str, max_rows: int = MAX_ROWS) -> list[dict]:
             if cols is not None:
                 keys = _keys_for(cols)
             continue
+        if " NCCL INFO " in line or " NCCL WARN " in line:
+            continue   # NCCL's own log lines, interleaved by NCCL_DEBUG=INFO: "Channel 00/16 : 0 7 6 ..." is no result
         fields = line.split()
         layout = keys
         if layout is None:
@@ -170,6 +172,20 @@ def parse_nccl_tests(text: str, max_rows: int = MAX_ROWS) -> list[dict]:
         raise CollsimError("no nccl-tests result rows found: pass the text printed by all_reduce_perf (or another "
                            "*_perf binary), including its '#  size  count  type ...' header line")
     return rows
+
+
+def collective_from_rows(rows: list[dict]) -> str | None:
+    """The collective a table that names none must be, from its own columns, or None where they do not say:
+    busbw/algbw is 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and all_to_all, and 1
+    for broadcast and reduce, so a ratio above 1 (every row's) can only be all_reduce's (n >= 3).
+
+    >>> collective_from_rows([{"algbw_GBps": 10.0, "busbw_GBps": 17.5}]), collective_from_rows([{"algbw_GBps": 10.0, "busbw_GBps": 8.75}])
+    ('all_reduce', None)
+    """
+    # rows of 1 GB/s and more: the table prints two decimals, so 0.01 GB/s of algbw says nothing of the ratio;
+    # a ratio of 1.33 (n = 3) is then told from 1 with room to spare
+    ratios = [r["busbw_GBps"] / r["algbw_GBps"] for r in rows if (r.get("algbw_GBps") or 0) >= 1.0]
+    return "all_reduce" if ratios and all(x > 1.1 for x in ratios) else None
 
 
 def parse_nccl_tests_meta(text: str) -> dict:
@@ -201,9 +217,10 @@ def parse_nccl_tests_meta(text: str) -> dict:
     if current:
         runs.append(current)
     sizes = sorted({max(g) + 1 for g in runs})
-    if len(sizes) > 1:
-        raise CollsimError(f"this output holds {len(runs)} runs, of {' and '.join(map(str, sizes))} ranks: several nccl-tests "
-                           "outputs concatenated? Keep one run per file (their rows would be scored as one)")
+    if len(runs) > 1:   # of one rank count too: every size would be scored twice, as if one sweep
+        raise CollsimError(f"this output holds {len(runs)} runs, of {' and '.join(map(str, sizes))} ranks (a second "
+                           "'#  Rank  0' device list): several nccl-tests outputs concatenated? Keep one run per file "
+                           "(their rows would be scored as one sweep)")
     ver = re.search(r"NCCL version (\d+\.\d+\.\d+)", text)
     avg = re.search(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)", text)
     gpus = re.search(r"nThread\s+\d+\s+nGpus\s+(\d{1,4})\b", text)

@@ -42,6 +42,31 @@ def test_aws_p5_h100_log_with_mpi_prefixes():
     assert max(r["busbw_GBps"] for r in log.nccl_tests) == pytest.approx(488, abs=1)
     spec, _why = topology_spec(log)
     assert "nvls=1" in spec and "fabric=efa" in spec and load_topology(spec).nranks == 16
+    # the log's "NET/OFI NIC group G device #k" lines: 32 interfaces in 8 groups of 4, and its channels run
+    # "via NET/AWS Libfabric/0" .. "/7": NCCL sees 8 devices of 4 x 100 Gb/s
+    assert {g: len(d) for g, d in log.nic_groups.items()} == {g: 4 for g in range(8)}
+    assert "nics_per_node=8" in spec and "nic_gbps=400" in spec
+
+
+def test_the_p5_nccl_tests_rows_are_not_its_nccl_info_lines():
+    # NCCL_DEBUG=INFO lines interleave the table: "NCCL INFO Channel 00/16 :    0   7   6 ..." must not be
+    # read as a row (it parsed as a size of 5 with 12 wrong results); the file names no *_perf binary, so
+    # validate reads the collective from its columns, and scores with the NCCL release the log printed (2.22.3)
+    from sim.io.nccl_tests_format import parse_nccl_tests
+    path = str(published("nccl_logs", "aws_p5_h100x16_efa", "nccl-test-output-v2.22.3-1.log"))
+    text = open(path).read()
+    sizes = [r["nbytes"] for r in parse_nccl_tests(text)]
+    assert sizes == [8 << i for i in range(32)]
+    import subprocess
+    import sys
+    spec = "dgx-h100:nodes=2,nics_per_node=8,nic_gbps=400,fabric=efa2"
+    # busbw/algbw is 1.875 = 2(16-1)/16 on every row of 1 GB/s and more: only all_reduce's, and it says so
+    p = subprocess.run([sys.executable, "-m", "sim", "validate", path, "-t", spec, "--format", "json"],
+                       capture_output=True, text=True, timeout=300)
+    import json
+    assert p.returncode == 0 and "says all_reduce" in p.stderr, p.stderr
+    case = json.loads(p.stdout)["cases"][0]
+    assert case["nccl_version"] == "2.22" and case["collective"] == "all_reduce"
 
 
 def test_aws_p4d_log_older_nccl():

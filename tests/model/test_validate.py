@@ -47,6 +47,39 @@ def test_cli_on_raw_nccl_tests_output(cli, tmp_path):
     assert d["overall"]["bw_points"] == 3 and d["overall"]["bw_median"] < 0.25
 
 
+def test_raw_output_that_names_no_collective(cli, tmp_path):
+    # A1's table names no *_perf binary: busbw/algbw = 1.75 = 2(8-1)/8 on every row says all_reduce (and it
+    # says so); the same table with all_gather's ratio, (8-1)/8, fits all_gather, reduce_scatter and
+    # all_to_all alike: refused, not scored as an all_reduce
+    f = tmp_path / "a1.txt"
+    f.write_text(A1_TEXT)
+    code, out, err = cli("validate", f, "--topology", "dgx-a100")
+    assert code == 0 and "says all_reduce" in err
+    ag = tmp_path / "ag.txt"
+    ag.write_text(A1_TEXT.replace("171.54", "85.77").replace("229.04", "114.52").replace("234.89", "117.44")
+                  .replace("sum", "none"))
+    code, out, err = cli("validate", ag, "--topology", "dgx-a100")
+    assert code != 0 and "does not say its collective" in err and "--collective" in err
+    code, out, err = cli("validate", ag, "--topology", "dgx-a100", "--collective", "all_gather")
+    assert code == 0, err
+
+
+def test_raw_output_of_two_runs_of_one_size_is_refused(cli, tmp_path):
+    # two all_reduce_perf runs of 8 ranks pasted into one file: each size would be scored twice as one sweep
+    f = tmp_path / "twice.txt"
+    f.write_text("# Collective test starting: all_reduce_perf\n" + A1_TEXT + A1_TEXT)
+    code, out, err = cli("validate", f, "--topology", "dgx-a100")
+    assert code != 0 and "2 runs" in err and "one run per file" in err
+
+
+def test_raw_output_is_scored_with_the_nccl_release_it_printed(cli, tmp_path):
+    f = tmp_path / "a1.txt"
+    f.write_text("# NCCL version 2.21.5+cuda12.4\n" + A1_TEXT)
+    code, out, err = cli("validate", f, "--topology", "dgx-a100", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["cases"][0]["nccl_version"] == "2.21"
+
+
 def test_cli_public_case_and_pins(cli):
     code, out, _ = cli("validate", "--case", "E1")
     assert code == 0 and out.count("\n  E1 ") == 1
