@@ -8,7 +8,8 @@ members' entries are compared; the first thing that differs is a *finding*:
 ``size_mismatch``             same collective, different tensor shapes; culprits: the minority
 ``dtype_mismatch``            same collective and shapes, different dtypes; culprits: the minority
 ``missing_rank``              some members never reached this sequence id (their last enqueued id is
-                              lower), or sent no dump while the others wait here; culprits: those ranks
+                              lower), or sent no dump while the others wait here (ranked after the
+                              findings records support: a lost file looks the same); culprits: those ranks
 ``extra_collective``          the few members that did reach it, when most never did
 ``stuck_collective``          every member joined, it matches, none completed: no desync, so the
                               transport (a link, a NIC) among them is suspect; culprits: the members
@@ -111,10 +112,12 @@ class _Pg:
         self.no_dump = [r for r in members if r not in dumps]
         self.unreadable = {r for r in members if r in refused}
         self.desc = next((e["pg_desc"] for es in self.by_rank.values() for e in es.values()), "")
-        self.last = {}
+        self.last, self.status = {}, {}
         for r, es in self.by_rank.items():
-            st = dumps[r]["pg_status"].get(name, {}).get("last_enqueued_collective", -1)
-            self.last[r] = max([st, *es])  # pg_status survives when the ring buffer dropped entries
+            st = dumps[r]["pg_status"].get(name, {}).get("last_enqueued_collective")
+            if st is not None:  # a rank whose status for this group is unknown (unmapped, absent) casts no vote
+                self.status[r] = st
+            self.last[r] = max([-1 if st is None else st, *es])  # pg_status survives when the ring buffer dropped entries
         self.seqs = sorted({s for es in self.by_rank.values() for s in es})
 
 
@@ -128,10 +131,14 @@ def _lost_text(pg: _Pg) -> str:
     return "; ".join(([f"dump of rank(s) {bad} unreadable"] if bad else []) + ([f"no dump from rank(s) {none}"] if none else []))
 
 
-def _finding(kind, pg, seq, culprits, details, evidence, tie=False):
+def _finding(kind, pg, seq, culprits, details, evidence, tie=False, silent=False):
+    """One finding. ``silent``: it rests only on ranks having left no readable dump, which a crash explains but
+    so does a lost file: weaker than any record that disagrees, so it is ranked after those."""
+    unknown = "" if silent or not pg.no_dump else f"; unknown for rank(s) {sorted(pg.no_dump)} ({_lost_text(pg)})"
     return {"error_type": kind, "culprits": sorted(culprits), "collective_seq_id": seq,
             "process_group": pg.name, "pg_desc": pg.desc, "details": details + (
-                " (a tie: the records cannot say which side is wrong)" if tie else ""), "evidence": evidence}
+                " (a tie: the records cannot say which side is wrong)" if tie else "") + unknown,
+            "evidence": evidence, "_silent": silent}
 
 
 def _calls(pg: _Pg, r: int, start: int, n: int = 8) -> list:
@@ -208,13 +215,15 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
         if len(absent) > len(here):
             return _finding("extra_collective", pg, s, here, f"only rank(s) {here} called seq {s} "
                             f"({next(iter(present.values()))['op']}); rank(s) {sorted(absent)} never did", ev)
+        last = ", ".join(str(pg.last[r]) if pg.last[r] >= 0 else "none recorded" for r in sorted(absent))
         return _finding("missing_rank", pg, s, absent, f"rank(s) {sorted(absent)} never reached seq {s} "
-                        f"(last enqueued {[pg.last[r] for r in sorted(absent)]}); rank(s) {here} wait in "
+                        f"(last enqueued: {last}); rank(s) {here} wait in "
                         f"{next(iter(present.values()))['op']}", ev, len(absent) == len(here))
     if present and not all(e["completed"] for e in present.values()):
         if pg.no_dump:
             return _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no readable dump "
-                            f"({_lost_text(pg)}; crashed or killed?) while rank(s) {sorted(present)} wait at seq {s}", ev)
+                            f"({_lost_text(pg)}: crashed or killed, or the file was lost) while rank(s) "
+                            f"{sorted(present)} wait at seq {s}", ev, silent=True)
         if completed_lowest and len(present) == len(pg.members) and not any(e["completed"] for e in present.values()):
             return _finding("stuck_collective", pg, s, list(pg.members), f"every member of group {pg.name} "
                             f"joined seq {s} ({next(iter(present.values()))['op']}), the calls match and none "
@@ -226,12 +235,12 @@ def _status_only(pg: _Pg):
     """Without entries (dumped with includeCollectives=False, or evicted) the last enqueued sequence id
     per rank still shows who is behind: the minority rule on those numbers."""
     groups = {}
-    for r, last in pg.last.items():
+    for r, last in pg.status.items():
         groups.setdefault(last, []).append(r)
     if len(groups) < 2:
         return None
     culprits, major, tie = _minority(groups)
-    ev = {str(r): {"last_enqueued_collective": last} for r, last in pg.last.items()}
+    ev = {str(r): {"last_enqueued_collective": last} for r, last in pg.status.items()}
     if tie:
         major = max(groups)
         culprits = sorted(r for k, v in groups.items() if k != major for r in v)
@@ -242,10 +251,16 @@ def _status_only(pg: _Pg):
                     f"{sorted({pg.last[r] for r in culprits})} while the others reached {major}", ev, tie)
 
 
-def _blocked_elsewhere(r: int, pg_name: str, dumps: dict) -> tuple | None:
+def _blocked_elsewhere(r: int, pg_name: str, dumps: dict, found: dict) -> tuple | None:
+    """Where rank ``r`` waits on *someone else*: an unfinished call of another group whose own finding
+    names other ranks (or the transport). An unfinished call alone proves nothing: NCCL enqueues
+    asynchronously, so a rank that stopped (a GPU error) leaves unfinished calls in every group, and
+    those must not excuse it from the findings that name it."""
     for e in dumps.get(r, {}).get("entries", []):
         if e["pg"] != pg_name and not e["completed"] and not e["is_p2p"]:
-            return e["pg"], e["seq"]
+            f = found.get(e["pg"])
+            if f is not None and (f["error_type"] == "stuck_collective" or r not in f["culprits"]):
+                return e["pg"], e["seq"]
     return None
 
 
@@ -308,7 +323,8 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     """Diagnose ``dumps`` ({rank: normalised dump} or a :class:`~sim.flight.loader.DumpSet`).
 
     Returns ``{"error_type", "culprits", "collective_seq_id", "process_group", "details", "evidence",
-    "secondary", "other_findings", "ranks", "refused"}``; ``error_type`` is ``"none"`` when nothing is
+    "secondary", "other_findings", "ranks", "missing_dumps", "refused"}`` (``missing_dumps``: ranks a group lists
+    whose dump was not read, unknown rather than culprits); ``error_type`` is ``"none"`` when nothing is
     wrong. ``straggler_ms``: lateness that counts as straggling; ``slow_factor``: how much slower a
     group must be than its peers to blame a link."""
     refused_files, refused, other_job = ({}, (), {})
@@ -331,16 +347,18 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
                 findings.append(f)
                 break  # later sequence ids of a desynchronised group say nothing new
         else:
-            if pg.no_dump and pg.by_rank:
+            if pg.no_dump and pg.seqs:  # without a recorded collective of this group there is nothing to weigh
                 s = max(pg.last.values()) + 1
                 f = _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no readable dump "
-                             f"({_lost_text(pg)}); the others completed all {s - 1} collective(s) they recorded (it "
-                             "failed after them, or its dump was lost)", {str(r): _lost(pg, r) for r in pg.no_dump})
-                f["_t"] = float("inf")  # weaker evidence than a record that disagrees
+                             f"({_lost_text(pg)}); the others completed every collective of this group they "
+                             f"recorded, up to seq {s - 1} (it failed after them, or its dump was lost)",
+                             {str(r): _lost(pg, r) for r in pg.no_dump}, silent=True)
+                f["_t"] = float("inf")
                 findings.append(f)
     primary, secondary = [], []
+    found = {f["process_group"]: f for f in findings}
     for f in findings:
-        blocked = {r: _blocked_elsewhere(r, f["process_group"], dumps) for r in f["culprits"]}
+        blocked = {r: _blocked_elsewhere(r, f["process_group"], dumps, found) for r in f["culprits"]}
         if f["error_type"] == "missing_rank" and f["culprits"] and all(blocked.values()):
             f["details"] += "; but " + ", ".join(f"rank {r} is blocked in group {b[0]} seq {b[1]}"
                                                  for r, b in blocked.items())
@@ -348,7 +366,7 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
         else:
             primary.append(f)
     order = lambda f: (_ERRORS + ("stuck_collective",)).index(f["error_type"])
-    primary.sort(key=lambda f: (order(f) > 4, f["_t"]))
+    primary.sort(key=lambda f: (order(f) > 4, f["_silent"], f["_t"]))
     if not primary and secondary:  # every rank waits on another: a cross-group deadlock
         primary = [dict(secondary[0], details=secondary[0]["details"] + " (cross-group wait cycle)")]
     main = primary[0] if primary else (_lag_findings(pgs, straggler_ms * 1e6) or _slow_groups(pgs, slow_factor))
@@ -356,10 +374,17 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
         main = {"error_type": "none", "culprits": [], "collective_seq_id": None, "process_group": None,
                 "pg_desc": "", "details": "every collective matches on every rank and none is stuck, late or slow",
                 "evidence": {}}
-    strip = lambda f: {k: v for k, v in f.items() if k != "_t"}
+    strip = lambda f: {k: v for k, v in f.items() if k not in ("_t", "_silent")}
     out = strip(main)
+    # the ranks some group lists but whose dump was not read: say so once, up front, so a reader knows which
+    # ranks the diagnosis could not see (they are unknown, not healthy and not guilty)
+    unseen = sorted({r for p in pgs for r in p.no_dump})
+    if unseen:
+        lost = sorted(r for r in unseen if r in refused)
+        out["details"] += (f"; no dump read from rank(s) {unseen}" + (f" ({lost} refused)" if lost else "")
+                           + ": what they did is unknown")
     secondary, primary = [strip(f) for f in secondary], [strip(f) for f in primary]
     out.update(secondary=[f for f in secondary if f != out], other_findings=primary[1:],
-               ranks=sorted(dumps), refused=refused_files, other_job=other_job,
+               ranks=sorted(dumps), missing_dumps=unseen, refused=refused_files, other_job=other_job,
                process_groups={p.name: {"desc": p.desc, "ranks": list(p.members)} for p in pgs})
     return out

@@ -9,6 +9,9 @@ Dumps are normalised so the analyzer sees one shape whatever wrote them:
 - the rank comes from the file name (``rank_3``, ``rank_3.json``, ``nccl_trace_rank_3``);
 - ``pg_config`` ranks (a string ``"[0, 1]"`` in PyTorch) become lists; ``pg_status`` numbers (strings in
   the JSON form) become ints; ``time_discovered_*`` of 0 (the JSON form's "none") become ``None``;
+- ``pg_status``, which PyTorch keys by each rank's *local* process-group uid, is re-keyed by the group's
+  global name through the rank's own entries (:func:`_status_by_group`); keys that cannot be translated
+  are dropped and listed in ``pg_status_unmapped``;
 - each entry gets ``pg`` (process-group name), ``seq``, ``op`` (``"gloo:allreduce"`` and
   ``"nccl:all_reduce"`` both become ``"all_reduce"``) and ``completed`` (state ``completed``, or
   ``retired``, or a sequence id at or below ``last_completed_collective``: gloo leaves every entry
@@ -161,21 +164,65 @@ def op_name(profiling_name: str) -> str:
     return _OPS.get(base, base)
 
 
+def _entry_group(e: dict) -> str:
+    """The global name of an entry's process group (``process_group[0]``; ``pg_id`` where it has none)."""
+    pg = e.get("process_group")
+    return str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(e.get("pg_id", "0"))
+
+
+def _status_by_group(raw: dict, config: dict) -> tuple[dict, list]:
+    """``pg_status`` keyed by global process-group name, and the keys that could not be mapped.
+
+    PyTorch keys ``pg_status`` by the process group's *local* uid (``ProcessGroupNCCL::uid_``, a per-process
+    counter: ``std::to_string(pg_id)`` in ``FlightRecorder::getPgStatus``), the number each entry carries as
+    ``pg_id``, while ``pg_config`` and the entries' ``process_group`` use the group's global name. Rank 0's
+    uid 11 and rank 12's uid 11 are different groups, so a key is translated through the rank's own entries
+    (``pg_id`` -> ``process_group[0]``). A uid no entry names is kept as a name only where the dump shows that
+    uids are names (no entry says otherwise and every key names a group of ``pg_config``, as the simulator
+    writes; gloo's unnamed config counts as the default group "0"); otherwise it is dropped: comparing it
+    with another rank's number would compare two unrelated counters.
+
+    The counters also count point-to-point calls (a group's last call decides which sequence its
+    ``last_*`` numbers follow), so a group whose latest entry on this rank is a send/recv has its status
+    dropped too: those numbers are ``p2p_seq_id``s, not ``collective_seq_id``s."""
+    status = {str(k): {kk: _int(vv, -1) for kk, vv in v.items()}
+              for k, v in (raw.get("pg_status") or {}).items() if isinstance(v, dict)}
+    uid_name: dict[str, str | None] = {}  # None: entries disagree on the name (then the uid is unusable)
+    last_p2p: dict[str, bool] = {}        # uid -> its latest entry (record order) is point-to-point
+    identity = True
+    for e in raw.get("entries") or []:
+        if not isinstance(e, dict) or e.get("pg_id") is None:
+            continue
+        uid, name = str(_int(e.get("pg_id"), e.get("pg_id"))), _entry_group(e)
+        uid_name[uid] = name if uid_name.get(uid, name) == name else None
+        last_p2p[uid] = bool(e.get("is_p2p", False))
+        identity = identity and uid == name
+    names = {c["name"] or "0" for c in config.values()} | {k or "0" for k in config}
+    identity = identity and set(status) <= names
+    out, unmapped = {}, []
+    for uid, st in status.items():
+        name = uid_name.get(uid, uid if identity else None)
+        if name is None or last_p2p.get(uid):
+            unmapped.append(uid)
+        else:
+            out[name] = st
+    return out, sorted(unmapped, key=lambda k: (len(k), k))
+
+
 def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
     """The canonical shape the analyzer reads (see the module docstring); ``ranks_cache`` shares equal
     member lists between dumps (see :func:`_ranks`)."""
-    status = {str(k): {kk: _int(vv, -1) for kk, vv in (v or {}).items()}
-              for k, v in (raw.get("pg_status") or {}).items() if isinstance(v, dict)}
     config = {str(k): {"name": str((v or {}).get("name", k)), "desc": str((v or {}).get("desc", "")),
                        "ranks": _ranks((v or {}).get("ranks"), ranks_cache)}
               for k, v in (raw.get("pg_config") or {}).items() if isinstance(v, dict)}
+    status, unmapped = _status_by_group(raw, config)
     entries = []
     for e in raw.get("entries") or []:
         if not isinstance(e, dict):
             continue
         pg = e.get("process_group")
-        name, desc = (str(pg[0]), str(pg[1]) if len(pg) > 1 else "") if isinstance(pg, (list, tuple)) and pg \
-            else (str(e.get("pg_id", "0")), "")
+        name = _entry_group(e)
+        desc = str(pg[1]) if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
         seq = _int(e.get("collective_seq_id"), 0)
         state = str(e.get("state", ""))
         last_done = status.get(name, {}).get("last_completed_collective", -1)
@@ -194,7 +241,7 @@ def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
         })
     backend = next((e["profiling_name"].split(":")[0] for e in entries if ":" in e["profiling_name"]), "")
     return {"version": str(raw.get("version", "")), "backend": backend, "pg_config": config,
-            "pg_status": status, "entries": entries}
+            "pg_status": status, "pg_status_unmapped": unmapped, "entries": entries}
 
 
 @dataclass(frozen=True)
