@@ -43,6 +43,10 @@ _OPS = {"allreduce": "all_reduce", "all_reduce": "all_reduce", "allreduce_coales
         "alltoall": "all_to_all", "alltoall_base": "all_to_all", "all_to_all": "all_to_all", "all_to_allv": "all_to_all",
         "all_to_all_single": "all_to_all", "send": "send", "recv": "recv", "recv_any_source": "recv"}
 P2P = ("send", "recv")
+# The longest time one recorded event may last: a day. No profiled step, kernel or call comes near it
+# (PyTorch's NCCL watchdog aborts a collective after 10 minutes by default), so a longer one is a damaged
+# value (1e300), not a slow job.
+MAX_EVENT_US = 86_400e6
 
 
 def op_of(name: str) -> str | None:
@@ -110,7 +114,8 @@ class Job:
 
     ``spans``: rank -> (first, last) microsecond of the recorded window (the step, for the shares);
     ``compute``: rank -> list of (start, end) of non-communication GPU kernels (for exposed time);
-    ``logs``: parsed NCCL logs (:class:`sim.evidence.nccl_log.NcclLog`); ``notes``: what was skipped and why.
+    ``logs``: parsed NCCL logs (:class:`sim.evidence.nccl_log.NcclLog`); ``notes``: what was skipped and why;
+    ``world_size`` and ``device`` (the GPU model): what the files say about the job, where they say it.
     """
 
     calls: list = field(default_factory=list)
@@ -121,6 +126,7 @@ class Job:
     sources: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     world_size: int | None = None
+    device: str | None = None
 
     def extend(self, other: Job) -> None:
         """Merge another reader's findings (ranks are global ranks in both)."""
@@ -133,6 +139,7 @@ class Job:
         self.sources += other.sources
         self.notes += other.notes
         self.world_size = max(filter(None, (self.world_size, other.world_size)), default=None)
+        self.device = self.device or other.device
 
     def ranks(self) -> list[int]:
         return sorted({c.rank for c in self.calls})

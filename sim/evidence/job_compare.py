@@ -30,6 +30,9 @@ from .job import Call, Job
 
 STRAGGLER_MIN_US = 20.0   # a median lateness below this is launch jitter, not a straggler
 STRAGGLER_FACTOR = 2.0    # ... and it must be this many times the median lateness over ranks
+# backends of communication kernels that are not NCCL's (sim.evidence.kineto), as a note names them
+NOT_NCCL = {"symm_mem": "PyTorch's symmetric-memory kernels (multimem/one-shot/two-shot all-reduce)",
+            "custom": "a custom all-reduce kernel (vLLM's cross_device_reduce)"}
 
 
 def _key(c: Call) -> tuple:
@@ -243,6 +246,11 @@ def compare_job(job: Job, topology: Topology | None, algorithm: str = "auto", pr
     """The whole comparison as the JSON document of ``collsim trace --format json``."""
     notes = list(job.notes)
     rows = collective_rows(job, topology, algorithm, protocol, notes)
+    other = [r for r in rows if r["backend"] in NOT_NCCL and r["predicted_us"] is not None]
+    if other:
+        kinds = sorted({NOT_NCCL[r["backend"]] for r in other})
+        notes.append(f"{len(other)} distinct collective(s) ran {' and '.join(kinds)}, not NCCL: their predicted time "
+                     "is NCCL's for the same call, so measured/pred compares the two implementations")
     return {"topology": topology.name if topology is not None else None,
             "sources": job.sources, "ranks": job.ranks(), "world_size": job.world_size,
             "byte_convention": "nbytes: the per-rank input buffer as torch counts it (all_gather: one rank's shard); "

@@ -18,6 +18,12 @@ another protocol inside it (docs/traces.md), so they are reported as a hint (``c
 
 Bounded work: files over :data:`MAX_FILE_BYTES`, gzip members expanding past :data:`MAX_JSON_BYTES`, and
 traces with more than :data:`MAX_EVENTS` events are refused with one line.
+
+Times no profiler records are refused in one line naming the event, as ``collsim validate`` refuses such a
+row of nccl-tests' table: a complete event ("ph": "X") with a negative or non-finite ``dur`` or one over
+:data:`MAX_EVENT_US` (a day), or a ``ts`` that is not finite or beyond :data:`MAX_TS_US`. Skipping them
+would change the calls counted and the step's shares without a word; one corrupted event is a damaged
+file. Events without a numeric ``ts``/``dur`` or a name are not Kineto's complete events and are skipped.
 """
 from __future__ import annotations
 
@@ -31,11 +37,14 @@ from dataclasses import dataclass, field
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
 from ..io.safe_io import load_json, read_input
-from .job import P2P, Call, Job, dtype_bytes, op_of
+from .job import MAX_EVENT_US, P2P, Call, Job, dtype_bytes, op_of
 
 MAX_FILE_BYTES = 512 << 20    # the largest published trace is 1.8 MB gzipped; real multi-step traces reach ~1 GB
 MAX_JSON_BYTES = 512 << 20     # decompressed (Python holds ~10x that in objects)
 MAX_EVENTS = 5_000_000
+# Timestamps are microseconds since the epoch (1.7e15 in 2024) or since the trace started; 2**53 us is the
+# year 2255, and below it every microsecond is exact in a float.
+MAX_TS_US = float(2**53)
 
 _KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _ALGO_PROTO = re.compile(r"_(RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|COLLNET|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)(?=_|\(|$)")
@@ -127,8 +136,23 @@ def load_trace(path: str) -> dict:
     return data
 
 
-def _num(x) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+def _real(x) -> float | None:
+    """A JSON number as a float, infinities and NaN included (they are refused by :func:`_check_times`, not
+    skipped); a 400-digit integer becomes inf. None for anything else."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return None
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
+def _device(data: dict) -> str | None:
+    """The GPU model(s) the trace's ``deviceProperties`` name (``Tesla V100-SXM2-32GB``), None if it names none."""
+    props = data.get("deviceProperties")
+    names = sorted({str(p["name"])[:80] for p in props if isinstance(p, dict) and isinstance(p.get("name"), str)}) \
+        if isinstance(props, list) else []
+    return " + ".join(names) or None
 
 
 def _rank_of(data: dict, path: str, fallback: int) -> int:
@@ -241,7 +265,7 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
     rank = _rank_of(data, path, fallback_rank)
     info: dict = data["distributedInfo"] if isinstance(data.get("distributedInfo"), dict) else {}
     world = info.get("world_size") if isinstance(info.get("world_size"), int) and info["world_size"] > 0 else None
-    ev = _sort_events(data["traceEvents"])
+    ev = _sort_events(data["traceEvents"], path)
     launches_by_thread = _group_launches(ev.launches)
     all_launches = sorted((l for ls in launches_by_thread.values() for l in ls), key=lambda l: l.ts)
     described = {id(l): l.describe() for l in all_launches}
@@ -255,7 +279,7 @@ def read_trace(path: str, fallback_rank: int = 0) -> Job:
     calls.sort(key=lambda c: c.launch_us if c.launch_us is not None else (c.start_us or 0.0))
     for i, c in enumerate(calls):
         c.seq = i
-    job = Job(calls=calls, sources=[path], world_size=world)
+    job = Job(calls=calls, sources=[path], world_size=world, device=_device(data))
     if ev.steps:
         job.spans[rank] = (min(s for s, _ in ev.steps), max(e for _, e in ev.steps))
         job.steps[rank] = len(ev.steps)
@@ -279,14 +303,26 @@ class _Events:
     hi: float = float("-inf")
 
 
-def _sort_events(events) -> _Events:
+def _check_times(name: str, ts: float, dur: float, path: str) -> None:
+    """Refuse a complete event whose ``ts`` or ``dur`` no profiler records (see the module docstring)."""
+    name = name[:80]
+    if not (-MAX_TS_US <= ts <= MAX_TS_US):  # also false for NaN
+        raise CollsimError(f"{path}: event {name!r} has ts {ts:g}: timestamps must be finite and within "
+                           f"+-{MAX_TS_US:.0f} us: the trace is damaged: export it again (or delete that event)")
+    if not (0 <= dur <= MAX_EVENT_US):
+        raise CollsimError(f"{path}: event {name!r} at ts {ts:.0f} has dur {dur:g}: durations must be 0.."
+                           f"{MAX_EVENT_US:,.0f} us (a day): the trace is damaged: export it again (or delete that event)")
+
+
+def _sort_events(events, path: str = "trace") -> _Events:
     out = _Events()
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
-        ts, dur, name, cat = _num(e.get("ts")), _num(e.get("dur")), e.get("name"), e.get("cat")
-        if ts is None or dur is None or dur < 0 or not isinstance(name, str):
+        ts, dur, name, cat = _real(e.get("ts")), _real(e.get("dur")), e.get("name"), e.get("cat")
+        if ts is None or dur is None or not isinstance(name, str):
             continue
+        _check_times(name, ts, dur, path)
         args: dict = e["args"] if isinstance(e.get("args"), dict) else {}
         e = {"name": name, "ts": ts, "dur": dur, "pid": e.get("pid"), "tid": e.get("tid"), "args": args, "cat": cat}
         if cat != "Trace":

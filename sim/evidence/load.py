@@ -1,10 +1,19 @@
 """Read whatever evidence of a job the user names: profiler traces, NCCL debug logs, flight-recorder dumps.
 
-``collsim trace PATH...`` takes files and folders. A file is read by what it holds: a gzip or JSON object
-is a profiler trace; text with ``NCCL INFO`` lines is an NCCL debug log. A folder is a flight-recorder
-dump folder when it holds ``_dump_N`` / ``rank_N`` files, else every ``*.json``, ``*.json.gz``, ``*.log``
-and ``*.txt`` file in it is read (one trace per rank). Anything else is refused in one line, naming the
-file: the comparison never silently drops what it was asked to read.
+``collsim trace PATH...`` takes files and folders. A file is read by what it holds: gzip, a JSON object or
+a JSON array of objects (``[{``, Chrome-trace's array form) is a profiler trace; text with ``NCCL INFO``
+lines is an NCCL debug log, whatever its first byte (Open MPI's ``--tag-output`` starts every line with
+``[1,0]<stdout>:``, which is not JSON). A JSON object with a flight recorder's keys (``pg_status``,
+``entries``) and none of Kineto's (``traceEvents``, ``schemaVersion``, ``deviceProperties``) is a
+flight-recorder dump, as is a pickle. A folder is a flight-recorder dump folder when it holds ``_dump_N`` /
+``rank_N`` dumps (``rank_N.json`` included: what ``collsim flight simulate --dump`` writes), else every
+``*.json``, ``*.json.gz``, ``*.log`` and ``*.txt`` file in it is read (one trace per rank). Anything else is
+refused in one line, naming the file: the comparison never silently drops what it was asked to read.
+
+One command reads one job: profiler traces or dump folders that state different world sizes, or traces
+of different GPU models, are refused (pooled, their calls would average two jobs' steps into one). A call
+read twice (the same rank's trace given twice: same op, size, start and duration) is counted once, with a
+note.
 """
 from __future__ import annotations
 
@@ -22,36 +31,91 @@ _TRACE_EXT = (".json", ".json.gz", ".gz")
 _LOG_EXT = (".log", ".txt", ".out", ".err")
 
 
+# Read from each file to tell what it is: a flight dump's JSON keys follow its pg_config (one short entry per
+# process group), so 64 KiB finds them past ~600 groups; a log's NCCL lines come after its banner.
+SNIFF_BYTES = 64 << 10
+_KINETO_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"displayTimeUnit"')
+_FLIGHT_KEYS = (b'"pg_status"', b'"entries"', b'"collective_seq_id"', b'"profiling_name"')
+
+
 def _sniff(path: str) -> str:
-    """``trace``, ``log`` or ``flight`` for one file, from its first bytes."""
+    """``trace``, ``log``, ``flight`` or ``binary`` for one file, from its first bytes."""
     try:
         with open(path, "rb") as f:
-            head = f.read(4096)
+            head = f.read(SNIFF_BYTES)
     except OSError as e:
         raise CollsimError(f"cannot read {path!r}: {e.strerror}") from None
-    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
+    start = head.lstrip()
+    if head[:2] == b"\x1f\x8b":
         return "trace"
     if head[:1] == b"\x80":
         return "flight"
+    if start[:1] == b"{":
+        kineto = any(k in head for k in _KINETO_KEYS)
+        return "flight" if not kineto and any(k in head for k in _FLIGHT_KEYS) else "trace"
+    if start[:1] == b"[" and start[1:].lstrip()[:1] in (b"{", b"]", b""):
+        return "trace"  # Chrome-trace's array form; "[1,0]<stdout>:" (Open MPI's tag) is a log's line
+    if b"\x00" in head:
+        return "binary"  # refused before the trace reader reads (and decodes) up to 512 MiB of it
     if b"NCCL" in head or path.lower().endswith(_LOG_EXT):
         return "log"
     return "trace"  # the trace reader gives the clearest refusal ("not a profiler trace")
 
 
 def _is_flight_dir(path: str, names: list) -> bool:
-    dumps = [n for n in names if rank_of(n) is not None and not n.endswith(_TRACE_EXT + _LOG_EXT)]
+    def dump(n: str) -> bool:
+        if rank_of(n) is None:
+            return False
+        if n.endswith(".json"):  # rank_3.json: a JSON dump (collsim's, PyTorch's) or one rank's profiler trace
+            return _sniff(os.path.join(path, n)) == "flight"
+        return not n.endswith(_TRACE_EXT + _LOG_EXT)
+    dumps = [n for n in names if dump(n)]
     return len(dumps) >= 1 and len(dumps) * 2 >= len([n for n in names if not n.endswith(_LOG_EXT)])
+
+
+def _check_one_job(part: Job, source: str, seen: dict) -> None:
+    """Refuse a trace or dump folder whose world size or GPU model differs from the first one that said them."""
+    said = {"world size": part.world_size, "GPU": part.device}
+    clash = [k for k, v in said.items() if v is not None and seen.get(k, (v,))[0] != v]
+    if clash:
+        first = ", ".join(f"{k} {seen[k][0]}" for k in clash)
+        here = ", ".join(f"{k} {said[k]}" for k in clash)
+        where = seen[clash[0]][1]
+        raise CollsimError(f"{where} ({first}) and {source} ({here}) are from different jobs: pass one job's "
+                           "traces per command (run collsim trace on each)")
+    for k, v in said.items():
+        if v is not None and k not in seen:
+            seen[k] = (v, source)
+
+
+def _drop_repeats(part: Job, read: set) -> int:
+    """Drop the calls of ``part`` already read from another file (the same rank's trace given twice: the
+    same op, size, start and duration on the same rank); how many were dropped."""
+    keep = []
+    for c in part.calls:
+        key = (c.rank, c.op, c.nbytes, c.start_us, c.duration_us)
+        if c.start_us is None or key not in read:
+            keep.append(c)
+            read.add(key)
+    dropped = len(part.calls) - len(keep)
+    part.calls = keep
+    return dropped
 
 
 def read_job(paths) -> Job:
     """All the evidence in ``paths`` as one :class:`~sim.evidence.job.Job`."""
     job = Job()
     files: list = []
+    flight_dirs: list = []
+    seen: dict = {}  # what the first trace or dump folder said of its job: "world size"/"GPU" -> (value, source)
     for p in paths:
         if os.path.isdir(p):
             names = sorted(n for n in os.listdir(p) if not n.startswith(".") and os.path.isfile(os.path.join(p, n)))
             if _is_flight_dir(p, names):
-                job.extend(read_flight_dir(p))
+                part = read_flight_dir(p)
+                flight_dirs.append(p)
+                _check_one_job(part, p, seen)
+                job.extend(part)
                 continue
             picked = [os.path.join(p, n) for n in names if n.endswith(_TRACE_EXT + _LOG_EXT)]
             if not picked:
@@ -62,21 +126,36 @@ def read_job(paths) -> Job:
         if len(files) > MAX_FILES:
             raise CollsimError(f"more than {MAX_FILES} files: pass one job's traces (one file per rank)")
     used_ranks: set = set()
+    read_calls: set = set()
+    kinds: set = set()
     for i, f in enumerate(files):
         kind = _sniff(f) if os.path.isfile(f) else "trace"
+        kinds.add(kind)
         if kind == "flight":
             raise CollsimError(f"{f}: a flight-recorder dump: pass the folder holding every rank's dump")
+        if kind == "binary":
+            raise CollsimError(f"{f}: binary data, not a profiler trace (Chrome-trace JSON as torch.profiler "
+                               "exports it), NCCL log or flight-recorder dump")
         if kind == "log":
             job.extend(log_job(read_log(f)))
             continue
         part = read_trace(f, fallback_rank=i)
+        _check_one_job(part, f, seen)
         ranks = {c.rank for c in part.calls} | set(part.spans)
-        if ranks & used_ranks:
+        total, dropped = len(part.calls), _drop_repeats(part, read_calls)
+        if dropped:
+            part.notes.append(f"{f}: {dropped} of its {total} calls were already read from another file (the same "
+                              "trace twice?): counted once")
+        elif ranks & used_ranks:
             part.notes.append(f"{f}: rank {sorted(ranks & used_ranks)} appears in another trace too (two jobs, or "
                               "two steps of one rank?); their calls are pooled")
         used_ranks |= ranks
         job.extend(part)
     if not job.calls:
+        if kinds == {"log"} and not flight_dirs:
+            raise CollsimError(f"no per-call lines in the NCCL log {', '.join(files)}: run with NCCL_DEBUG=INFO "
+                               "NCCL_DEBUG_SUBSYS=INIT,COLL,TUNING for them, or pass the log as --topology-from-log "
+                               "beside a profiler trace")
         raise CollsimError(f"no collective calls found in {', '.join(paths)}: profile with ProfilerActivity.CUDA (NCCL "
                            "kernels) or record gloo/NCCL collectives inside the profiled window")
     return job

@@ -2,7 +2,8 @@
 
 What is read (every item optional; NCCL prints different lines across versions):
 
-- ``NCCL version 2.27.7+cuda13.0``; ``comm 0x.. rank 3 nRanks 16 nNodes 2 localRanks 8`` (or, before
+- ``NCCL version 2.27.7+cuda13.0`` (the first one; ranks printing another release get a note: mixed NCCL
+  releases are a classic cause of hangs); ``comm 0x.. rank 3 nRanks 16 nNodes 2 localRanks 8`` (or, before
   NCCL 2.12, ``comm 0x.. rank 3 nranks 16 ...``); the host of each line (``host:pid:tid [dev]``);
 - ``Channel 00/24 :    0   1`` (rings), ``Trees [0] ...`` / ``Tree 0 : ...``, ``24 coll channels, 24 collnet
   channels, 0 nvls channels, 32 p2p channels``; ``NVLS multicast support is (not) available``, ``NVLS comm
@@ -192,9 +193,32 @@ def _records_of(lines: list) -> re.Pattern:
     return re.compile(_RECORD.pattern.replace(r"[\w.-]+", names, 1))
 
 
+def _read_network(log: NcclLog, body: str) -> None:
+    """The network a record names: NCCL's net plugin, its provider, the NICs it found, and (aws-ofi-nccl)
+    how it grouped them into the devices NCCL sees."""
+    if n := _NETWORK.search(body):
+        log.network = n.group(1)
+    if p := _PROVIDER.search(body):
+        log.provider = p.group(1).lower()
+        if p.group(2):
+            log.nics = int(p.group(2))
+    for g in _NIC_GROUP.finditer(body):
+        log.nic_groups.setdefault(int(g.group(1)), set()).add(int(g.group(2)))
+    if ib := _IB_DEVS.search(body):
+        log.nics = max(log.nics or 0, len(re.findall(r"\[\d+\]", ib.group(1))))
+        if "RoCE" in ib.group(1):
+            log.provider = log.provider or "roce"
+
+
 def _read_record(log: NcclLog, body: str, comms: dict, ring_ids: set, m, last_op: dict) -> None:
-    if log.version is None and (v := _VERSION.search(body)):
-        log.version = v.group(1)
+    if v := _VERSION.search(body):
+        if log.version is None:
+            log.version = v.group(1)
+        elif v.group(1) != log.version and not any(n.startswith("ranks run different NCCL versions") for n in log.notes):
+            # a hang's classic cause: ranks built against different NCCL releases (one note per log)
+            log.notes.append(f"ranks run different NCCL versions ({log.version} and {v.group(1)}, host "
+                             f"{m.group('host')}): mixed releases can hang or disagree on algorithms; "
+                             f"the log's first, {log.version}, is the one reported")
     if c := _COMM.search(body):
         comms[(m.group("host"), c.group(1))] = (int(c.group(3)), int(c.group(4)), int(c.group(5)))
     elif c := _COMM_OLD.search(body):
@@ -218,18 +242,7 @@ def _read_record(log: NcclLog, body: str, comms: dict, ring_ids: set, m, last_op
         log.collnet = True
     elif log.collnet is None and _COLLNET_NO.search(body):
         log.collnet = False
-    if n := _NETWORK.search(body):
-        log.network = n.group(1)
-    if p := _PROVIDER.search(body):
-        log.provider = p.group(1).lower()
-        if p.group(2):
-            log.nics = int(p.group(2))
-    for g in _NIC_GROUP.finditer(body):
-        log.nic_groups.setdefault(int(g.group(1)), set()).add(int(g.group(2)))
-    if ib := _IB_DEVS.search(body):
-        log.nics = max(log.nics or 0, len(re.findall(r"\[\d+\]", ib.group(1))))
-        if "RoCE" in ib.group(1):
-            log.provider = log.provider or "roce"
+    _read_network(log, body)
     if nl := _NVL.search(body):
         bw = float(nl.group(1))
         log.nvlink_GBps = bw if log.nvlink_GBps is None else min(log.nvlink_GBps, bw)
@@ -306,7 +319,8 @@ def log_job(log: NcclLog) -> Job:
             nbytes = r["nbytes"] // log.nranks if coll is not None and coll.input_is_shard else r["nbytes"]
             calls.append(Call(source=log.source, rank=0, op=log.nccl_tests_collective, nbytes=nbytes,
                               group_size=log.nranks, duration_us=r["time_us"], backend="nccl"))
-    return Job(calls=calls, logs=[log], sources=[log.source], world_size=log.nranks)
+    return Job(calls=calls, logs=[log], sources=[log.source], world_size=log.nranks,
+               notes=[f"{log.source}: {n}" for n in log.notes])
 
 
 def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
