@@ -30,7 +30,7 @@ PERF_N, PERF_NBYTES, PERF_BW, PERF_LAT = 8, 64 << 20, 100.0, 1.0
 
 
 def _program(ns, n):
-    return program_from(ns, FUNCTION, (n,), "reduce_scatter", n)
+    return program_from(ns, FUNCTION, (n,), "reduce_scatter", n, own=("ring",))   # not the library's ring
 
 
 def defines(ns):

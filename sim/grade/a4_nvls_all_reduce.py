@@ -37,7 +37,7 @@ def _topology(n):
 
 
 def _program(ns, n):
-    p = program_from(ns, FUNCTION, (n,), "all_reduce", n)
+    p = program_from(ns, FUNCTION, (n,), "all_reduce", n, own=("nvls",))   # not the library's NVLS
     if tuple(p.switches) != ("switch",):
         raise Fail(f"`{FUNCTION}({n})` names switches {list(p.switches)}; send to and from `switch = p.switch(\"switch\")` "
                    f"(switches=(\"switch\",) in Program.from_ops) so that agent {n} is the NVSwitch of "

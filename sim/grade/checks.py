@@ -159,12 +159,13 @@ def call(ns, name: str, *args, forbid=()):
         raise Fail(f"{shown} returned a Program with a bad shape: {e}", expected="a well-formed Program", got=str(e)) from None
 
 
-def program_from(ns, name: str, args: tuple, collective: str, nranks: int, ranks_note: str = ""):
+def program_from(ns, name: str, args: tuple, collective: str, nranks: int, ranks_note: str = "", own: tuple = ()):
     """Call the student's ``name(*args)`` and check it returned a :class:`sim.Program` for ``collective``
-    on ``nranks`` ranks; anything else is a :class:`Fail` saying what came back instead."""
+    on ``nranks`` ranks; anything else is a :class:`Fail` saying what came back instead. ``own``: the
+    library's algorithms the assignment asks the student to write, whose builders refuse during the call."""
     import sim
     shown = _shown(name, args)
-    p = call(ns, name, *args)
+    p = call(ns, name, *args, forbid=("library:" + "+".join(own),) if own else ())
     if not isinstance(p, sim.Program):
         got = getattr(p, "type_name", type(p).__name__)
         how = ("the sends are collected, now turn them into a Program: `return p.program(\"my_name\", steps=...)`"

@@ -132,6 +132,23 @@ def test_a1_wrong_collective_and_wrong_type_are_named():
     assert "returned a list; return a sim.Program" in failed(checks)["returns a reduce_scatter Program"]
 
 
+@pytest.mark.parametrize("body", ['return sim.build_program("ring", "reduce_scatter", n)',
+                                  'import importlib\n    return importlib.import_module("sim.algorithms").build_program('
+                                  '"ring", "reduce_scatter", n)',
+                                  'from sim.algorithms import get_algorithm\n    '
+                                  'return get_algorithm("ring").builder(sim.get_collective("reduce_scatter"), n)',
+                                  'from sim.algorithms.ring import build_ring\n    '
+                                  'return build_ring(sim.get_collective("reduce_scatter"), n)'])
+def test_a1_handing_in_the_librarys_own_ring_gets_no_marks(body):
+    # a one-line submission returning the library's ring got 6/6; the library's builders refuse while the
+    # student's function runs, and work again after it (the checker's own comparisons need them)
+    checks, _ = run("a1", f"import sim\ndef ring_reduce_scatter(n):\n    {body}\n")
+    msg = failed(checks)["returns a reduce_scatter Program"]
+    assert "write the algorithm yourself" in msg
+    import sim
+    assert sim.build_program("ring", "reduce_scatter", 4).steps == 3
+
+
 def test_a1_returning_the_chunk_program_instead_of_its_program_says_how_to_finish():
     checks, _ = run("a1", mutate(solution_code("a1"), 'return p.program("my_ring", steps=n - 1)', "return p"))
     msg = failed(checks)["returns a reduce_scatter Program"]
@@ -208,6 +225,14 @@ def test_a2_missing_all_gather_phase_is_named_by_the_verifier():
     checks, _ = run("a2", code)
     msg = failed(checks)["correct (sim.verify)"]
     assert msg.startswith("2x2 torus:") and "ends with chunk" in msg and "should hold the sum" in msg
+
+
+def test_a4_handing_in_the_librarys_own_nvls_gets_no_marks():
+    code = solution_code("a4") + CELL + ("import sim\nfrom sim.presets import load_topology\ndef nvls_all_reduce(n):\n"
+                                         "    return sim.build_program('nvls', 'all_reduce', n, "
+                                         "topology=load_topology(f'switch:n={n},nvls=1'))\n")
+    checks, _ = run("a4", code)
+    assert "write the algorithm yourself" in failed(checks)["returns an all_reduce Program with the switch"]
 
 
 def test_a2_wrong_rank_count():
