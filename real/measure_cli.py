@@ -199,8 +199,8 @@ def topology_out(path: str, rec: dict, dump: tuple[str | None, str] | None = Non
     from sim.commands.common import check_output_path
     from sim.presets import load_topology
     from sim.topology import Topology
-    from sim.topology.nccl_xml import parse_topology_xml, preset_for
-    from sim.topology.nvidia_smi import parse_nvidia_smi_topo
+    from sim.topology.nccl_xml import mesh_pair_links, parse_topology_xml, preset_for
+    from sim.topology.nvidia_smi import parse_nvidia_smi_topo, with_mesh_pair_links
 
     from .measure.topo_dump import merge_nodes, nccl_topology_dump, nic_legend
     check_output_path(path, "--topology-out", (".yaml", ".yml", ".json"))
@@ -220,7 +220,7 @@ def topology_out(path: str, rec: dict, dump: tuple[str | None, str] | None = Non
                            f"dump part was {how}; run it where the GPUs are")
     node, said = merge_nodes(smi, nccl_node, nic_legend(matrix))
     params = {"gpu": name} if name else {}
-    spec, read = preset_for(node, params, "this machine")
+    spec, read = preset_for(node, params, "this machine", scales_mesh=True)
     sources = (["nvidia-smi topo -m"] if smi else []) + ([f"NCCL_TOPO_DUMP_FILE ({how})"] if nccl_node else [])
     read = (said + read[:1] + ([f"GPU name in the text: NVIDIA {name.upper()}"] if name else []) + read[1:]
             + ([] if nccl_node else [f"NCCL topology dump: {how}"]))
@@ -228,6 +228,8 @@ def topology_out(path: str, rec: dict, dump: tuple[str | None, str] | None = Non
         raise CollsimError(f"--topology-out: this machine has {len(node.gpus)} GPU, so writing a topology was skipped (a "
                            f"collective needs at least 2 GPUs); what was read: {'; '.join(read[:-1])}")
     topo = load_topology(spec)
+    if (pair := mesh_pair_links(node)) is not None:   # a direct mesh at its own NV# per pair, not the preset's
+        topo = with_mesh_pair_links(topo, pair)
     hardware = topo.hardware.with_(xml_preset=spec, nccl_topo_dump=how if nccl_node else f"not used: {how}")
     doc = Topology.build(f"{rec.get('hostname') or 'this-machine'}({topo.name})", topo.nodes, topo.links, hardware).to_dict()
     doc["meta"].update(sources=sources, read=read)   # lists: to_dict keeps scalars only

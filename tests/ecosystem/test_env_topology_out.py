@@ -117,3 +117,16 @@ def test_nccl_dump_on_this_gpu(tmp_path):
     assert p.returncode == 0, p.stderr
     meta = yaml.safe_load((tmp_path / "me.yaml").read_text())["meta"]
     assert any(s.startswith("NCCL_TOPO_DUMP_FILE") for s in meta["sources"])
+
+
+def test_a_mesh_is_written_at_its_own_nvlinks_per_pair(tmp_path):
+    # four H100s joined by NV4 between every pair (no NVSwitch): 4 links x 25 GB/s a pair, not the gh200-4
+    # preset's 6; the same as `collsim topo --from-nvidia-smi` builds from the same matrix
+    mesh = ("\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\n"
+            + "".join(f"GPU{i}\t" + "\t".join(" X " if j == i else "NV4" for j in range(4)) + "\t0-31\n" for i in range(4)))
+    out = tmp_path / "mesh.yaml"
+    topology_out(str(out), {"nvidia_smi_topo": mesh, "gpus": ["NVIDIA H100 NVL"] * 4, "hostname": "h"},
+                 dump=(None, "not run (test)"))
+    topo = load_topology(str(out))
+    pair = {lk.bandwidth_GBps for lk in topo.links if lk.kind == "nvlink"}
+    assert pair == {4 * 25.0}
