@@ -203,22 +203,35 @@ def reading(rows, collective: str, nranks: int) -> list[str]:
     if k_bw is not None:
         parts.append(f"bandwidth term x{k_bw:.2f}")
     med = statistics.median(abs(r.rel_error) for r in rows)
-    fixed = statistics.median(abs(((k_lat if k_lat is not None else 1.0) * r.prediction.latency_us
-                                   + (k_bw if k_bw is not None else 1.0) * (r.prediction.bandwidth_us + r.prediction.host_us))
-                                  / r.measured_time_us - 1) for r in rows)
+    fixed = statistics.median(abs(corrected_time_us(r, k_lat, k_bw) / r.measured_time_us - 1) for r in rows)
+    signs = {r.rel_error > 0 for r in rows}
+    sign_note = ("; the error changes sign across sizes (noise in the measurement, or a cost the model lacks)."
+                 if len(signs) == 2 else ".")
     if med < 0.05:
         lines.append(f"The model fits (median error {med:.1%}); best-fit corrections: {', '.join(parts)}.")
+    elif fixed >= med:   # the least-squares fit is not the median's: never offer a "correction" that does worse
+        lines.append(f"No single term explains the miss: the best-fitting scaling of the terms ({', '.join(parts)}) "
+                     f"would not lower the median error ({med:.1%}; {fixed:.1%} with it)" + sign_note)
     elif fixed > 0.7 * med:
-        signs = {r.rel_error > 0 for r in rows}
         lines.append(f"No single term explains the miss: scaling them ({', '.join(parts)}) only takes the median error "
-                     f"from {med:.1%} to {fixed:.1%}"
-                     + ("; the error changes sign across sizes (noise in the measurement, or a cost the model lacks)."
-                        if len(signs) == 2 else "."))
+                     f"from {med:.1%} to {fixed:.1%}" + sign_note)
     else:
         term = "latency" if share >= 0.5 else "bandwidth"
         lines.append(f"The miss comes mostly from the {term} term ({max(share, 1 - share):.0%} of it): the measurement "
                      f"is best matched by {', '.join(parts)} (median error {med:.1%} -> {fixed:.1%}).")
     return lines
+
+
+def corrected_time_us(row, k_lat: float | None, k_bw: float | None) -> float:
+    """``row``'s predicted time with its latency term scaled by ``k_lat`` and its bandwidth (and host) term by
+    ``k_bw`` (None: unscaled). The terms need not add up to the prediction (the engine's pipelining overlaps
+    them), so the prediction is scaled by the terms' ratio: no correction leaves it exactly as it is."""
+    p = row.prediction
+    terms = p.latency_us + p.bandwidth_us + p.host_us
+    if terms <= 0:
+        return p.time_us
+    scaled = (1.0 if k_lat is None else k_lat) * p.latency_us + (1.0 if k_bw is None else k_bw) * (p.bandwidth_us + p.host_us)
+    return p.time_us * scaled / terms
 
 
 def _miss_share(rows, k_lat, k_bw) -> float | None:

@@ -124,3 +124,22 @@ def test_summarize_splits_by_regime():
     c = compare(_m("all_reduce", 4, {4000: 10.0, 40_000_000: 700.0}), RING4, predictor=p)
     s = summarize(c.rows)["by_regime"]
     assert s["latency-bound"]["sizes"] == 1 and s["bandwidth-bound"]["sizes"] == 1
+
+
+def test_reading_never_offers_a_correction_that_does_worse():
+    # the engine's terms need not add up to its time (pipelining overlaps them): here each size's terms sum
+    # to twice the measured time while the predictions miss by +-10%, so the least-squares factors (~0.5)
+    # would put every size ~50% off. The reading must not present that as a correction; a factor of 1
+    # leaves the prediction exactly as it is
+    from real.compare.predict import Prediction
+    from real.compare.score import ComparedRow, corrected_time_us, reading, term_factors
+
+    def row(nbytes, measured, miss):
+        p = Prediction("all_reduce", nbytes, 8, measured * (1 + miss), "ring", "Simple", 14, 20.0, 2 * measured - 20.0)
+        return ComparedRow(nbytes, measured, p)
+    rows = [row(1 << 20, 100.0, 0.1), row(1 << 22, 300.0, -0.1), row(1 << 24, 1000.0, 0.1), row(1 << 26, 4000.0, -0.1)]
+    assert corrected_time_us(rows[1], None, None) == rows[1].prediction.time_us == corrected_time_us(rows[1], 1.0, 1.0)
+    k_lat, k_bw = term_factors(rows)
+    assert k_bw is not None and k_bw < 0.7
+    text = " ".join(reading(rows, "all_reduce", 8))
+    assert "would not lower the median error (10.0%" in text and "only takes" not in text and "best matched" not in text
