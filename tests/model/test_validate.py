@@ -55,6 +55,7 @@ def test_raw_output_that_names_no_collective(cli, tmp_path):
     f.write_text(A1_TEXT)
     code, out, err = cli("validate", f, "--topology", "dgx-a100")
     assert code == 0 and "says all_reduce" in err
+    assert "its out-of-place times, as `collsim compare --time out-of-place`" in out.splitlines()[0]   # which column
     ag = tmp_path / "ag.txt"
     ag.write_text(A1_TEXT.replace("171.54", "85.77").replace("229.04", "114.52").replace("234.89", "117.44")
                   .replace("sum", "none"))
