@@ -117,18 +117,22 @@ class ProgressBar:
 
 def csv_text(reports: list[GradeReport]) -> str:
     """One row per submission: file, assignment, score, max_score, error, then one column per check
-    (the points it earned), in the order the checks run."""
+    (the points it earned), in the order the checks run. A check worth no points (a gate such as "defines
+    f") says pass or fail: its points, 0 either way, read as a failure next to a PASS in the feedback."""
     names: list[str] = []
     for r in reports:
         names += [c.name for c in r.checks if c.name not in names]
+    gates = {n for n in names if all(c.points == 0 for r in reports for c in r.checks if c.name == n)}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["file", "assignment", "score", "max_score", "error", *[_cell(n) for n in names]])
+    w.writerow(["file", "assignment", "score", "max_score", "error",
+                *[_cell(n + (" (0 points: pass/fail)" if n in gates else "")) for n in names]])
     for r in reports:
         got, most = r.score
         by_name = {c.name: c for c in r.checks}
         w.writerow([_cell(r.path), _cell(r.assignment), f"{got:g}", f"{most:g}", _cell(r.error or ""),
-                    *[f"{by_name[n].score:g}" if n in by_name else "" for n in names]])
+                    *[("" if n not in by_name else ("skipped" if by_name[n].skipped else "pass" if by_name[n].ok else "fail")
+                       if n in gates else f"{by_name[n].score:g}") for n in names]])
     return buf.getvalue()
 
 

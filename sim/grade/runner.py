@@ -46,6 +46,11 @@ def grade(path: str, assignment: str | None = None, timeout_s: float = DEFAULT_T
     cells, meta = read_submission(path)
     key = assignment or detect_assignment(path, cells, meta, ASSIGNMENTS)
     mod = assignment_module(key)
+    said = (meta.get("collsim") or {}).get("assignment") if isinstance(meta, dict) else None
+    if assignment and isinstance(said, str) and said in ASSIGNMENTS and said != assignment:
+        # a notebook released for one assignment graded as another scores 0 for no reason a student could see
+        raise CollsimError(f"{path} is the {said} notebook (its metadata says so) but --assignment {assignment} was given: "
+                           f"grade it as {said} (drop --assignment), or pass the {assignment} notebook")
     if not cells:
         raise CollsimError(f"{path} has no code to grade")
     limits = limits or Limits(wall_s=timeout_s)

@@ -447,3 +447,27 @@ def test_a5_jobs_are_reproducible_per_seed_and_differ_across_seeds():
     assert make_job(3) == make_job(3)
     truths = [ground_truth(s) for s in range(12)]
     assert len({t["kind"] for t in truths}) >= 3 and len({t["rank"] for t in truths}) >= 3
+
+
+def test_a_gate_worth_no_points_reads_pass_or_fail_in_the_grade_sheet():
+    # "defines ring_reduce_scatter" is worth 0 points: its column said 0 next to a PASS in the feedback
+    from sim.grade.batch import csv_text
+    from sim.grade.checks import Check, GradeReport
+    ok = GradeReport("a1", "t", "a.ipynb", (Check("defines f", True, points=0), Check("correct", True, points=2)))
+    bad = GradeReport("a1", "t", "b.ipynb", (Check("defines f", False, "no f", points=0),
+                                             Check("correct", False, "skipped until `defines f` passes", skipped=True, points=2)))
+    rows = [line.split(",") for line in csv_text([ok, bad]).splitlines()]
+    assert rows[0][5:] == ["defines f (0 points: pass/fail)", "correct"]
+    assert rows[1][5:] == ["pass", "2"] and rows[2][5:] == ["fail", "0"]
+
+
+def test_a_notebook_graded_as_another_assignment_is_refused(tmp_path):
+    # the a1 notebook graded with --assignment a2 scored 0/5 without a word; its metadata says a1
+    import shutil
+
+    from sim.errors import CollsimError
+    from sim.grade.runner import grade
+    nb = tmp_path / "sub.ipynb"
+    shutil.copy(os.path.join(os.path.dirname(__file__), "..", "..", "notebooks", "solutions", NOTEBOOKS["a1"]), nb)
+    with pytest.raises(CollsimError, match="is the a1 notebook .* but --assignment a2 was given"):
+        grade(str(nb), "a2", timeout_s=60)
