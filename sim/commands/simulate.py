@@ -133,6 +133,9 @@ def run(args) -> int:
     elif args.seed is not None:
         import sys
         print("collsim: ignoring --seed: it has no effect without --stochastic N", file=sys.stderr)
+    if args.root and not coll.rooted:   # accepted without a word before
+        import sys
+        print(f"collsim: ignoring --root {args.root}: {coll.name} has no root (broadcast and reduce do)", file=sys.stderr)
     from ..prediction import sweep
     ntasks = len(sizes) * len(algos)
     # in this process the loaded topology is reused; worker processes get the spec and load it once each

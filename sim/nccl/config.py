@@ -263,6 +263,11 @@ def _buffer(value: str, var: str) -> int:
     return n
 
 
+# what an empty variable's message suggests
+EXAMPLES = {"NCCL_ALGO": "NCCL_ALGO=Ring", "NCCL_PROTO": "NCCL_PROTO=Simple", "NCCL_MIN_NCHANNELS": "NCCL_MIN_NCHANNELS=32",
+            "NCCL_MAX_NCHANNELS": "NCCL_MAX_NCHANNELS=8", "FI_CXI_RX_MATCH_MODE": "FI_CXI_RX_MATCH_MODE=hardware"}
+
+
 def split_env(text: str) -> list[tuple[str, str]]:
     """``"NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32"`` -> pairs. A comma starts a new variable only when an
     ``NCCL_NAME=`` (or ``FI_NAME=``) follows it, so list values (``NCCL_ALGO=Ring,Tree``) keep their commas."""
@@ -299,6 +304,9 @@ def make_config(version=None, env=None) -> NcclConfig:
         if var not in HONOURED or (var == "NCCL_TUNER_PLUGIN" and "ofi" not in value.lower()):
             ignored.append(var)   # a tuner plugin collsim does not model: NCCL's own choice is predicted
             continue
+        if not value.strip():   # "NCCL_ALGO=" silently meant the default; say which variable is empty
+            raise CollsimError(f"{var} is set to nothing: give it a value (e.g. {EXAMPLES.get(var, var + '=...')}) or "
+                               "leave it out")
         honoured.append((var, value))
         if var == "NCCL_ALGO":
             kw["algos"] = _parse_list(value, var, ALGO_NAMES)

@@ -134,7 +134,7 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
     if a == "nvls" and m.nnodes > 1 and not m.sharp:
         return "multi-node NVLS needs CollNet (IB SHARP)"
     if a == "nvls" and m.nnodes > 1 and not m.nvls_sharp:
-        return "multi-node NVLS (NVLS + IB SHARP) is off: it also needs NVLS buffer registration and a multicast-capable SHARP plugin; enable it with nvls_sharp=1"
+        return "multi-node NVLS (NVLS + IB SHARP) is off: it also needs NVLS buffer registration and a multicast-capable SHARP plugin; enable it with sharp=1,nvls_sharp=1"
     if a.startswith("collnet") and (not m.sharp or m.nnodes == 1):
         return "CollNet needs IB SHARP between nodes"
     if a == "collnet_direct" and (not m.nvswitch or m.ppn > 8):

@@ -74,7 +74,9 @@ def _convert(preset: Preset, key: str, raw: str):
             value = float(raw)
         except ValueError:
             raise CollsimError(f"{what}={raw!r} is not a valid int: give a whole number such as 8") from None
-        return whole(number(value, what, example="8"), what, high=MAX_RANKS)
+        # the whole-number check first, without the generic bound: the preset states its own range
+        # ("nodes=2.5 ... at most 1048576" named a limit no preset has)
+        return whole(whole(number(value, what, example="8"), what), what, high=MAX_RANKS)
     if typ is float:  # finite and within the documented limits (sim.io.validation); builders check the rest
         value = parse_number(raw, what)
         # the upper limits here; a zero or negative value gets the builder's own message

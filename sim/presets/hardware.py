@@ -277,6 +277,10 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     if sharp and nodes < 2:
         raise CollsimError(f"preset {name!r}: sharp=1 with nodes=1: SHARP reduces in the network switches between "
                            f"nodes; use nodes=2 or more")
+    if nvls_sharp and not (sharp and use_nvls):   # it used to change nothing, without a word
+        need = "sharp=1 (IB SHARP between the nodes)" if not sharp else "NVLS (an NVSwitch with NVLink SHARP, nvls=1)"
+        raise CollsimError(f"preset {name!r}: nvls_sharp=1 needs {need}: NVLS inside each node joined by IB SHARP "
+                           f"between them; add sharp=1{'' if use_nvls else ' on a preset with NVLS (e.g. dgx-h100)'}, or drop nvls_sharp=1")
     far = table_far = _far_gpus(pf, nodes, gpn, nics, path)
     if gpus_without_gdr is not None:   # the spec's count (nvidia-smi's NODE/SYS entries) over the table's
         given = _positive_int(name, "gpus_without_gdr", gpus_without_gdr, 0, gpn)

@@ -58,3 +58,26 @@ def test_flow_and_engine_pick_the_same_protocol(spec, nbytes):
 def test_bench_names_the_sweep_size_it_refuses(cli):
     code, _, err = cli("bench", "--backend", "gloo", "--nprocs", "2", "-b", "8", "-e", "26", "-f", "1.5")
     assert code == 2 and "sweep size" in err and "18 B" in err
+
+
+@pytest.mark.parametrize("env,var", [("NCCL_ALGO=", "NCCL_ALGO"), ("NCCL_ALGO=Ring,NCCL_PROTO=", "NCCL_PROTO")])
+def test_an_nccl_variable_set_to_nothing_is_named(cli, env, var):
+    # "NCCL_ALGO=" used to run as if it were not given, and echoed "with NCCL_ALGO=" in the header
+    code, out, err = cli("simulate", "--nccl-env", env, "-b", "1M", "-e", "1M")
+    assert code != 0 and f"{var} is set to nothing" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("spec,need", [("dgx-h100:nodes=4,nvls_sharp=1", "needs sharp=1"),
+                                       ("dgx-a100:nodes=2,nvls_sharp=1", "needs sharp=1"),
+                                       ("dgx-h100:nodes=4,sharp=1,nvls=0,nvls_sharp=1", "needs NVLS")])
+def test_nvls_sharp_without_what_it_joins_is_refused(cli, spec, need):
+    code, out, err = cli("simulate", "-t", spec, "-b", "1G", "-e", "1G")
+    assert code != 0 and need in err
+    assert load_topology("dgx-h100:nodes=4,sharp=1,nvls_sharp=1").hardware.nvls_sharp is True
+
+
+def test_root_of_a_collective_without_one_is_said_to_be_ignored(cli):
+    code, out, err = cli("simulate", "--root", "3", "-b", "1M", "-e", "1M")
+    assert code == 0 and "ignoring --root 3: all_reduce has no root" in err
+    code, out, err = cli("simulate", "--root", "3", "-c", "broadcast", "-b", "1M", "-e", "1M")
+    assert code == 0 and "ignoring --root" not in err
