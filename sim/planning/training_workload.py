@@ -48,6 +48,9 @@ _ALIASES = {"fsdp": "zero3", "full_shard": "zero3", "zero-1": "zero1", "zero-2":
 PEAK_TFLOPS = {"a100": 312.0, "h100": 989.0, "h200": 989.0, "b200": 2250.0, "gb200": 2500.0}
 _COUNT = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 MAX_FILE_BYTES = 1 << 20
+# parameter and token counts: a thousand times the largest models trained (about 2e12 parameters) and far
+# above any batch; beyond it a number is a typo that plans nonsense
+MAX_COUNT = 1e15
 
 
 def parse_count(value, what: str) -> int:
@@ -65,6 +68,9 @@ def parse_count(value, what: str) -> int:
             number = math.nan
     if not math.isfinite(number) or number <= 0 or number != int(number):
         raise CollsimError(f"{what}={value!r} is not a positive whole number: give e.g. 1B, 7e9 or 512")
+    if number > MAX_COUNT:   # 1e30 parameters planned a step and advised a 7.6e18 MB gradient bucket
+        raise CollsimError(f"{what}={value!r} is more than any model or batch ({MAX_COUNT:.0e} at most; the largest models "
+                           "have about 2e12 parameters): give e.g. 70B or 2T")
     return int(number)
 
 

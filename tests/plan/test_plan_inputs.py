@@ -132,3 +132,11 @@ def test_concurrent_rail_groups_share_a_nic(nics, share):
     alone = sim.simulate("all_reduce", 256 << 20, sub_topology(t, (0, 8))).time_us
     together = sim.simulate("all_reduce", 256 << 20, sub).time_us
     assert together == pytest.approx(alone, rel=0.01) if share == 1 else together > 3 * alone
+
+
+@pytest.mark.parametrize("value", [1e30, "1e30", "5000T", 10**16])
+def test_a_parameter_count_beyond_any_model_is_refused(value):
+    # 1e30 parameters used to plan a step and advise "a larger bucket_mb (at least 7.6e+18)"
+    with pytest.raises(CollsimError, match="more than any model or batch"):
+        parse_count(value, "model.params")
+    assert parse_count("2T", "model.params") == 2 * 10**12 and parse_count(10**15, "model.params") == 10**15
