@@ -134,10 +134,13 @@ def parse_nccl_tests(text: str, max_rows: int = MAX_ROWS) -> list[dict]:
     """
     rows: list[dict] = []
     keys: list[str] | None = None
+    short: tuple[int, int, int] | None = None   # the last result row cut short, and the last line with text
+    last = 0
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue
+        last = lineno
         if "#" in line:
             cols = _header_columns(line[line.index("#"):])
             if cols is not None:
@@ -154,6 +157,8 @@ def parse_nccl_tests(text: str, max_rows: int = MAX_ROWS) -> list[dict]:
                 continue
             layout = _keys_for(list(names))
         if len(fields) < len(layout):
+            if fields[0].isdigit() and len(fields) > 1 and all(_is_number(f) for f in fields[1:2]):
+                short = (lineno, len(fields), len(layout))   # a row cut short: fatal only if the file ends there
             continue
         fields = fields[len(fields) - len(layout):]  # drop an MPI/Slurm prefix
         if not (fields[0].isdigit() and _is_number(fields[1])):
@@ -171,6 +176,9 @@ def parse_nccl_tests(text: str, max_rows: int = MAX_ROWS) -> list[dict]:
     if not rows:
         raise CollsimError("no nccl-tests result rows found: pass the text printed by all_reduce_perf (or another "
                            "*_perf binary), including its '#  size  count  type ...' header line")
+    if short is not None and short[0] == last:   # the output stops inside a row: the run (or the copy) was cut, and scored it would pass as whole
+        raise CollsimError(f"nccl-tests line {short[0]} is a result row cut short ({short[1]} of {short[2]} columns) and the "
+                           "output ends there: the file looks truncated; use the complete output (or delete that line)")
     return rows
 
 

@@ -99,3 +99,16 @@ def test_cli_errors(cli, tmp_path):
     assert code == 2 and "cannot read" in err
     code, _, err = cli("validate", "--case", "Z9")
     assert code == 2 and "no case named Z9" in err
+
+
+def test_raw_output_cut_inside_a_row_is_refused(cli, tmp_path):
+    # a file cut mid-row used to validate on the rows before it, without a word; a short row followed by
+    # more output (a wrapped line) is not the end of the file and is only skipped
+    f = tmp_path / "cut.txt"
+    cut = A1_TEXT.rstrip("\n").rsplit("127997", 1)[0] + "127997  134.22\n"
+    f.write_text("# Collective test starting: all_reduce_perf\n" + cut)
+    code, out, err = cli("validate", f, "--topology", "dgx-a100")
+    assert code != 0 and "cut short" in err and "truncated" in err
+    f.write_text("# Collective test starting: all_reduce_perf\n" + cut + "# Avg bus bandwidth    : 200.0\n")
+    code, out, err = cli("validate", f, "--topology", "dgx-a100")
+    assert code == 0, err
