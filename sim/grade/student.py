@@ -68,10 +68,11 @@ def _refuse(what: str):
 
 
 @contextmanager
-def _patched(targets: list[tuple[object, str]], what: str):
+def _patched(targets: list[tuple[object, str]], refusal):
+    """Each ``(object, attribute)`` of ``targets`` replaced by ``refusal`` while the block runs."""
     saved = [(obj, attr, getattr(obj, attr)) for obj, attr in targets]
     for obj, attr in targets:
-        setattr(obj, attr, _refuse(what))
+        setattr(obj, attr, refusal)
     try:
         yield
     finally:
@@ -86,7 +87,7 @@ def forbid_simulator():
     import sim.engine.fast
     with _patched([(sim, "simulate"), (sim.api, "simulate"), (sim.api, "run_engine"), (sim.engine, "simulate_program"),
                    (sim.engine, "run_program"), (sim.engine.fast, "simulate_program")],
-                  "simulator"):
+                  _refuse("simulator")):
         yield
 
 
@@ -94,7 +95,7 @@ def forbid_simulator():
 def forbid_analyzer():
     import sim.flight.analyze
     import sim.flight.scenarios
-    with _patched([(sim.flight.analyze, "analyze"), (sim.flight.scenarios, "analyze")], "flight-recorder analyzer"):
+    with _patched([(sim.flight.analyze, "analyze"), (sim.flight.scenarios, "analyze")], _refuse("flight-recorder analyzer")):
         yield
 
 
@@ -117,16 +118,12 @@ def forbid_library_algorithms(names):
     own = {id(table[n].builder) for n in names if n in table}   # by identity: any value may sit in a module
     targets = [(mod, attr) for name, mod in list(sys.modules.items()) if name.startswith("sim.algorithms.")
                for attr, value in list(vars(mod).items()) if id(value) in own]
-    saved = [(obj, attr, getattr(obj, attr)) for obj, attr in targets]
     registry = dict(alg._REGISTRY)
-    for obj, attr in targets:
-        setattr(obj, attr, _refuse_library)
     alg._REGISTRY.update({n: dataclasses.replace(registry[n], builder=_refuse_library) for n in names if n in registry})
     try:
-        yield
+        with _patched(targets, _refuse_library):
+            yield
     finally:
-        for obj, attr, value in saved:
-            setattr(obj, attr, value)
         alg._REGISTRY.clear()
         alg._REGISTRY.update(registry)
 
