@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
-from ..io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from ..io.nccl_tests_format import collective_from_rows, parse_nccl_tests, parse_nccl_tests_meta
 from ..io.safe_io import read_input
 from .job import Call, Job
 from .kineto import ALGORITHMS, PROTOCOLS
@@ -291,8 +291,7 @@ def _read_table(log: NcclLog, stdout: list) -> None:
     if log.nccl_tests_collective is None and log.nranks:
         # the log does not name the *_perf binary: all_reduce is the one collective whose busbw/algbw is 2(n-1)/n
         n = log.nranks
-        ratios = [r["busbw_GBps"] / r["algbw_GBps"] for r in log.nccl_tests if (r["algbw_GBps"] or 0) >= 1]
-        if ratios and all(abs(x - 2 * (n - 1) / n) < 0.02 for x in ratios):
+        if collective_from_rows(log.nccl_tests, n) == "all_reduce":
             log.nccl_tests_collective = "all_reduce"
             log.notes.append(f"the nccl-tests table names no collective; busbw/algbw = 2(n-1)/n for n={n} says all_reduce")
         else:

@@ -157,7 +157,7 @@ def parse_nccl_tests(text: str, max_rows: int = MAX_ROWS) -> list[dict]:
                 continue
             layout = _keys_for(list(names))
         if len(fields) < len(layout):
-            if fields[0].isdigit() and len(fields) > 1 and all(_is_number(f) for f in fields[1:2]):
+            if fields[0].isdigit() and len(fields) > 1 and _is_number(fields[1]):
                 short = (lineno, len(fields), len(layout))   # a row cut short: fatal only if the file ends there
             continue
         fields = fields[len(fields) - len(layout):]  # drop an MPI/Slurm prefix
@@ -182,18 +182,24 @@ def parse_nccl_tests(text: str, max_rows: int = MAX_ROWS) -> list[dict]:
     return rows
 
 
-def collective_from_rows(rows: list[dict]) -> str | None:
+def collective_from_rows(rows: list[dict], nranks: int | None = None) -> str | None:
     """The collective a table that names none must be, from its own columns, or None where they do not say:
     busbw/algbw is 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and all_to_all, and 1
-    for broadcast and reduce, so a ratio above 1 (every row's) can only be all_reduce's (n >= 3).
+    for broadcast and reduce. With ``nranks`` known, every row's ratio must be 2(n-1)/n; without, above 1
+    (every row's) can only be all_reduce's (n >= 3).
 
     >>> collective_from_rows([{"algbw_GBps": 10.0, "busbw_GBps": 17.5}]), collective_from_rows([{"algbw_GBps": 10.0, "busbw_GBps": 8.75}])
     ('all_reduce', None)
+    >>> collective_from_rows([{"algbw_GBps": 10.0, "busbw_GBps": 17.5}], nranks=16)   # 1.875 for 16 ranks
     """
     # rows of 1 GB/s and more: the table prints two decimals, so 0.01 GB/s of algbw says nothing of the ratio;
     # a ratio of 1.33 (n = 3) is then told from 1 with room to spare
     ratios = [r["busbw_GBps"] / r["algbw_GBps"] for r in rows if (r.get("algbw_GBps") or 0) >= 1.0]
-    return "all_reduce" if ratios and all(x > 1.1 for x in ratios) else None
+    if nranks:
+        fits = all(abs(x - 2 * (nranks - 1) / nranks) < 0.02 for x in ratios)
+    else:
+        fits = all(x > 1.1 for x in ratios)
+    return "all_reduce" if ratios and fits else None
 
 
 def parse_nccl_tests_meta(text: str) -> dict:
