@@ -1,6 +1,7 @@
 """``collsim simulate``: the nccl-tests table a topology would print, predicted."""
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 from .. import api
@@ -131,10 +132,8 @@ def run(args) -> int:
     if args.stochastic:
         stochastic.check_args(args.stochastic, seed)   # refused before the sweep runs, not after it
     elif args.seed is not None:
-        import sys
         print("collsim: ignoring --seed: it has no effect without --stochastic N", file=sys.stderr)
     if args.root and not coll.rooted:   # accepted without a word before
-        import sys
         print(f"collsim: ignoring --root {args.root}: {coll.name} has no root (broadcast and reduce do)", file=sys.stderr)
     from ..prediction import sweep
     ntasks = len(sizes) * len(algos)

@@ -135,7 +135,7 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
                                "all_to_all, broadcast, reduce)")
         print(f"collsim: {os.path.basename(path)!r} names no collective; its busbw/algbw, 2(n-1)/n on every row, says "
               "all_reduce (--collective to say otherwise)", file=sys.stderr)
-    case = {"id": os.path.basename(path), "topology": topology, "collective": coll,
+    case = {"id": os.path.basename(path), "topology": topology, "collective": coll, "format": "nccl-tests",
             "nranks": meta["nranks"], "source": path, "gpus_per_process": meta["gpus_per_process"],
             "rows": [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r["busbw_GBps"] or 0.0} for r in rows]}
     if meta["nccl_version"]:   # the release that ran it ("NCCL version 2.22.3"): its rules, not the newest's
@@ -274,7 +274,7 @@ def run(args) -> int:
     # raw nccl-tests output is scored on its out-of-place column, as the public cases were transcribed (collsim
     # compare takes the faster of the two by default, and --time out-of-place gives the same numbers as here)
     raw = (" (raw nccl-tests output: its out-of-place times, as `collsim compare --time out-of-place`)"
-           if args.file and not str(args.file).lower().endswith(".json") else "")
+           if any(c.get("format") == "nccl-tests" for c in cases) else "")
     print(f"# collsim validate: model {args.model}; busbw error over sizes >= 64 MiB, time error over sizes <= 64 KiB{raw}")
     print(f"# {'case':8s} {'bw-median':>9s} {'lat-median':>10s} {'sizes':>5s} {'secs':>5s}  chosen (algorithm/protocol: sizes)")
     for s in scores:
