@@ -123,14 +123,6 @@ def median_slowest(stages: int, width: int, sigma: float) -> float:
     return float(slowest_path(stages, width, sigma, 0.5))
 
 
-@lru_cache(maxsize=256)
-def expected_slowest(stages: int, width: int, sigma: float, draws: int = 4096) -> float:
-    """E[slowest of ``width`` chains of ``stages`` hops], in hop medians, by a fixed quadrature over the
-    maximum's quantiles."""
-    u = (np.arange(draws) + 0.5) / draws
-    return float(np.mean(slowest_path(stages, width, sigma, u)))
-
-
 def sample(result, topo, samples: int = 100, seed: int = 0, sigma: float | None = None) -> dict:
     """Median and 10th/90th percentiles of ``samples`` seeded draws of ``result``'s time and busbw."""
     from ..nccl.machine import machine
@@ -160,4 +152,4 @@ def sample(result, topo, samples: int = 100, seed: int = 0, sigma: float | None 
 
 
 __all__ = ["HOP_SIGMA", "REFERENCE_NODES", "check_args", "network_stages", "slowest_path", "median_slowest",
-           "expected_slowest", "sample"]
+           "sample"]
