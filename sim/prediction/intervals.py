@@ -11,7 +11,9 @@ For a question (a topology and a size), :func:`interval` takes the residuals of 
 the public cases nearest in regime: distance = 3 for another fabric + |log2 nodes - log2 nodes'| / 2,
 keeping the nearest :data:`NEIGHBOURS` rows (every row tied with the last one too). The 10th and 90th
 percentiles of their residuals scale the predicted time into the 80% range (and busbw, which is
-size / time, inversely); the range always holds the prediction itself.
+size / time, inversely); the range always holds the prediction itself. A fabric measured on fewer than
+:data:`THIN_SYSTEMS` clusters (with that kind of node) gets a wider range, by the share of them missing:
+its neighbours are then mostly other fabrics' rows, whose spread says little about its own.
 
 ``validated`` is False, with a one-line ``note``, when the question lies outside what the public set
 covers: a fabric no case was measured on with that kind of node, a collective whose kind (:data:`FAMILIES`:
@@ -55,6 +57,13 @@ LARGE_MIN_BYTES = 64 << 20
 NEIGHBOURS = 192
 OTHER_FABRIC_DISTANCE = 3.0  # another fabric is as far as 64x the node count
 EXTRAPOLATION_LIMIT = 4      # validated up to 4x the largest node count measured on the fabric with its kind of node
+# a range whose fabric (with its kind of node) was measured on fewer systems than this is widened by the
+# missing share: 1 + (1 - k / THIN_SYSTEMS) times its log-width with k systems (k = 0 is the 2x of an
+# unmeasured fabric). Why: the neighbours of a fabric seen on one or two clusters are mostly other
+# fabrics' rows, whose spread is not its own (out of sample, the ranges of the two EFA generations, 2
+# and 3 systems, held 43% and 71% of their measured rows before this, 58% and 77% after; 3 is where
+# the InfiniBand and Slingshot ranges, 7 and 4 systems, stay as they were)
+THIN_SYSTEMS = 3
 # a node of more GPUs than this on NVLink is a rack-scale NVLink domain (GB200/GB300 NVL72), its own regime
 RACK_DOMAIN_GPUS = 8
 # how a note names each kind of node ("domain": rack or node)
@@ -146,18 +155,21 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
     mixed = domain_ == "rack" or any(_row_domain(r) != domain_ for r in others)
     where_words = f"{fabric} with {DOMAIN_WORDS[domain_]}" if mixed else fabric
     validated, note, widen = True, "", 1.0
+    systems = len({r[0] for r in others if _row_domain(r) == domain_})
+    if measured_nodes:   # evidence from few clusters of this fabric: the range is partly borrowed, so wider
+        widen = 1.0 + (1.0 - min(systems, THIN_SYSTEMS) / THIN_SYSTEMS)
     if not measured_nodes:
         validated, widen = False, 2.0
         note = (f"no public case was measured on {where_words}: the range is borrowed from other "
                 f"{'kinds of node' if others else 'fabrics'}")
     elif collective is not None and not _family_measured(collective, others, domain_):
-        validated, widen = False, 2.0
+        validated, widen = False, 2.0 * widen
         seen = sorted({r[6] for r in others if _row_domain(r) == domain_ and len(r) > 6})
         note = (f"no public {collective} was measured on {where_words} (only {', '.join(seen)}): "
                 "the range is borrowed from other collectives and widened")
     elif nodes > EXTRAPOLATION_LIMIT * max(measured_nodes):
         validated = False
-        widen = 1.0 + 0.5 * math.log2(nodes / max(measured_nodes))
+        widen *= 1.0 + 0.5 * math.log2(nodes / max(measured_nodes))
         note = (f"{nodes} nodes is over {EXTRAPOLATION_LIMIT}x the largest node count validated on {where_words}: "
                 f"{max(measured_nodes)}; extrapolated, range widened")
     if not pool:
@@ -192,4 +204,4 @@ def _row_domain(row: tuple) -> str:
     return row[5] if len(row) > 5 else "node"
 
 
-__all__ = ["FAMILIES", "RESIDUALS", "Interval", "band", "domain", "interval", "load_residuals", "regime", "residual_row"]
+__all__ = ["FAMILIES", "RESIDUALS", "THIN_SYSTEMS", "Interval", "band", "domain", "interval", "load_residuals", "regime", "residual_row"]

@@ -13,14 +13,16 @@ import pytest
 from sim.commands import crossval
 from sim.commands.residuals import coverage, residual_rows
 from sim.commands.validate import load_cases, score_case
-from sim.prediction.intervals import NEIGHBOURS, band, interval
+from sim.prediction.intervals import NEIGHBOURS, THIN_SYSTEMS, band, interval
 
 CASES = {c["id"]: c for c in load_cases(None)}
 
 
-def table(fabric="ib", nodes=2, system="x", values=None, b="large"):
+def table(fabric="ib", nodes=2, system="x", values=None, b="large", systems=THIN_SYSTEMS):
+    """Residual rows spread over ``systems`` clusters (``system``0, 1, ...): by default enough that the
+    range is not widened for a thinly measured fabric (:data:`THIN_SYSTEMS`)."""
     values = np.linspace(-0.2, 0.2, 41) if values is None else values
-    return tuple((system, fabric, nodes, b, float(v)) for v in values)
+    return tuple((f"{system}{i % systems}", fabric, nodes, b, float(v)) for i, v in enumerate(values))
 
 
 def test_range_is_the_10th_to_90th_percentile_of_the_neighbours():
@@ -46,7 +48,8 @@ def test_nearest_regime_wins_and_own_system_is_left_out():
     far = table(fabric="roce", nodes=8, system="b", values=np.full(NEIGHBOURS, 0.9))
     iv = interval(10.0, 1.0, 1 << 30, where=("ib", 8), rows=near + far)
     assert iv.time_us_range[1] == pytest.approx(10 * math.exp(0.1))
-    out = interval(10.0, 1.0, 1 << 30, where=("ib", 8), rows=near + far, exclude_system="a")
+    near = table(fabric="ib", nodes=8, system="a", values=np.full(NEIGHBOURS, 0.1), systems=1)   # one cluster: a0
+    out = interval(10.0, 1.0, 1 << 30, where=("ib", 8), rows=near + far, exclude_system="a0")
     assert out.time_us_range[1] == pytest.approx(10 * math.exp(0.9 * 2.0))   # only another fabric: widened 2x
     assert not out.validated and "ib" in out.note
 
@@ -118,9 +121,23 @@ def test_a_collective_of_a_kind_never_measured_there_is_not_validated():
     assert interval(1.0, 1.0, 1 << 30, where=("ib", 16, "node"), rows=old, collective="all_to_all").validated
     assert interval(1.0, 1.0, 1 << 30, where=("ib", 16, "node"), rows=ar).validated
     # the other system's all_to_all does not count where the question's own system is left out
-    mixed = ar + tuple(r + ("node", "all_to_all") for r in table(nodes=2, system="z", values=np.full(30, 0.1)))
+    mixed = ar + tuple(r + ("node", "all_to_all") for r in table(nodes=2, system="z", values=np.full(30, 0.1), systems=1))
     assert not interval(1.0, 1.0, 1 << 30, where=("ib", 16, "node"), rows=mixed, collective="all_to_all",
-                        exclude_system="z").validated
+                        exclude_system="z0").validated
+
+
+def test_a_fabric_measured_on_few_clusters_gets_a_wider_range():
+    # the same residuals from one, two or three clusters of the fabric: the range's log-width grows by the
+    # share of THIN_SYSTEMS clusters missing (5/3 with one, 4/3 with two, as measured with three)
+    lo, hi = np.percentile(np.linspace(-0.2, 0.2, 41), [10, 90])
+    for k, widen in ((1, 1 + 2 / 3), (2, 1 + 1 / 3), (3, 1.0), (5, 1.0)):
+        iv = interval(100.0, 50.0, 1 << 30, where=("ib", 2), rows=table(systems=k))
+        assert iv.time_us_range == pytest.approx((100 * math.exp(lo * widen), 100 * math.exp(hi * widen)))
+        assert iv.validated and iv.note == ""
+    # leaving one of three clusters out (cross-validation) leaves two: the fold's range is wider
+    rows = table(systems=3)
+    assert interval(100.0, 50.0, 1 << 30, where=("ib", 2), rows=rows, exclude_system="x0").time_us_range[1] > \
+        interval(100.0, 50.0, 1 << 30, where=("ib", 2), rows=rows).time_us_range[1]
 
 
 def test_shipped_table_does_not_validate_a_collective_no_rack_ran(cli):
