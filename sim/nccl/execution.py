@@ -56,7 +56,7 @@ from .constants import (
     PCIE_EFFICIENCY,
 )
 from .context import cached
-from .machine import Machine, machine, nvls_channels
+from .machine import Machine, machine, nvls_channels, runtime_channels
 from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from .tuner import Terms, tuner_terms, used_channels
 
@@ -303,14 +303,17 @@ def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, 
     """(spread, channels) the engine runs: across nodes with several GPUs per node, rings and trees run
     one channel per NIC port, spread over the ports (:func:`channel_order`); else ``nchannels`` or 1. (A
     preset draws the NICs behind one GPU's PCIe switch as one port: NCCL spreads that GPU's channels over
-    them, which moves the same bytes.)"""
-    return _channels(algorithm, nchannels, m or machine(topo))
+    them, which moves the same bytes.) Where NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS leave NCCL fewer channels
+    than ports, its rings cross on that many NICs only, and so do the engine's."""
+    m = m or machine(topo)
+    allowed = nccl_config.current().channels(runtime_channels(m, algorithm)) if m.nnodes > 1 else None
+    return _channels(algorithm, nchannels, m, allowed)
 
 
-@lru_cache(maxsize=256)   # once per machine: the budget's estimate and the plan both ask
-def _channels(algorithm: str, nchannels: int | None, m: Machine) -> tuple[bool, int]:
+@lru_cache(maxsize=256)   # once per machine and channel bound: the budget's estimate and the plan both ask
+def _channels(algorithm: str, nchannels: int | None, m: Machine, allowed: int | None = None) -> tuple[bool, int]:
     spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
-    ports = min(m.nics, m.ppn)   # NICs behind one GPU's switch are one port (presets draw them so)
+    ports = min(m.nics, m.ppn, allowed or m.nics)   # NICs behind one GPU's switch are one port (presets draw them so)
     nch = nchannels or (ports if spread and ports > 1 else 1)
     return spread and nch > 1, nch
 

@@ -65,6 +65,14 @@ class Machine:
     fabric: str | None = None      # the scale-out network (sim.nccl.calibration.FABRICS); None off hardware presets
     gpus_per_process: int = 1      # GPUs one thread launches (nccl-tests -g N)
     nic_path: str | None = None    # GPU -> NIC (nvidia-smi: PIX | PXB | PHB | NODE | SYS); None: not known
+    gpu_pcie_GBps: float = 0.0     # the GPU's PCIe x16 link in NCCL's units (width x GT/s / 80); 0: none drawn
+
+    @property
+    def nic_path_GBps(self) -> float:
+        """What one NIC gives a channel in NCCL's search: the NIC, or less where the GPU's PCIe link to it
+        is slower (NCCL's paths take the slowest link: an 800G NIC behind a PCIe Gen5 x16 GPU link is a
+        48 GB/s path, as is a 400G one)."""
+        return min(self.nic_GBps, self.gpu_pcie_GBps) if self.gpu_pcie_GBps else self.nic_GBps
 
     @property
     def on_fabric(self) -> bool:
@@ -161,7 +169,9 @@ def _read_machine(topo) -> Machine:
                    bool(hw.nvls_sharp if hw.nvls_sharp is not None else not arch), hw.cpu or "intel",
                    float(hw.nic_latency_us or 0.0) if nnodes > 1 else 0.0,
                    intra_wire, inter_wire, (hw.fabric or ("ib" if arch else None)) if nnodes > 1 else None,
-                   int(hw.gpus_per_process or 1), hw.nic_path if nnodes > 1 else None)
+                   int(hw.gpus_per_process or 1), hw.nic_path if nnodes > 1 else None,
+                   # topo.cc: a PCI link is width x GT/s / 80 GB/s (x16 Gen5: 48), 3/4 of the raw rate drawn
+                   0.75 * float(hw.pcie_GBps) if hw.pcie_GBps and nnodes > 1 else 0.0)
 
 
 def with_gpus_per_process(topo, gpus_per_process: int | None):
@@ -222,8 +232,13 @@ def ring_graph(m: Machine) -> Graph:
         nch = max(1, min(MAX_SEARCH_CHANNELS, int(m.gpu_GBps / s + 1e-9)))
     else:
         speeds = search_speeds(m, True)
-        s = fastest_speed(speeds, m.nic_GBps)
-        nch = max(1, m.nics * int(m.nic_GBps / s + 1e-9))
+        path = m.nic_path_GBps
+        s = fastest_speed(speeds, path)
+        nch = max(1, m.nics * int(path / s + 1e-9))
+        if m.gpu_pcie_GBps and m.ppn > 1:
+            # the NICs behind one GPU's PCIe switch share its x16 link: the search spends that link's
+            # bandwidth on their channels (several NICs per GPU add none beyond it)
+            nch = min(nch, min(m.nics, m.ppn) * max(1, int(m.gpu_pcie_GBps / s + 1e-9)))
         if m.ppn > 1:
             while nch * s > m.gpu_GBps * (1 + 1e-9) and s > speeds[-1]:
                 s = speeds[speeds.index(s) + 1]
@@ -276,7 +291,7 @@ def nvls_graph(m: Machine) -> Graph:
     if m.nnodes == 1:
         inter = fastest_speed(search_speeds(m, False), 2 * intra * (1 - 1e-9))
     else:
-        inter = fastest_speed(search_speeds(m, True), m.nic_GBps)
+        inter = fastest_speed(search_speeds(m, True), m.nic_path_GBps)
     return Graph(nch, intra, inter)
 
 

@@ -427,7 +427,7 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
         inter = graph.bw_inter * (2 if m.nnodes <= 2 and a == "nvls_tree" else 1)
         cap = rel.nvls_tree_caps.get(m.arch, (math.inf,) * 3)[col] if a == "nvls_tree" else math.inf
         bw = min(intra, inter, cap)
-    bus = nch * bw
+    bus = links = nch * bw
     row = ci if m.nnodes == 1 else int(m.cpu == "amd")
     ll_max = rel.ll_max_hopper[col] if row == 2 else LL_MAX_BW[row][col]
     if a in ("ring", "p2p") and p == "LL":
@@ -466,6 +466,11 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
             # the channels at the search's intra-node speed (x0.85 on Hopper+); the engine honours it as a
             # bound (sim.nccl.execution.kernel_cap_us)
             detail["kernel_cap_bus_GBps"] = bus
+    if nch < graph.nchannels:
+        # NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS below the search's channels: the channels left move at most
+        # their search speed each, whatever the links could carry (the engine's links assume channels
+        # enough to fill them, so it honours this bound: sim.nccl.execution.kernel_cap_us)
+        detail["kernel_cap_bus_GBps"] = min(detail.get("kernel_cap_bus_GBps", math.inf), links)
     return bus, nch, {"graph": graph, **detail}
 
 
