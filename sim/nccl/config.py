@@ -12,7 +12,8 @@ Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed i
   ``^NVLS`` (all but), ``allreduce:tree;allgather:ring`` (per collective, ``;``-separated, only the
   first list without a prefix), case-insensitive;
 * ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: bounds on the
-  channels the tuner credits (a CTA runs one channel);
+  channels the tuner credits (a CTA runs one channel); below the search's channels they also bound the
+  bandwidth (each channel at most its search speed) and the NICs a ring crosses on (one per channel);
 * ``NCCL_NVLS_ENABLE=0`` (no NVLS/NVLSTree), ``NCCL_COLLNET_ENABLE=0`` (no CollNet, hence no multi-node
   NVLS), ``NCCL_PAT_ENABLE=0`` (no PAT; 1 or 2 leave it to NCCL's own rule: one GPU per node);
 * three libfabric variables of the aws-ofi-nccl plugin's transport on Slingshot (cxi), which decide what
