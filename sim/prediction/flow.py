@@ -457,18 +457,43 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
     rings = _rings(cache, topo, ("nccl", spread, nch, method, first), orders, method=method, latency=False,
                    efficiency=lambda l: link_efficiency(topo, l), unused=_closing(first, n))
     per_ring, rings_run = (pieces, nch) if spread else (nch * pieces, 1)
-    data = _data_time(coll, nbytes, rings, per_ring, rings_run, plan.engine_protocol, first)
     lat = plan.latency_us
     extra = {}
-    if plan.single_call_latency_us is not None:
+    if plan.single_call_latency_us is None:
+        data = _data_time(coll, nbytes, rings, per_ring, rings_run, plan.engine_protocol, first)
+    else:
         # nccl-tests' back-to-back calls overlap down the chain (sim.nccl.execution.loop_period_us): a call
         # costs its busiest hop's transfer, one call alone the chain's latency, fill and drain
-        extra = {"single_call_us": plan.single_call_latency_us + data, "nccl_tests_loop": NCCL_TESTS_LOOP_NOTE}
-        wire = plan.engine_protocol.wire_bytes(coll.chunk_nbytes(nbytes, n, rings_run * per_ring))
+        proto = plan.engine_protocol
+        wire = proto.wire_bytes(coll.chunk_nbytes(nbytes, n, rings_run * per_ring))
+        one_call = chain_time_us(rings, first, *used_channel_pieces(per_ring, wire, plan.small_share),
+                                 proto.hop_latency_us)
+        extra = {"single_call_us": plan.single_call_latency_us + one_call, "nccl_tests_loop": NCCL_TESTS_LOOP_NOTE}
         data = float(np.max(rings.us_per_byte)) * wire * per_ring
     return _result(coll, nbytes, topo, proto, lat + data, steps, nch, pieces, rings,
                    {"latency_us": lat, "bandwidth_term_us": data, "payload_share": plan.payload_share * plan.small_share,
                     "channels_spread_over_nics": spread, **extra})
+
+
+def used_channel_pieces(pieces: int, wire_bytes: float, small_share: float) -> tuple[int, float]:
+    """(pieces, wire bytes each) of one chain call on the channels NCCL actually runs.
+
+    On a small message NCCL runs ``small_share`` of its channels (:func:`sim.nccl.execution.small_message_share`),
+    each carrying ``1 / small_share`` times the bytes at its own full rate; the plan folds that into a payload
+    efficiency, every channel at ``small_share`` of its rate. Both load the busiest link alike (what the
+    period, :func:`sim.nccl.execution.loop_period_us`, reads), but a chain's fill is n - 1 hops of *one* piece,
+    and a piece moves at its channel's rate: folded, the fill took ``1 / small_share`` times too long, and one
+    call grew shorter as the size doubled and NCCL added channels (64 nodes, LL: 47.6 ms at 2 MiB, 25.0 ms
+    at 4 MiB). Here the same bytes go as ``1 / small_share`` times the pieces, each at the full rate: one call
+    on the channels NCCL runs costs what the call on all of them costs for ``1 / small_share`` times the bytes.
+
+    >>> used_channel_pieces(8, 800.0, 0.125), used_channel_pieces(8, 800.0, 1.0)
+    ((64, 100.0), (8, 800.0))
+    """
+    if small_share >= 1:
+        return pieces, wire_bytes
+    more = max(pieces, math.ceil(pieces / small_share - 1e-9))
+    return more, wire_bytes * pieces / more
 
 
 def _first(coll, n: int, roots) -> tuple[int, ...]:

@@ -7,7 +7,8 @@ inter-node tree (``ceil(log2 m)`` levels for NCCL's double binary tree; nothing 
 the cluster spans several leaves). So the model
 
 1. builds a replica of the cluster with ``REPLICA_NODES`` nodes of the same kind (two scalable units
-   when the real cluster has more than one, so routes cross the spine as they do there);
+   when the real cluster has more than one, so routes cross the spine as they do there, each leaf with
+   the real leaf's uplink, capped at non-blocking: :func:`replica_oversubscription`);
 2. runs the engine on it with the *full* cluster's NCCL plan (:func:`sim.nccl.execution.plan_nccl`: latency
    term, chunk size, pieces, payload share), exactly as :func:`sim.nccl.execution.simulate_with_plan` runs the engine;
 3. adds, for every tree level the cluster has beyond the replica, what one level costs: the difference
@@ -67,8 +68,35 @@ def replica_spec(topo: Topology, nodes: int) -> str | None:
     params["nodes"] = str(nodes)
     per_leaf = int(topo.hardware.nodes_per_leaf or total)
     if total > per_leaf and nodes > 1:   # keep the spine crossing: two units of nodes/2
-        params["nodes_per_leaf"] = str(max(1, nodes // 2))
+        here = max(1, nodes // 2)
+        params["nodes_per_leaf"] = str(here)
+        over = replica_oversubscription(total, per_leaf, float(topo.hardware.oversubscription or 1.0), here)
+        params.pop("oversubscription", None)
+        if over > 1:
+            params["oversubscription"] = f"{over:.12g}"
     return name + ":" + ",".join(f"{k}={v}" for k, v in params.items())
+
+
+def replica_oversubscription(total: int, per_leaf: int, oversubscription: float, hosts: int) -> float:
+    """The oversubscription that gives a replica's leaf of ``hosts`` hosts the cluster's own uplink to the spine.
+
+    A leaf's uplink is drawn as ``hosts x port / oversubscription`` (:mod:`sim.presets.hardware`). The
+    cluster's leaves hold ``per_leaf`` hosts (the last unit maybe fewer: the smallest leaf is taken), a
+    replica's only ``hosts``; keeping the cluster's ratio would give the replica's leaf a
+    ``hosts / per_leaf`` share of the real uplink, though the traffic that crosses the spine (a tree's edges
+    between units, SHARP's aggregated flow) does not shrink with the hosts on a leaf. So the replica's leaf
+    gets the real leaf's uplink, capped at a non-blocking one: a 2:1 spine of 32-host leaves (16 ports' worth
+    per rail) is non-blocking for a 2-host replica leaf, a 1-host half replica's alike, and a spine that
+    is thinner than that stays thin, the same in the replica and in the half replica whose difference is
+    a tree level's cost. (Two replicas with their own 2:1 spines, 1 and 0.5 ports per rail, made the half
+    replica slower than the replica's own uplink and a tree level cheaper: oversubscription=2 came out
+    faster than a non-blocking spine.)
+
+    >>> replica_oversubscription(256, 32, 2.0, 2), replica_oversubscription(256, 4, 8.0, 2)
+    (1.0, 4.0)
+    """
+    smallest = min(per_leaf, total - (math.ceil(total / per_leaf) - 1) * per_leaf)
+    return max(1.0, oversubscription * hosts / smallest)
 
 
 @lru_cache(maxsize=32)
@@ -205,5 +233,5 @@ def replica_ops(algorithm: str, coll, topo: Topology, nchannels: int = 1) -> int
     return int(math.ceil(one.nops * nchannels * topo.nranks / small.nranks))
 
 
-__all__ = ["replica_simulate", "replica", "replica_spec", "tree_levels", "covers", "replica_ops", "REPLICA_NODES",
+__all__ = ["replica_simulate", "replica", "replica_spec", "replica_oversubscription", "tree_levels", "covers", "replica_ops", "REPLICA_NODES",
            "REPLICA_ALGORITHMS"]
