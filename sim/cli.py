@@ -6,7 +6,8 @@ real side (``real.measure_cli``...) are listed here by name and imported when th
 torch only inside their handlers, so ``collsim simulate`` works without torch and ``sim`` itself never
 imports it.
 
-User errors (:class:`sim.errors.CollsimError`) print one line, ``collsim: error: ...``, and exit 2.
+User errors (:class:`sim.errors.CollsimError`) print one line, ``collsim: error: ...``, and exit 2; so does a
+``MemoryError`` that the budgets (:mod:`sim.prediction.budget`) did not foresee, instead of a traceback.
 """
 from __future__ import annotations
 
@@ -65,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.func(args) or 0)
     except CollsimError as e:
         print(f"collsim: error: {e}", file=sys.stderr)
+        return 2
+    except MemoryError:   # the budgets refuse what they can estimate; this is what they could not
+        print("collsim: error: out of memory: simulate fewer GPUs or sizes, or give a smaller --max-memory "
+              "so that the estimates refuse or switch models before building", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("collsim: interrupted", file=sys.stderr)

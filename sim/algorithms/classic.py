@@ -38,24 +38,38 @@ def _log2(p: int) -> int:
     return p.bit_length() - 1
 
 
+def _blocks(owner: np.ndarray, shift: int, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index into ``group``, chunk) of every chunk whose owner's high bits ``owner >> shift`` equal
+    ``group[j]``, for each j in turn, chunks in ascending order: the sends of one step, generated
+    directly (memory of the sends made, not of every (rank, chunk) pair: 16,384 ranks held 2^28)."""
+    key = owner >> shift
+    order = np.argsort(key, kind="stable")                 # chunks grouped by key, ascending inside
+    start = np.searchsorted(key[order], np.arange(int(key.max(initial=0)) + 2))
+    lo = start[group]
+    count = start[group + 1] - lo
+    j = np.repeat(np.arange(len(group), dtype=np.int64), count)
+    offset = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    return j, order[np.repeat(lo, count) + offset]
+
+
 def halving(p: ChunkProgram, p2: int, owner: np.ndarray, step0: int) -> None:
     """Recursive halving among ranks 0..p2-1 over chunks whose final owner is ``owner[c]``: at step i
     rank v sends to v XOR bit (bit = p2/2, p2/4, ...) every chunk it still holds whose owner is on the
-    partner's side of the bit, and the partner sums it."""
-    v, c = p.grid(p2, len(owner))
+    partner's side of the bit (owner >> log2(bit) == (v >> log2(bit)) XOR 1), and the partner sums it."""
+    ranks = np.arange(p2, dtype=np.int64)
     for i in range(_log2(p2)):
         bit = p2 >> (i + 1)
-        w = v ^ bit
-        held = owner[c] >> _log2(bit) + 1 == v >> _log2(bit) + 1      # same higher bits: still v's
-        p.send(v, w, chunk=c, step=step0 + i, reduce=True, where=held & ((owner[c] & bit) == (w & bit)))
+        v, c = _blocks(owner, _log2(bit), (ranks >> _log2(bit)) ^ 1)
+        p.send(v, v ^ bit, chunk=c, step=step0 + i, reduce=True)
 
 
 def doubling(p: ChunkProgram, p2: int, owner: np.ndarray, step0: int) -> None:
     """Recursive doubling, the mirror of :func:`halving`: at step i rank v copies every chunk of its
-    group of 2^i ranks to v XOR 2^i."""
-    v, c = p.grid(p2, len(owner))
+    group of 2^i ranks (owner >> i == v >> i) to v XOR 2^i."""
+    ranks = np.arange(p2, dtype=np.int64)
     for i in range(_log2(p2)):
-        p.send(v, v ^ (1 << i), chunk=c, step=step0 + i, where=owner[c] >> i == v >> i)
+        v, c = _blocks(owner, i, ranks >> i)
+        p.send(v, v ^ (1 << i), chunk=c, step=step0 + i)
 
 
 @algorithm("recursive_hd", ("all_reduce", "reduce_scatter", "all_gather"),

@@ -19,7 +19,8 @@ def add_size_args(p, default_min: str = "32M", default_max: str = "32M") -> None
     """nccl-tests' sweep flags: -b/-e with K/M/G suffixes, -f factor, -i step."""
     p.add_argument("-b", "--minbytes", default=default_min, help=f"smallest size, e.g. 8, 64K, 1M (default {default_min})")
     p.add_argument("-e", "--maxbytes", default=default_max, help=f"largest size (default {default_max})")
-    p.add_argument("-f", "--stepfactor", type=float, default=0.0, help="multiply the size by this each step")
+    p.add_argument("-f", "--stepfactor", type=float, default=None,
+                   help="multiply the size by this each step (larger than 1, e.g. 2)")
     p.add_argument("-i", "--stepbytes", default="1M", help="add this to the size each step when no -f is given (default 1M)")
     p.add_argument("-d", "--datatype", default="float", help=f"element type ({', '.join(DTYPE_BYTES)}; default float)")
 
@@ -29,7 +30,13 @@ def sizes_from_args(args) -> list[int]:
     dtype = args.datatype
     if dtype not in DTYPE_BYTES:
         raise CollsimError(f"unknown datatype {dtype!r}: choose one of {', '.join(DTYPE_BYTES)}")
-    sizes = size_sweep(lo, hi, args.stepfactor, parse_size(args.stepbytes))
+    factor, step = args.stepfactor, parse_size(args.stepbytes)
+    if factor == 0:   # given (no -f is None): nccl-tests would never leave the first size
+        raise CollsimError(f"step factor {factor} must be larger than 1 (e.g. -f 2)")
+    if factor is None and step <= 0:
+        raise CollsimError(f"step -i {args.stepbytes} must be a positive number of bytes (e.g. -i 1M), or give a "
+                           "factor with -f")
+    sizes = size_sweep(lo, hi, factor or 0.0, step)
     elem = DTYPE_BYTES[dtype]
     for s in sizes:
         if s % elem:

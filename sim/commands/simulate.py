@@ -5,7 +5,7 @@ import sys
 from dataclasses import replace
 
 from .. import api
-from ..algorithms import candidates, why_not
+from ..algorithms import candidates, in_nccl, why_not
 from ..collectives import get_collective
 from ..engine import ENGINES
 from ..errors import CollsimError
@@ -49,7 +49,7 @@ def register(sub) -> None:
     p.add_argument("--explain", action="store_true", help="print the model's terms for each size")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="run the sweep's sizes/algorithms in N processes (0 = every core; default 1)")
-    p.add_argument("--stochastic", type=int, default=0, metavar="N",
+    p.add_argument("--stochastic", type=int, default=None, metavar="N",
                    help="seeded stochastic mode: sample each row's network latency N times (log-normal per-hop latency, "
                         "the slowest of the collective's parallel paths; sim/prediction/stochastic.py) and report the "
                         "median and the 10-90%% spread (JSON: 'stochastic'); the 80%% range then covers that spread too")
@@ -84,7 +84,11 @@ def nccl_config_from_args(args):
     from ..nccl.config import IN_TOPOLOGY, env_from_shell, make_config, split_env
     pairs = dict(env_from_shell()) if getattr(args, "nccl_env_from_shell", False) else {}
     if getattr(args, "nccl_env", None):
-        pairs.update(dict(split_env(args.nccl_env)))
+        given = split_env(args.nccl_env)
+        for i, (var, _) in enumerate(given):
+            if any(var == other for other, _ in given[:i]):   # the later one would silently win
+                raise CollsimError(f"--nccl-env {args.nccl_env!r} sets {var!r} twice: give each variable once")
+        pairs.update(dict(given))
     cfg = make_config(getattr(args, "nccl_version", None), pairs or None)
     if cfg.ignored:
         print(f"collsim: ignoring {', '.join(cfg.ignored)}: the model does not honour "
@@ -99,69 +103,43 @@ def run(args) -> int:
     import time
 
     from ..engine.runs import LEDGER
+    from ..nccl.config import use
     from ..nccl.machine import with_gpus_per_process
+    from ..prediction import stochastic
+    from ..prediction.budget import parse_memory
     started, ledger = time.perf_counter(), LEDGER.snapshot()
     topo = with_gpus_per_process(load_topology(args.topology), args.gpus_per_process)
     coll = get_collective(args.collective)
     sizes = sizes_from_args(args)
     check_output_path(args.trace, "--trace", (".json",))
-    if args.max_memory is not None:
-        from ..prediction.budget import parse_memory
-        parse_memory(args.max_memory)   # a bad size is refused before anything runs
-    if args.algorithm == "all":
-        algos = candidates(coll, topo.nranks, topo)
-        if args.model == "flow":
-            from ..prediction.flow import flow_covers  # only what the flow model can time on this topology
-            algos = [a for a in algos if flow_covers(coll, a, topo) is None]
-        elif args.model == "tuner":  # NCCL's closed form only knows NCCL's algorithms, where NCCL runs them
-            from ..nccl.constants import NCCL_PROTOCOLS
-            from ..nccl.tuner import rank_pairs
-            protos = NCCL_PROTOCOLS if args.protocol == "auto" else (args.protocol,)
-            algos = [a for a in algos if rank_pairs(coll, sizes[-1], topo, [a], protos)]
-        if not algos:
-            raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}")
-    else:
-        if args.algorithm != "auto":
-            reason = why_not(args.algorithm, coll, topo.nranks, topo)
-            if reason:
-                raise CollsimError(f"cannot run --algorithm {args.algorithm} on {topo.name}: {reason}")
-        algos = [args.algorithm]
-    cfg = nccl_config_from_args(args)
-    from ..prediction import stochastic
+    # a bad size is refused before anything runs
+    max_memory = None if args.max_memory is None else parse_memory(args.max_memory)
     seed = 0 if args.seed is None else args.seed
-    if args.stochastic:
-        stochastic.check_args(args.stochastic, seed)   # refused before the sweep runs, not after it
+    if args.stochastic is not None:
+        stochastic.check_args(args.stochastic, seed)   # refused before the sweep runs, not after it (0 too)
     elif args.seed is not None:
         print("collsim: ignoring --seed: it has no effect without --stochastic N", file=sys.stderr)
-    if args.root and not coll.rooted:   # accepted without a word before
-        print(f"collsim: ignoring --root {args.root}: {coll.name} has no root (broadcast and reduce do)", file=sys.stderr)
-    from ..prediction import sweep
-    ntasks = len(sizes) * len(algos)
-    # in this process the loaded topology is reused; worker processes get the spec and load it once each
-    where = topo if sweep.jobs_for(args.jobs, ntasks) == 1 or args.gpus_per_process != 1 else args.topology
-    tasks = [sweep.Task(coll.name, nbytes, where, a, args.protocol,
-                        {"model": args.model, "max_memory": args.max_memory, "nchannels": args.nchannels,
-                         "pipeline": args.pipeline, "root": args.root, "engine": args.engine,
-                         **({"select": args.select} if args.select != "nccl" else {}),
-                         "nccl_version": cfg.release.version if not cfg.requested else cfg.requested,
-                         "nccl_env": cfg.env or None,
-                         "trace": bool(args.trace) and nbytes == sizes[-1]})
-             for nbytes in sizes for a in algos]
-    done = iter(sweep.run(tasks, args.jobs, desc=f"simulate {coll.name}"))
-    results = []
-    for nbytes in sizes:
-        group = [next(done) for _ in algos]
-        best = min(group, key=lambda r: r.time_us)
-        results.append((nbytes, group, best))
+    root = args.root
+    if root and not coll.rooted:   # ignored, so not checked either: a rootless collective runs from rank 0
+        print(f"collsim: ignoring --root {root}: {coll.name} has no root (broadcast and reduce do)", file=sys.stderr)
+        root = 0
+    cfg = nccl_config_from_args(args)
+    with use(cfg):   # NCCL's rules and variables decide what NCCL can run and picks
+        algos, left_out = _algorithms(args, coll, topo, sizes, max_memory)
+        picks = _nccl_picks(coll, topo, sizes, args.protocol) if args.algorithm == "all" else {}
+        if args.model == "engine":
+            _warn_engine_time(coll, topo, sizes, algos, args, max_memory)
+    for algo, why in left_out:
+        print(f"collsim: -a all leaves out {algo}: {why}", file=sys.stderr)
+    results, algos = _sweep(args, coll, topo, sizes, algos, root, cfg, left_out)
     if args.trace:
         trace = results[-1][2].trace
         if trace is None:
             raise CollsimError(f"--trace needs the engine model (got --model {args.model})")
         trace.save(args.trace)
     elem = DTYPE_BYTES[args.datatype]
-    from ..nccl.config import use
     with use(cfg):
-        faster = _faster_choices(results, topo, args) if algos == ["auto"] else {}
+        faster = _faster_choices(results, topo, args, root) if algos == ["auto"] else {}
     from ..prediction.intervals import interval, regime
     where = regime(topo)
     ranges = {}
@@ -183,6 +161,8 @@ def run(args) -> int:
                 row["note"] = iv.note
             if len(algos) > 1:
                 row["fastest"] = r is best
+            if picks:
+                row["nccl_pick"] = picks.get(nbytes) == (r.algorithm, r.protocol)
             if nbytes in faster:
                 f = faster[nbytes]
                 row["faster_choice"] = {"algorithm": f.algorithm, "protocol": f.protocol, "time_us": f.time_us,
@@ -191,8 +171,11 @@ def run(args) -> int:
     payload = {"topology": topo.name, "collective": coll.name, "nranks": topo.nranks, "model": args.model,
                "nccl_version": cfg.version, "nccl_rules": cfg.release.tag, "nccl_env": dict(cfg.env),
                "nccl_env_ignored": list(cfg.ignored), "results": rows}
+    if left_out:
+        payload["left_out"] = [{"algorithm": a, "reason": why} for a, why in left_out]
     payload["stats"] = _stats(LEDGER.since(ledger), time.perf_counter() - started)
-    text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg)
+    text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg,
+                  picks=picks)
     if args.stochastic:
         text += (f"\n# stochastic mode: {args.stochastic} samples, seed {seed}, per-hop latency spread "
                  f"sigma {stochastic.HOP_SIGMA} (log-normal); time median [10%-90%] per row:\n")
@@ -203,14 +186,170 @@ def run(args) -> int:
     return 0
 
 
-def _faster_choices(results, topo, args) -> dict:
+def _algorithms(args, coll, topo, sizes, max_memory) -> tuple[list[str], list[tuple[str, str]]]:
+    """(the algorithms to run, [(algorithm, why -a all leaves it out)]), decided before anything is built.
+
+    A named algorithm that cannot run is refused in one line; ``-a all`` runs every algorithm that can
+    run the collective here and leaves out, saying why, those the model cannot time, those NCCL cannot run
+    (an NCCL algorithm NCCL does not use for this collective or that its rules or NCCL_* variables rule
+    out: its selection would refuse them) and the textbook ones whose program over every rank would not
+    fit the memory budget (:func:`sim.prediction.budget.full_program_refusal`)."""
+    from ..prediction.budget import full_program_refusal
+    if args.algorithm != "all":
+        if args.algorithm != "auto":
+            reason = why_not(args.algorithm, coll, topo.nranks, topo)
+            if not reason and args.model != "tuner" and not in_nccl(args.algorithm, coll):
+                reason = full_program_refusal(args.algorithm, coll, topo, max_memory)
+            if reason:
+                raise CollsimError(f"cannot run --algorithm {args.algorithm} on {topo.name}: {reason}")
+        return [args.algorithm], []
+    algos: list[str] = []
+    left_out: list[tuple[str, str]] = []
+    for algo in candidates(coll, topo.nranks, topo):
+        why = _why_left_out(algo, args, coll, topo, sizes)
+        if why is None and args.model != "tuner" and not in_nccl(algo, coll):
+            why = full_program_refusal(algo, coll, topo, max_memory)
+        if why is None:
+            algos.append(algo)
+        else:
+            left_out.append((algo, why))
+    if not algos:
+        raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}"
+                           + "".join(f"; {a}: {why}" for a, why in left_out[:3]))
+    return algos, left_out
+
+
+def _why_left_out(algo: str, args, coll, topo, sizes) -> str | None:
+    """Why ``-a all`` cannot time ``algo`` with this model and protocol, or None."""
+    from ..nccl.constants import NCCL_ALGORITHMS
+    from ..nccl.recipe import protocols_for
+    from ..nccl.tuner import rank_pairs, tuner_terms
+    from ..prediction.flow import flow_covers
+    if args.model == "flow":   # only what the flow model can time on this topology
+        reason = flow_covers(coll, algo, topo)
+        return None if reason is None else f"the flow model cannot time it ({reason})"
+    protos = protocols_for(args.protocol)
+    if args.protocol == "ideal" or (algo not in NCCL_ALGORITHMS and args.model != "tuner"):
+        return None
+    if args.model == "tuner" and algo not in NCCL_ALGORITHMS:
+        return "a textbook algorithm: the tuner model is NCCL's closed form, for NCCL's algorithms"
+    refused: dict[int, str] = {}
+    for nbytes in sizes:
+        if rank_pairs(coll, nbytes, topo, [algo], protos):
+            continue
+        reasons = list(dict.fromkeys(tuner_terms(coll, nbytes, topo, algo, p).detail.get("disabled", "") for p in protos))
+        nccl = [r for r in reasons if r.startswith("NCCL")]
+        if nccl or args.model == "tuner":   # else not a refusal: selection times it with the model's fastest protocol
+            refused[nbytes] = "; ".join(nccl or [r for r in reasons if r] or ["NCCL's tuner ranks no protocol of it here"])
+    if not refused:
+        return None
+    nbytes, why = next(iter(refused.items()))
+    if not in_nccl(algo, coll):
+        why += f" (-a {algo} -p Simple times collsim's {algo} schedule as a textbook algorithm)"
+    more = f" and {len(refused) - 1} more size(s)" if len(refused) > 1 else ""
+    return why if len(refused) == len(sizes) else f"at {nbytes} B{more}: {why}"
+
+
+def _nccl_picks(coll, topo, sizes, protocol: str) -> dict:
+    """size -> (algorithm, protocol) NCCL's tuner picks there (what ``-a auto`` times and nccl-tests
+    measures); empty with ``-p ideal``, which is not NCCL."""
+    from ..nccl.constants import NCCL_ALGORITHMS
+    from ..nccl.recipe import protocols_for
+    from ..nccl.tuner import rank_pairs
+    if protocol == "ideal":
+        return {}
+    usable = [a for a in candidates(coll, topo.nranks, topo) if a in NCCL_ALGORITHMS]
+    picks = {}
+    for nbytes in sizes:
+        ranked = rank_pairs(coll, nbytes, topo, usable, protocols_for(protocol)) if usable else []
+        if ranked:
+            picks[nbytes] = (ranked[0].algorithm, ranked[0].protocol)
+    return picks
+
+
+def _warn_engine_time(coll, topo, sizes, algos, args, max_memory) -> None:
+    """One line on stderr when a forced ``--model engine`` run is estimated beyond ``--model auto``'s time
+    budget (:data:`sim.prediction.budget.AUTO_ENGINE_SECONDS`, past which auto takes the flow model): the
+    user asked for it, so it runs; the estimate says how long to expect. Runs over the memory budget say
+    nothing here: the engine refuses them in one line."""
+    from ..nccl.constants import NCCL_ALGORITHMS
+    from ..nccl.recipe import protocols_for
+    from ..nccl.tuner import rank_pairs
+    from ..prediction.budget import AUTO_ENGINE_SECONDS, default_max_memory, run_estimate
+    limit = default_max_memory() if max_memory is None else max_memory
+    protos = protocols_for(args.protocol)
+    usable = candidates(coll, topo.nranks, topo)
+    worst = None
+    for nbytes in sizes:
+        for algo in algos:
+            # the pairs selection will time: NCCL's pick among its algorithms (or for the pinned one), else
+            # every protocol of the pinned algorithm, or every pair with -p ideal / --select fastest
+            ranked = [] if args.protocol == "ideal" or args.algorithm == "auto" and args.select != "nccl" else \
+                rank_pairs(coll, nbytes, topo, [a for a in usable if a in NCCL_ALGORITHMS] if algo == "auto" else [algo], protos)
+            pairs = [(t.algorithm, t.protocol) for t in ranked[:1]] or \
+                [(a, p) for a in (usable if algo == "auto" else [algo]) for p in protos]
+            for a, p in pairs:
+                est = run_estimate(coll, nbytes, topo, a, p, args.nchannels, args.pipeline)
+                if est.bytes <= limit and (worst is None or est.seconds > worst[0].seconds):
+                    worst = (est, a, p, nbytes)
+    if worst is not None and worst[0].seconds > AUTO_ENGINE_SECONDS:
+        est, algo, proto, nbytes = worst
+        print(f"collsim: warning: --model engine on {algo}/{proto} at {nbytes} B over {topo.nranks:,} GPUs is estimated "
+              f"at {est.describe()}{' (the slowest run of this command)' if len(sizes) * len(algos) > 1 else ''}, "
+              f"beyond --model auto's {AUTO_ENGINE_SECONDS:g} s budget for the engine (auto takes the flow model there "
+              "where it can): running it as asked", file=sys.stderr)
+
+
+def _sweep(args, coll, topo, sizes, algos, root, cfg, left_out) -> tuple[list, list[str]]:
+    """[(size, [Result per algorithm], fastest)] and the algorithms that ran. Where one of ``-a all``'s
+    algorithms is refused by its model (over the engine's budget where the flow model cannot take it,
+    say), each algorithm runs as its own sweep and that one is left out with the refusal, not the whole
+    table; a single algorithm's refusal is the command's error."""
+    from ..prediction import sweep
+    # in this process the loaded topology is reused; worker processes get the spec and load it once each
+    where = topo if sweep.jobs_for(args.jobs, len(sizes) * len(algos)) == 1 or args.gpus_per_process != 1 else args.topology
+    options = {"model": args.model, "max_memory": args.max_memory, "nchannels": args.nchannels,
+               "pipeline": args.pipeline, "root": root, "engine": args.engine,
+               **({"select": args.select} if args.select != "nccl" else {}),
+               "nccl_version": cfg.release.version if not cfg.requested else cfg.requested,
+               "nccl_env": cfg.env or None}
+
+    def tasks(algo_list):
+        return [sweep.Task(coll.name, nbytes, where, a, args.protocol,
+                           {**options, "trace": bool(args.trace) and nbytes == sizes[-1]})
+                for nbytes in sizes for a in algo_list]
+
+    try:
+        done = sweep.run(tasks(algos), args.jobs, desc=f"simulate {coll.name}")
+    except CollsimError:
+        if len(algos) == 1:
+            raise
+        done, ran = [], []
+        for algo in algos:   # again one algorithm at a time (runs already made are cached in this process)
+            try:
+                done.append(sweep.run(tasks([algo]), args.jobs, desc=f"simulate {coll.name} {algo}"))
+                ran.append(algo)
+            except CollsimError as e:
+                left_out.append((algo, str(e)))
+                print(f"collsim: -a all leaves out {algo}: {e}", file=sys.stderr)
+        if not ran:
+            raise
+        algos, done = ran, [runs[i] for i in range(len(sizes)) for runs in done]
+    results = []
+    for i, nbytes in enumerate(sizes):
+        group = done[i * len(algos):(i + 1) * len(algos)]
+        results.append((nbytes, group, min(group, key=lambda r: r.time_us)))
+    return results, algos
+
+
+def _faster_choices(results, topo, args, root: int = 0) -> dict:
     """Sizes where a pair NCCL can run is predicted >10% faster than NCCL's pick -> that pair's Result
     (:func:`sim.api.faster_choice`: the model layer decides where the note applies and reuses the runs
     the sweep made)."""
     found = {}
     for nbytes, group, _ in results:
         f = api.faster_choice(group[0], topo, model=args.model, protocol=args.protocol, select=args.select,
-                              nchannels=args.nchannels, pipeline=args.pipeline, root=args.root, engine=args.engine,
+                              nchannels=args.nchannels, pipeline=args.pipeline, root=root, engine=args.engine,
                               max_memory=args.max_memory)
         if f is not None:
             found[nbytes] = f
@@ -234,26 +373,39 @@ MODEL_OMITS = {
 }
 
 
+def busbw_range(lo: float, hi: float, validated: bool = True) -> str:
+    """The table's busbw 80% range, ``lo..hi`` (a dash would read as a minus beside ``9.04e-05``), then
+    `` !`` where the question is not validated (two spaces where it is, so the columns stay aligned).
+
+    >>> busbw_range(6.11e-05, 0.000785, validated=False), busbw_range(182.0, 331.0)
+    ('6.11e-05..0.000785 !', '     182..331       ')
+    """
+    return f"{lo:>8.3g}..{hi:<8.3g}" + ("  " if validated else " !")
+
+
+RANGE_WIDTH = len(busbw_range(1.0, 1.0))
+
+
 def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None, ranges: dict | None = None,
-           cfg=None) -> str:
+           cfg=None, picks: dict | None = None) -> str:
     from ..algorithms import in_nccl
-    faster, ranges = faster or {}, ranges or {}
+    faster, ranges, picks = faster or {}, ranges or {}, picks or {}
     env = " ".join(f"{k}={v}" for k, v in cfg.env) if cfg is not None else ""
     lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)), model {args.model}"
              + (f", NCCL {cfg.version}" if cfg is not None else "") + (f" with {env}" if env else ""),
              f"# {'size':>10s} {'count':>12s} {'type':>6s} {'algorithm':>14s} {'protocol':>8s} {'steps':>6s} {'time':>10s} {'algbw':>8s} {'busbw':>8s}"
-             f" {'busbw 80% range':>17s}",
+             f" {'busbw 80% range':^{RANGE_WIDTH}s}",
              f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"
-             f" {'(GB/s)':>17s}"]
+             f" {'(GB/s, lo..hi)':^{RANGE_WIDTH}s}"]
     notes: dict[str, None] = {}
     for nbytes, group, best in results:
         for r in group:
             mark = " *" if multi and r is best else " +" if nbytes in faster else ""
+            mark += " <" if picks.get(nbytes) == (r.algorithm, r.protocol) else ""
             mark += "" if in_nccl(r.algorithm, coll) else " ^"
             iv = ranges.get(id(r))
-            rng = f"{iv.busbw_GBps_range[0]:>8.3g}-{iv.busbw_GBps_range[1]:<8.3g}" if iv else ""
+            rng = busbw_range(*iv.busbw_GBps_range, validated=iv.validated) if iv else ""
             if iv is not None and not iv.validated:
-                rng += "!"
                 notes.setdefault(iv.note, None)
             lines.append(f"  {nbytes:>10d} {nbytes // elem:>12d} {args.datatype:>6s} {r.algorithm:>14s} {r.protocol:>8s} "
                          f"{r.steps:>6d} {r.time_us:>10.2f} {r.algbw_GBps:>8.2f} {r.busbw_GBps:>8.2f} {rng}{mark}")
@@ -264,12 +416,17 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
                     lines.append(f"#     faster: {f.algorithm}/{f.protocol} {f.time_us:.2f} us ({f.explain['faster_by']:.0%} "
                                  f"faster): set {f.explain['nccl_env']}")
     if ranges:
-        lines.append("# busbw 80% range: from the out-of-sample errors of the public cases nearest in regime "
+        lines.append("# busbw 80% range lo..hi: from the out-of-sample errors of the public cases nearest in regime "
                      "(docs/nccl-model.md, Intervals)")
     for note in notes:
         lines.append(f"# ! not validated: {note}")
     if multi:
         lines.append("# * fastest algorithm at that size")
+    if picks:
+        shown = {(n, r.algorithm, r.protocol) for n, group, _ in results for r in group}
+        absent = [f"{a}/{p} at {n} B" for n, (a, p) in picks.items() if (n, a, p) not in shown]
+        lines.append("# < NCCL's pick at that size (its tuner's choice: what -a auto times and nccl-tests measures)"
+                     + (f"; not in this table: {', '.join(absent)}" if absent else ""))
     textbook = sorted({r.algorithm for _, group, _ in results for r in group if not in_nccl(r.algorithm, coll)})
     if textbook:
         lines.append(f"# ^ not an NCCL algorithm for {coll.name} ({', '.join(textbook)}): a textbook algorithm NCCL "

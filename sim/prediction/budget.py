@@ -23,8 +23,12 @@ import os
 import time
 from dataclasses import dataclass
 
+from ..algorithms import get_algorithm
 from ..collectives import Collective, get_collective
 from ..errors import CollsimError
+from ..nccl.constants import NVLS_MAX_HEADS
+from ..nccl.execution import OPS_BUDGET, PROBE_PIECES_MAX, nccl_channels
+from ..nccl.protocols import IDEAL, nccl_chunk_bytes
 
 PROGRAM_BYTES_PER_OP = 40        # src, dst (int32), chunk, step (int64 / int32), channel, reduce + slack
 SIMULATED_BYTES_PER_OP = 130     # dependencies (sorts, CSR successors), routes, start/end times, stamps
@@ -34,6 +38,11 @@ BUILD_OPS_PER_S = 8_000_000      # program ops built per second
 ROUTE_S_FAT_TREE = 3e-4          # one route on a preset's fat tree (Dijkstra over two hosts and the fabric)
 ROUTE_S_OTHER = 2e-5             # one route on a textbook topology (neighbours, found at once)
 AUTO_ENGINE_SECONDS = 1.0        # --model auto runs the engine when its estimate is below this
+# Peak bytes per op while a one-piece program over every rank is built and its per-step link loads summed
+# (the step model, sim/prediction/flow_steps.py; alpha-beta builds it too, for its steps): measured with
+# ru_maxrss, recursive_hd all_reduce on dgx-h100:nodes=256 (8.4 M ops) 1.02 GB, on nodes=512 (33.5 M ops)
+# 3.9 GB; hierarchical_ring on nodes=256 (8.4 M ops) 1.03 GB; recursive_hd all_gather (4.2 M ops) 0.54 GB.
+FULL_PROGRAM_BYTES_PER_OP = 120
 # ``collsim plan``: one task per kernel of rank 0's step. Measured on this project's 2-core machine: a
 # ZeRO-3 step of 5,000 microbatches x 24 layers (600,000 tasks) took 33 s and peaked at 578 MB.
 PLAN_BYTES_PER_TASK = 800
@@ -179,7 +188,7 @@ def gb(nbytes: float) -> str:
 
 def ops_per_piece(algorithm: str, collective: str | Collective, n: int, topo=None) -> int:
     """Ops of one channel and one piece of ``algorithm`` over ``n`` ranks (closed forms; exact for the
-    ring and direct algorithms, within a small factor for the hierarchical ones)."""
+    ring, direct and textbook algorithms, within a small factor for the hierarchical ones)."""
     coll = get_collective(collective)
     if algorithm == "ring":
         if coll.pairwise:
@@ -195,29 +204,100 @@ def ops_per_piece(algorithm: str, collective: str | Collective, n: int, topo=Non
         return n * (n - 1) + n * (m - 1) * (k - 1)
     if algorithm == "tree":
         return 4 * (n - 1) if coll.passes == 2 else n - 1   # all_reduce: up and down two trees
-    if algorithm in ("recursive_hd",):
-        return 2 * n * max(1, math.ceil(math.log2(max(n, 2))))
+    if algorithm == "recursive_hd":
+        return recursive_hd_ops(coll, n)
     if algorithm == "binomial":
         return n - 1
+    if algorithm == "hierarchical_ring":
+        k = n // max(1, int(topo.nhosts)) if topo is not None and n % max(1, int(topo.nhosts)) == 0 else 1
+        m = n // k      # m hosts of k GPUs: phases 1 and 3 move k - 1 shards of m sub-chunks per host ring
+        return 2 * (k - 1) * k * m * m + 2 * (m - 1) * m * k
     gpn = max(1, int((topo.hardware.gpus_per_node if topo is not None else 0) or 8))
     if algorithm.startswith("nvls"):
         return n * (2 * gpn + 8)
     if algorithm.startswith("collnet"):
         return n * 8
-    return 4 * n * max(1, gpn)   # hierarchical_ring and anything new: generous
+    return 4 * n * max(1, gpn)   # anything new: generous
+
+
+def recursive_hd_ops(collective: str | Collective, n: int) -> int:
+    """Ops of one piece of ``recursive_hd`` (:mod:`sim.algorithms.classic`), grown as n^2: with p2 the
+    largest power of two <= n and e = n - p2 folded ranks, all_reduce cuts the buffer into p2 chunks and
+    every halving (and doubling) step i moves p2 / 2^(i+1) of them per rank, p2 (p2 - 1) in all, plus
+    e p2 each way to fold; reduce_scatter and all_gather move the n shards, n (p2 - 1), plus e n (and e).
+
+    >>> [recursive_hd_ops("all_reduce", n) for n in (8, 6)], recursive_hd_ops("all_gather", 16384)
+    ([112, 40], 268419072)
+    """
+    coll = get_collective(collective)
+    p2 = 1 << (max(2, n).bit_length() - 1)
+    e = n - p2
+    if coll.name == "all_reduce":
+        return 2 * p2 * (p2 - 1) + 2 * e * p2
+    return n * (p2 - 1) + e * n + (e if coll.name == "reduce_scatter" else 0)
+
+
+def _domains(topo, n: int) -> tuple[int, int]:
+    """(domains, GPUs per domain) of a regular cluster: hosts, or the NVLink domains the hardware names."""
+    m = int(getattr(topo.hardware, "nodes", None) or getattr(topo, "nhosts", 1) or 1) if topo is not None else 1
+    return (m, n // m) if m >= 1 and n % m == 0 else (1, n)
+
+
+def one_piece(algorithm: str, collective: str | Collective, topo) -> tuple[int, int]:
+    """(ops, steps) of one channel and one piece of ``algorithm`` on ``topo``, from closed forms (checked
+    against the built programs by tests/scale/test_textbook_budget.py): the steps are what the engine's
+    probe reads (:func:`sim.nccl.execution.steady_state_pieces` simulates at least steps + 2 pieces, up
+    to ``PROBE_PIECES_MAX``); an algorithm without a closed form is priced at that most.
+
+    >>> from sim.presets import load_topology
+    >>> one_piece("nvls_tree", "all_reduce", load_topology("dgx-h100:nodes=2"))   # 16 GPUs, 2 domains of 8
+    (608, 6)
+    """
+    coll = get_collective(collective)
+    n = topo.nranks
+    ops, steps = ops_per_piece(algorithm, coll, n, topo), None
+    m, k = _domains(topo, n)
+    depth = (m - 1).bit_length()          # ceil(log2 m): NCCL's double binary tree over the domains
+    if algorithm == "ring":
+        steps = n - 1 if coll.rooted or coll.pairwise else coll.ring_steps(n)
+    elif algorithm == "direct":
+        steps = 1
+    elif algorithm == "p2p":              # a second step where blocks hop through a rail proxy (PXN)
+        steps = 2 if ops > n * (n - 1) else 1
+    elif algorithm in ("binomial", "pat"):
+        steps = (n - 1).bit_length()
+    elif algorithm == "recursive_hd":
+        p2 = 1 << (n.bit_length() - 1)
+        lg, fold = p2.bit_length() - 1, 2 * (n != p2)
+        steps = (2 * lg if coll.name == "all_reduce" else lg) + fold
+    elif algorithm == "hierarchical_ring":
+        steps = 2 * (k - 1) + 2 * (m - 1)
+    elif algorithm == "tree":             # a chain through each domain, the tree across: up (and down)
+        steps = coll.passes * (k - 1 + depth)
+    elif algorithm == "nvls_tree" and coll.name == "all_reduce" and m > 1:
+        heads = min(NVLS_MAX_HEADS, k)    # into the switch and out, per head and tree; the trees' edges
+        ops, steps = 4 * heads * (m * k + 2 * m - 1), 4 + 2 * depth
+    elif algorithm == "nvls" and m == 1:
+        heads = min(NVLS_MAX_HEADS, k) if coll.name == "all_reduce" else k
+        passes = 2 if coll.name == "all_reduce" else 1
+        ops, steps = passes * heads * (k + 1), 2 * passes
+    return ops, PROBE_PIECES_MAX if steps is None else steps
 
 
 def engine_estimate(algorithm: str, collective: str | Collective, topo, nchannels: int, pieces: int, nccl: bool,
-                    ops_budget: int = 60_000) -> Estimate:
-    """Cost of one engine run: ``nccl`` runs cap the simulated pieces at ``ops_budget`` ops (and run a
-    second, half-size program to extrapolate); rotation-symmetric rings simulate one op in n."""
+                    ops_budget: int = OPS_BUDGET) -> Estimate:
+    """Cost of one engine run: ``nccl`` runs cap the simulated pieces at ``ops_budget`` ops, but simulate
+    at least steps + 2 of them (up to ``PROBE_PIECES_MAX``), as :func:`sim.nccl.execution.steady_state_pieces`
+    does, and run a second, half-size program to extrapolate; rotation-symmetric rings simulate one op in n."""
     n = topo.nranks
-    one = ops_per_piece(algorithm, collective, n, topo) * max(1, nchannels)
     if nccl and pieces > 1:
-        sim_pieces = min(pieces, max(2, ops_budget // max(1, one)))
+        per, steps = one_piece(algorithm, collective, topo)
+        one = per * max(1, nchannels)
+        sim_pieces = min(pieces, max(2, min(steps + 2, PROBE_PIECES_MAX), ops_budget // max(1, one)))
         program_ops = one * sim_pieces
         simulated = program_ops + (one * (sim_pieces // 2) if sim_pieces < pieces else 0)
     else:
+        one = ops_per_piece(algorithm, collective, n, topo) * max(1, nchannels)
         program_ops = simulated = one * max(1, pieces)
     if algorithm == "ring" and topo.hardware.symmetry == "rotation" and not get_collective(collective).pairwise:
         simulated = max(1, simulated // n)
@@ -230,6 +310,49 @@ def engine_estimate(algorithm: str, collective: str | Collective, topo, nchannel
     return Estimate(program_ops, simulated, nbytes, seconds)
 
 
+def full_program_estimate(algorithm: str, collective: str | Collective, topo) -> Estimate:
+    """What timing ``algorithm`` costs at the least, whatever the model, where it is a textbook algorithm
+    (not NCCL's for this collective): the engine, the step model (:mod:`sim.prediction.flow_steps`) and
+    alpha-beta all build its one-piece program over every rank, and for ``recursive_hd``,
+    ``hierarchical_ring`` and ``direct`` that program grows as n^2 (ring all_to_all as n^3)."""
+    ops = ops_per_piece(algorithm, collective, topo.nranks, topo)
+    return Estimate(ops, ops, BASE_BYTES + ops * FULL_PROGRAM_BYTES_PER_OP, ops / BUILD_OPS_PER_S)
+
+
+def full_program_refusal(algorithm: str, collective: str | Collective, topo, max_memory: int | None = None) -> str | None:
+    """None if :func:`full_program_estimate` fits ``max_memory`` (default half the available memory),
+    else why not and what to do instead, in one line (``collsim simulate`` refuses the algorithm, or
+    leaves it out of ``-a all``, with it, before anything is built)."""
+    coll = get_collective(collective)
+    est = full_program_estimate(algorithm, coll, topo)
+    limit = default_max_memory() if max_memory is None else max_memory
+    if est.bytes <= limit:
+        return None
+    n, fit = topo.nranks, 2
+    while fit < n and BASE_BYTES + ops_per_piece(algorithm, coll, 2 * fit) * FULL_PROGRAM_BYTES_PER_OP <= limit:
+        fit *= 2
+    gpn = int(getattr(topo.hardware, "gpus_per_node", None) or 0)
+    fewer = f"{fit:,} GPUs" + (f" (nodes={fit // gpn})" if gpn > 1 and fit >= gpn else "")
+    return (f"{algorithm} {coll.name} over {n:,} GPUs is a program of {est.program_ops:,} ops, about {gb(est.bytes)} "
+            f"to build and time, more than --max-memory {gb(limit)}: simulate fewer GPUs (at most about {fewer}) "
+            f"or raise --max-memory")
+
+
+def run_estimate(collective: str | Collective, nbytes: int, topo, algorithm: str, protocol: str,
+                 nchannels: int | None = None, pipeline: int | None = None) -> Estimate:
+    """:func:`engine_estimate` of the engine run that times one (algorithm, protocol) at ``nbytes``, with the
+    channels and pieces NCCL's plan gives it (the same closed forms as the API's ``--model auto`` choice)."""
+    coll = get_collective(collective)
+    pipelined = coll.name in get_algorithm(algorithm).pipelined
+    if protocol != IDEAL.name:
+        _, nch = nccl_channels(topo, algorithm, nchannels)
+        pieces = pipeline or (max(1, math.ceil(nbytes / nch / nccl_chunk_bytes(algorithm, protocol))) if pipelined else 1)
+    else:
+        nch = nchannels or 1
+        pieces = pipeline or (16 if pipelined else 1)
+    return engine_estimate(algorithm, coll.name, topo, nch, pieces, protocol != IDEAL.name)
+
+
 def check_memory(what: str, need: int, limit: int | None, options: str) -> None:
     """Refuse (one clear error) if ``need`` bytes exceed ``limit`` (default: half the available memory)."""
     limit = default_max_memory() if limit is None else limit
@@ -237,5 +360,6 @@ def check_memory(what: str, need: int, limit: int | None, options: str) -> None:
         raise CollsimError(f"{what} needs about {gb(need)}, more than --max-memory {gb(limit)}: {options}")
 
 
-__all__ = ["engine_estimate", "plan_tasks", "check_plan", "MAX_PLAN_TASKS", "estimate_program_bytes", "estimate_verify_bytes", "check_verify", "check_memory", "default_max_memory", "parse_memory",
+__all__ = ["engine_estimate", "one_piece", "recursive_hd_ops", "full_program_estimate", "full_program_refusal",
+           "run_estimate", "plan_tasks", "check_plan", "MAX_PLAN_TASKS", "estimate_program_bytes", "estimate_verify_bytes", "check_verify", "check_memory", "default_max_memory", "parse_memory",
            "Estimate", "ops_per_piece", "AUTO_ENGINE_SECONDS"]
