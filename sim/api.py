@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .algorithms import algorithms, analytic, build_program, candidates, get_algorithm, why_not
+from .algorithms import algorithms, analytic, build_program, candidates, get_algorithm, in_nccl, why_not
 from .collectives import get_collective
 from .engine import check_engine
 from .engine.progress import DELAY_S as PROGRESS_DELAY_S
@@ -24,7 +24,16 @@ from .nccl.context import cached
 from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
 from .nccl.recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .nccl.select import choose, faster_note
-from .prediction.budget import AUTO_ENGINE_SECONDS, Estimate, check_memory, default_max_memory, engine_estimate, gb, parse_memory
+from .prediction.budget import (
+    AUTO_ENGINE_SECONDS,
+    Estimate,
+    check_memory,
+    default_max_memory,
+    engine_estimate,
+    full_program_refusal,
+    gb,
+    parse_memory,
+)
 from .presets import load_topology
 from .topology import Topology
 
@@ -122,6 +131,9 @@ def _pipeline(collective, nbytes, topology, model, nchannels, pipeline, root, tr
 
     def predict(algo: str, proto: str) -> Result:
         reason = _why_not(algo, coll, topo)
+        if not reason and model != "tuner" and not in_nccl(algo, coll):
+            # a textbook program over every rank (n^2 ops for recursive_hd): refused before it is built
+            reason = full_program_refusal(algo, coll, topo, opts.max_memory)
         if reason:
             raise CollsimError(f"cannot run {algo} on {topo.name}: {reason}")
         if opts.trace:   # a trace is large and asked for once: not kept

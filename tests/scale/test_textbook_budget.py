@@ -122,3 +122,11 @@ def test_forcing_the_engine_beyond_the_time_budget_warns_once_and_runs(cli):
     assert f"{est.seconds:.0f} s" in err and "nvls_tree/Simple" in err
     code, out, err = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1M", "-e", "1M", "--model", "engine")
     assert code == 0 and "warning" not in err
+
+
+def test_the_python_api_refuses_a_textbook_program_that_cannot_fit_before_building_it():
+    # sim.simulate() is what notebooks call: the same refusal as the CLI, with the same budget, and a run
+    # that fits is unaffected (recursive_hd over 512 GPUs is 2 x 512 x 511 ops: ~0.5 M, a few tens of MB)
+    with pytest.raises(sim.errors.CollsimError, match="program of"):
+        sim.simulate("all_reduce", 1 << 20, "dgx-h100:nodes=64", algorithm="recursive_hd", max_memory="20M")
+    assert sim.simulate("all_reduce", 1 << 20, "dgx-h100:nodes=4", algorithm="recursive_hd").time_us > 0
