@@ -8,11 +8,10 @@
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .algorithms import algorithms, analytic, build_program, candidates, get_algorithm, in_nccl, why_not
+from .algorithms import algorithms, analytic, build_program, candidates, in_nccl, why_not
 from .collectives import get_collective
 from .engine import check_engine
 from .engine.progress import DELAY_S as PROGRESS_DELAY_S
@@ -21,7 +20,7 @@ from .engine.result import Result
 from .errors import CollsimError
 from .io.validation import MAX_BYTES, MAX_CHANNELS, whole
 from .nccl.context import cached
-from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol, nccl_chunk_bytes
+from .nccl.protocols import IDEAL, PROTOCOLS, get_protocol
 from .nccl.recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .nccl.select import choose, faster_note
 from .prediction.budget import (
@@ -29,10 +28,10 @@ from .prediction.budget import (
     Estimate,
     check_memory,
     default_max_memory,
-    engine_estimate,
     full_program_refusal,
     gb,
     parse_memory,
+    run_estimate,
 )
 from .presets import load_topology
 from .topology import Topology
@@ -130,10 +129,7 @@ def _pipeline(collective, nbytes, topology, model, nchannels, pipeline, root, tr
     opts = RunOptions(nchannels, pipeline, root, trace, None if max_memory is None else parse_memory(max_memory), engine)
 
     def predict(algo: str, proto: str) -> Result:
-        reason = _why_not(algo, coll, topo)
-        if not reason and model != "tuner" and not in_nccl(algo, coll):
-            # a textbook program over every rank (n^2 ops for recursive_hd): refused before it is built
-            reason = full_program_refusal(algo, coll, topo, opts.max_memory)
+        reason = _why_not(algo, coll, topo) or program_refusal(algo, coll, topo, model, opts.max_memory)
         if reason:
             raise CollsimError(f"cannot run {algo} on {topo.name}: {reason}")
         if opts.trace:   # a trace is large and asked for once: not kept
@@ -141,6 +137,15 @@ def _pipeline(collective, nbytes, topology, model, nchannels, pipeline, root, tr
         return _predict(model, coll, int(nbytes), topo, algo, get_protocol(proto), opts)
 
     return topo, coll, predict
+
+
+def program_refusal(algorithm: str, coll, topo: Topology, model: str, max_memory: int | None = None) -> str | None:
+    """Why ``model`` cannot time ``algorithm`` on ``topo`` within ``max_memory``, before anything is built, or
+    None: a textbook algorithm (not NCCL's for this collective) is a program over every rank whatever the
+    model but the tuner (n^2 ops for recursive_hd: :func:`sim.prediction.budget.full_program_refusal`)."""
+    if model == "tuner" or in_nccl(algorithm, coll):
+        return None
+    return full_program_refusal(algorithm, coll, topo, max_memory)
 
 
 @cached(maxsize=128)
@@ -167,17 +172,7 @@ def run_engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, ncha
 
 def _estimate(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions) -> Estimate:
     """What the engine would need for this run (closed forms; nothing is built)."""
-    nccl = proto.name != IDEAL.name
-    pipelined = coll.name in get_algorithm(algorithm).pipelined
-    if nccl:
-        from .nccl.execution import nccl_channels
-        _, nch = nccl_channels(topo, algorithm, opts.nchannels)
-        chunk = nccl_chunk_bytes(algorithm, proto.name)
-        pieces = opts.pipeline or (max(1, math.ceil(nbytes / nch / chunk)) if pipelined else 1)
-    else:
-        nch = opts.nchannels or 1
-        pieces = opts.pipeline or (16 if pipelined else 1)
-    return engine_estimate(algorithm, coll.name, topo, nch, pieces, nccl)
+    return run_estimate(coll, nbytes, topo, algorithm, proto.name, opts.nchannels, opts.pipeline)
 
 
 def _engine(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOptions, est: Estimate | None = None) -> Result:

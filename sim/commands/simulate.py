@@ -193,22 +193,18 @@ def _algorithms(args, coll, topo, sizes, max_memory) -> tuple[list[str], list[tu
     run the collective here and leaves out, saying why, those the model cannot time, those NCCL cannot run
     (an NCCL algorithm NCCL does not use for this collective or that its rules or NCCL_* variables rule
     out: its selection would refuse them) and the textbook ones whose program over every rank would not
-    fit the memory budget (:func:`sim.prediction.budget.full_program_refusal`)."""
-    from ..prediction.budget import full_program_refusal
+    fit the memory budget (:func:`sim.api.program_refusal`)."""
     if args.algorithm != "all":
         if args.algorithm != "auto":
-            reason = why_not(args.algorithm, coll, topo.nranks, topo)
-            if not reason and args.model != "tuner" and not in_nccl(args.algorithm, coll):
-                reason = full_program_refusal(args.algorithm, coll, topo, max_memory)
+            reason = (why_not(args.algorithm, coll, topo.nranks, topo)
+                      or api.program_refusal(args.algorithm, coll, topo, args.model, max_memory))
             if reason:
                 raise CollsimError(f"cannot run --algorithm {args.algorithm} on {topo.name}: {reason}")
         return [args.algorithm], []
     algos: list[str] = []
     left_out: list[tuple[str, str]] = []
     for algo in candidates(coll, topo.nranks, topo):
-        why = _why_left_out(algo, args, coll, topo, sizes)
-        if why is None and args.model != "tuner" and not in_nccl(algo, coll):
-            why = full_program_refusal(algo, coll, topo, max_memory)
+        why = _why_left_out(algo, args, coll, topo, sizes) or api.program_refusal(algo, coll, topo, args.model, max_memory)
         if why is None:
             algos.append(algo)
         else:

@@ -235,11 +235,11 @@ def ring_graph(m: Machine) -> Graph:
         path = m.nic_path_GBps
         s = fastest_speed(speeds, path)
         nch = max(1, m.nics * int(path / s + 1e-9))
-        if m.gpu_pcie_GBps and m.ppn > 1:
-            # the NICs behind one GPU's PCIe switch share its x16 link: the search spends that link's
-            # bandwidth on their channels (several NICs per GPU add none beyond it)
-            nch = min(nch, min(m.nics, m.ppn) * max(1, int(m.gpu_pcie_GBps / s + 1e-9)))
         if m.ppn > 1:
+            if m.gpu_pcie_GBps:
+                # the NICs behind one GPU's PCIe switch share its x16 link: the search spends that link's
+                # bandwidth on their channels (several NICs per GPU add none beyond it)
+                nch = min(nch, min(m.nics, m.ppn) * max(1, int(m.gpu_pcie_GBps / s + 1e-9)))
             while nch * s > m.gpu_GBps * (1 + 1e-9) and s > speeds[-1]:
                 s = speeds[speeds.index(s) + 1]
         nch = min(nch, MAX_SEARCH_CHANNELS)

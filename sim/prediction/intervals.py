@@ -150,21 +150,20 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
     b = band(nbytes)
     pool = [r for r in table if r[3] == b and r[0] != exclude_system]
     others = [r for r in table if r[1] == fabric and r[0] != exclude_system]   # measured on this fabric
-    measured_nodes = [r[2] for r in others if _row_domain(r) == domain_]       # ... with this kind of node
+    mine = [r for r in others if _row_domain(r) == domain_]                     # ... with this kind of node
+    measured_nodes = [r[2] for r in mine]
     # name the kind of node where it matters: a rack, or a fabric on which the other kind was measured
     mixed = domain_ == "rack" or any(_row_domain(r) != domain_ for r in others)
     where_words = f"{fabric} with {DOMAIN_WORDS[domain_]}" if mixed else fabric
-    validated, note, widen = True, "", 1.0
-    systems = len({r[0] for r in others if _row_domain(r) == domain_})
-    if measured_nodes:   # evidence from few clusters of this fabric: the range is partly borrowed, so wider
-        widen = 1.0 + (1.0 - min(systems, THIN_SYSTEMS) / THIN_SYSTEMS)
+    # evidence from few clusters of this fabric: the range is partly borrowed, so wider (none: 2x, below)
+    validated, note, widen = True, "", 2.0 - min(len({r[0] for r in mine}), THIN_SYSTEMS) / THIN_SYSTEMS
     if not measured_nodes:
-        validated, widen = False, 2.0
+        validated = False
         note = (f"no public case was measured on {where_words}: the range is borrowed from other "
                 f"{'kinds of node' if others else 'fabrics'}")
     elif collective is not None and not _family_measured(collective, others, domain_):
         validated, widen = False, 2.0 * widen
-        seen = sorted({r[6] for r in others if _row_domain(r) == domain_ and len(r) > 6})
+        seen = sorted({r[6] for r in mine if len(r) > 6})
         note = (f"no public {collective} was measured on {where_words} (only {', '.join(seen)}): "
                 "the range is borrowed from other collectives and widened")
     elif nodes > EXTRAPOLATION_LIMIT * max(measured_nodes):
