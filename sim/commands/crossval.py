@@ -206,10 +206,16 @@ class Case:
 
     def tree_lag_units(self, sizes, values: dict) -> list[float]:
         """What ``tree_chunk_lag_us`` multiplies at each of ``sizes`` (0 where NCCL runs no tree/Simple
-        across nodes): a row's time is its time at lag 0 plus the constant times this."""
+        across nodes): a row's time is its time at lag 0 plus the constant times this, less what NCCL's
+        kernel cap hides (:meth:`lag_slack`)."""
         return [hit[2] for hit in self._runs(sizes, values)]
 
-    def _runs(self, sizes, values: dict) -> list[tuple[float, float, float]]:
+    def lag_slack(self, sizes, values: dict) -> list[float]:
+        """The lag each of ``sizes`` hides under NCCL's kernel cap at most (:func:`sim.nccl.execution.kernel_capped`):
+        a row's time at lag ``v`` is ``t0 + max(0, v x units - slack)``."""
+        return [hit[3] for hit in self._runs(sizes, values)]
+
+    def _runs(self, sizes, values: dict) -> list[tuple[float, float, float, float]]:
         memo = self._memo.setdefault(self.key(values), {})   # keyed once for every size: the searches ask for millions
         out = []
         for size in sizes:
@@ -217,7 +223,9 @@ class Case:
             if hit is None:
                 with calibration.override(values), nccl_config.use(self.nccl):
                     q = api.simulate(self.coll, size, self.topo, self.algo, self.proto)
-                hit = memo[size] = (q.time_us, q.busbw_GBps, float((q.explain or {}).get("tree_lag_units", 0.0)))
+                ex = q.explain or {}
+                hit = memo[size] = (q.time_us, q.busbw_GBps, float(ex.get("tree_lag_units", 0.0)),
+                                    float(ex.get("tree_lag_slack_us", 0.0)))
             out.append(hit)
         return out
 
@@ -521,7 +529,8 @@ def _without_copies(train: list[Case]) -> list[Case]:
 def _fit_tree_lag(train: list[Case], fitted: dict) -> float:
     """``tree_chunk_lag_us`` from the mid- and large-size time rows of ``train`` (multi-node all_reduce)
     that NCCL runs as a tree with Simple or LL128, each case's bandwidth constants as ``fitted`` on the same training set and
-    every other constant at its prior. A row's time is ``t0 + lag x units`` (:meth:`Case.tree_lag_units`),
+    every other constant at its prior. A row's time is ``t0 + max(0, lag x units - slack)`` (:meth:`Case.tree_lag_units`,
+    :meth:`Case.lag_slack`: the part NCCL's kernel cap hides),
     so one run per row and bandwidth value serves every grid value and every fold. A tie goes to the prior (0).
 
     The lag is what a deep tree loses beyond what the fabric's rate says, so it is fitted on top of that
@@ -531,13 +540,14 @@ def _fit_tree_lag(train: list[Case], fitted: dict) -> float:
     1.3 us and its B200 trees came out 13-17% too slow where 0.7 put them within 10%)."""
     needs = [(c, c.mid_rows + c.bw_rows, _bandwidth_values(c, fitted)) for c in train]
     _prefetch(needs)
-    rows = []   # (time at lag 0, units, measured time) of the rows it affects (NCCL's tree/Simple or LL128 across nodes)
+    rows = []   # (time at lag 0, units, slack, measured time) of the rows it affects (NCCL's tree/Simple or LL128 across nodes)
     for c, measured, values in needs:
-        rows += [(t, u, r["time_us"]) for (t, _, u), r in zip(c._runs([r["size"] for r in measured], values), measured)
+        rows += [(t, u, sl, r["time_us"]) for (t, _, u, sl), r in zip(c._runs([r["size"] for r in measured], values), measured)
                  if u > 0]
     if not rows:
         return PRIORS[TREE_LAG]
-    return float(min(TREE_LAG_GRID, key=lambda v: _score([abs(t + v * u - m) / m for t, u, m in rows], v, PRIORS[TREE_LAG])))
+    return float(min(TREE_LAG_GRID, key=lambda v: _score([abs(t + max(0.0, v * u - sl) - m) / m for t, u, sl, m in rows],
+                                                         v, PRIORS[TREE_LAG])))
 
 
 def _bandwidth_values(case: Case, fitted: dict) -> dict:

@@ -29,6 +29,10 @@ from ..collectives import (
 # ---- NCCL's wire formats (src/include/device.h) -------------------------------------------------------
 NCCL_STEPS = 8                       # slots per connection buffer
 LL_LINE_BYTES, LL_DATA_BYTES = 16, 8           # ncclLLFifoLine: data1 flag1 data2 flag2 (4 B each)
+# the grain at which an LL rank passes on what it receives: every line carries its own flag, so a channel's
+# 512 threads (NCCL_LL_MAX_NTHREADS) read, reduce and forward one line each per loop iteration (prims_ll.h),
+# 512 x 8 B of data, not a whole 32 KiB step at a time
+LL_FORWARD_BYTES = 512 * LL_DATA_BYTES
 LL128_LINE_BYTES, LL128_DATA_BYTES = 128, 120  # 16 uint64 per line, 15 carry data, 1 the flag
 # Default buffer per connection: LL 8 lines/thread x 512 threads x 8 steps x 16 B; LL128 120 elements x
 # 640 threads x 8 steps x 8 B; Simple NCCL_BUFFSIZE = 4 MiB.

@@ -46,6 +46,7 @@ from ..topology.hardware import gdr_through_host_bridge
 from . import calibration
 from . import config as nccl_config
 from .constants import (
+    LL_FORWARD_BYTES,
     NCCL_ALGORITHMS,
     NVLINK_EFFICIENCY,
     NVLS_CHUNK_BYTES,
@@ -340,6 +341,11 @@ def plan_nccl(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchan
         pieces = pipeline or max(1, math.ceil(nbytes / loop_bytes))
     else:
         chunk = nccl_chunk_bytes(algorithm, p.name, nbytes / nch, depth=steps) if pipelined else None
+        if chunk and p.name == "LL" and algorithm != "ring":
+            # a tree's levels pass LL data on line by line (LL_FORWARD_BYTES), so a level does not wait for a
+            # whole step: the engine pipelines at that grain. A ring's steps carry different data each, so
+            # the grain does not change its time (NCCL's model adds the steps' latencies to size / bandwidth)
+            chunk = min(chunk, LL_FORWARD_BYTES)
         pieces = pipeline or (max(1, math.ceil(nbytes / nch / split / chunk)) if chunk else 1)
     share = payload_share(coll, topo, algorithm, p.name, m)
     tuned = tuner_terms(coll, nbytes, topo, algorithm, p.name, m) if algorithm in NCCL_ALGORITHMS else None
@@ -389,6 +395,67 @@ def kernel_cap_us(plan: NcclPlan, nbytes: float) -> float:
     cap = tuned.detail.get("kernel_cap_alg_GBps", 0.0) if tuned is not None else 0.0
     alg = cap * plan.engine_protocol.payload_efficiency
     return nbytes / (alg * 1e3) if alg > 0 and nbytes > 0 else 0.0
+
+
+def kernel_capped(plan: NcclPlan, nbytes: float, data_us: float) -> tuple[float, float, float]:
+    """(latency term, bandwidth term, tree lag hidden) of ``plan`` once NCCL's per-channel kernel cap
+    (:func:`kernel_cap_us`) applies to a data time of ``data_us`` on the links.
+
+    The tree's per-chunk lag (:func:`tree_chunk_lag_us`, held in ``plan.latency_us``) is a cost of the
+    network stage: every level's message waits on it. The kernel is another stage of the same pipeline,
+    and a pipeline runs at its slowest stage, not at the sum of them: where the cap is slower than the
+    links plus the lag, the lag is hidden under it (Together AI's forced-Tree runs on DGX B200 nodes at
+    16-64 nodes measure 193-196 GB/s, at the cap of 192; the cap plus the lag gave 174-179). Elsewhere
+    the cap does not bind and nothing changes.
+
+    >>> from sim.collectives import get_collective
+    >>> from sim.presets import load_topology
+    >>> from sim.nccl import config
+    >>> with config.use(config.make_config(version="2.28")):
+    ...     p = plan_nccl(get_collective("all_reduce"), 1 << 34, load_topology("dgx-b200:nodes=16"), "tree", "Simple")
+    ...     lat, data, hidden = kernel_capped(p, 1 << 34, 1000.0)
+    >>> hidden == p.tree_lag_us > 0, round(data) == round(kernel_cap_us(p, 1 << 34)), lat == p.latency_us - hidden
+    (True, True, True)
+    """
+    cap = kernel_cap_us(plan, nbytes)
+    lag = plan.tree_lag_us
+    if cap > data_us + lag:
+        return plan.latency_us - lag, cap, lag
+    return plan.latency_us, data_us, 0.0
+
+
+def software_overlap_shift_us(plan: NcclPlan, data_us: float) -> float:
+    """What ``plan.latency_us`` changes by when a ring's software cost hides behind ``data_us``, the data time a
+    model charges, rather than behind the transfer of NCCL's closed form.
+
+    A ring step across nodes costs the larger of the proxy's work on its message and its own transfer
+    (:func:`sim.nccl.tuner._ring_software_hidden_us`), so the latency term holds the work less what hides,
+    ``min(work, transfer)`` summed over the steps. The tuner sizes that transfer from its own bandwidth; the
+    engine and the flow model charge theirs. Hiding the tuner's transfer behind the engine's shorter one
+    took off more than the engine added, and a ring moving 1 GiB came out 2x faster than one moving 8 bytes
+    (a planner's trial, twenty-ninth pass). What hides is now at most the data time charged as well:
+    ``min(work, NCCL's transfer, the model's data time)``, so the time of a larger message is never below a
+    smaller one's by more than the two transfers' slopes differ (0.02% in the trial's sweeps, where it was
+    2x). Hiding behind the model's data time alone (``min(work, data)``, exactly monotone) was tried: it
+    hides more where the engine's transfer is the longer (rings at 128-540 Polaris nodes, whose channels
+    NCCL thins at those sizes), and out of sample their busbw fell 5-9 points further from the measured
+    (docs/accuracy-at-scale.md, twenty-ninth pass): those runs pay their software cost largely on top of
+    the transfer, not under it.
+
+    >>> from sim.collectives import get_collective
+    >>> from sim.presets import load_topology
+    >>> p = plan_nccl(get_collective("all_gather"), 1 << 30, load_topology("dgx-h100:nodes=32,fabric=slingshot"), "ring", "Simple")
+    >>> d = p.tuned.detail
+    >>> software_overlap_shift_us(p, 0.0) == d["software_overlap_us"]     # no data time: nothing hides
+    True
+    >>> software_overlap_shift_us(p, 1e9)          # no more than NCCL's transfer hides: as the tuner took it
+    0.0
+    """
+    tuned = plan.tuned
+    if tuned is None or not tuned.detail.get("software_hideable_us"):
+        return 0.0
+    hidden = float(tuned.detail["software_overlap_us"])   # min(work, NCCL's transfer)
+    return hidden - min(hidden, max(0.0, data_us))
 
 
 def tree_lag_units(algorithm: str, proto: str, m: Machine, nbytes: float, nchannels: int, depth: int) -> float:
@@ -564,9 +631,10 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         # (docs/nccl-model.md, GB200 NVL72).
         data_us += 2 * float(np.max(runs.link_busy_us, initial=0.0)) / sim_pieces
     cap = kernel_cap_us(plan, nbytes)
-    capped = cap > data_us
-    data_us = max(data_us, cap)
-    lat = plan.latency_us
+    slack = max(0.0, cap - data_us)   # how much of the tree's lag the kernel cap can hide
+    lat, data_us, lag_hidden = kernel_capped(plan, nbytes, data_us)
+    capped = cap > 0 and data_us == cap
+    lat += software_overlap_shift_us(plan, data_us)
     single_call = None
     if plan.single_call_latency_us is not None:
         # nccl-tests' back-to-back calls overlap down the chain: a call costs its busiest link's time, not the
@@ -589,7 +657,11 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         tail["kernel_cap_us"] = cap
     if plan.tree_lag_units:   # part of latency_us: said apart, it is what the tree's depth costs beyond the links
         tail["tree_lag_units"] = plan.tree_lag_units
-        tail["tree_lag_us"] = plan.tree_lag_us
+        tail["tree_lag_us"] = plan.tree_lag_us - lag_hidden
+        if lag_hidden:
+            tail["tree_lag_hidden_us"] = lag_hidden   # under the kernel cap (kernel_capped)
+        if slack:
+            tail["tree_lag_slack_us"] = slack   # the lag this row hides at most: the time is t(0) + max(0, lag - slack)
     if tuned is not None and tuned.detail.get("rendezvous_us"):   # part of latency_us: said apart, it explains a jump
         tail["rendezvous_us"] = tuned.detail["rendezvous_us"]
     if tuned is not None and tuned.detail.get("recv_copy_us"):    # part of latency_us: the host-to-GPU copies
@@ -688,5 +760,5 @@ def _efficiencies(topo: Topology, nvls: str, duplex: bool = True, p2p: bool = Fa
     return out
 
 
-__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units", "nvls_tree_share", "kernel_cap_us",
+__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units", "nvls_tree_share", "kernel_cap_us", "kernel_capped", "software_overlap_shift_us",
            "payload_share", "steady_state_pieces", "extrapolate_steady_state", "OPS_BUDGET"]

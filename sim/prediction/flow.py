@@ -444,7 +444,7 @@ def _ideal(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) 
 def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -> Result:
     """:func:`sim.nccl.execution.simulate_with_plan`'s recipe (:func:`sim.nccl.execution.plan_nccl`): its latency term plus data
     movement at effective bandwidths."""
-    from ..nccl.execution import NCCL_TESTS_LOOP_NOTE, channel_order, link_efficiency, plan_nccl
+    from ..nccl.execution import NCCL_TESTS_LOOP_NOTE, channel_order, link_efficiency, plan_nccl, software_overlap_shift_us
     n = topo.nranks
     chain = coll.rooted
     steps = coll.ring_steps(n)
@@ -470,6 +470,7 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
                                  proto.hop_latency_us)
         extra = {"single_call_us": plan.single_call_latency_us + one_call, "nccl_tests_loop": NCCL_TESTS_LOOP_NOTE}
         data = float(np.max(rings.us_per_byte)) * wire * per_ring
+    lat += software_overlap_shift_us(plan, data)   # the software hides behind the data time charged here
     return _result(coll, nbytes, topo, proto, lat + data, steps, nch, pieces, rings,
                    {"latency_us": lat, "bandwidth_term_us": data, "payload_share": plan.payload_share * plan.small_share,
                     "channels_spread_over_nics": spread, **extra})

@@ -192,7 +192,7 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
                                               steps if coll.name in get_algorithm(algorithm).pipelined else 0)
         spread, engine_proto, lat, extra = False, proto, 0.0, {}
     else:
-        from ..nccl.execution import kernel_cap_us, plan_nccl
+        from ..nccl.execution import kernel_cap_us, kernel_capped, plan_nccl
         plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, steps=steps,
                          split=max(1, one_rep.nchunks))
         nch, pieces, spread, engine_proto, lat = plan.nchannels, plan.pieces, plan.spread, plan.engine_protocol, plan.latency_us
@@ -211,10 +211,16 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
         t_half, _ = _engine_time(algorithm, coll, half, nch, 1, root, spread, nbytes / pieces, engine_proto, nvls, ops_budget, duplex)
         level_cost = max(0.0, (t_rep - t_half) / (levels_rep - tree_levels(r // 2)))
         data += level_cost * (levels_full - levels_rep)
-    if not ideal:   # NCCL's per-channel kernel cap (sim.nccl.execution.kernel_cap_us), as the engine takes it
-        cap = kernel_cap_us(plan, nbytes)
-        if cap > data:
-            data, extra["kernel_cap_us"] = cap, cap
+    if not ideal:   # NCCL's per-channel kernel cap, as the engine takes it (sim.nccl.execution.kernel_capped)
+        slack = max(0.0, kernel_cap_us(plan, nbytes) - data)
+        lat, capped, hidden = kernel_capped(plan, nbytes, data)
+        if slack and plan.tree_lag_units:
+            extra["tree_lag_slack_us"] = slack
+        if capped != data:
+            data, extra["kernel_cap_us"], extra["latency_us"] = capped, capped, lat
+        if hidden:
+            extra["tree_lag_us"] -= hidden
+            extra["tree_lag_hidden_us"] = hidden
     t = lat + data
     explain = {**extra, "bandwidth_term_us": data, "replica_nodes": r, "tree_levels": levels_full,
                "replica_tree_levels": levels_rep, "level_cost_us": level_cost, "simulated_ops": sim_ops,

@@ -52,16 +52,19 @@ def test_each_level_and_each_chunk_of_a_tree_pays_the_lag_once(protocol, nbytes,
     assert tuner_terms(get_collective("all_reduce"), nbytes, load_topology(topo), "tree", protocol).nchannels == 8
     added, explain = lag_us(topo, nbytes, 0.5, algorithm="tree", protocol=protocol)
     assert explain["tree_lag_units"] == units
-    assert added == pytest.approx(0.5 * units) and explain["tree_lag_us"] == pytest.approx(added)
+    # the lag is paid in full, or the part NCCL's kernel cap hides (test_a_kernel_cap_hides_the_lag) is said apart
+    assert explain["tree_lag_us"] + explain.get("tree_lag_hidden_us", 0.0) == pytest.approx(0.5 * units)
+    assert added == pytest.approx(max(0.0, 0.5 * units - explain.get("tree_lag_slack_us", 0.0)), abs=1e-6)
 
 
 def test_the_lag_is_linear_and_grows_with_the_levels():
-    # 1 GiB on 8 tree channels: 512 KiB chunks at 8, 12 and 16 nodes alike, so the lag follows log2(nodes)
-    one, _ = lag_us("dgx-h100:nodes=8", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
-    two, _ = lag_us("dgx-h100:nodes=8", 1 << 30, 2.0, algorithm="tree", protocol="Simple")
+    # 1 GiB on 8 tree channels: 512 KiB chunks at 8, 12 and 16 nodes alike, so the lag follows log2(nodes).
+    # 100G NICs: the links, not NCCL's kernel cap, bound the tree, so no part of the lag is hidden
+    one, _ = lag_us("dgx-h100:nodes=8,nic_gbps=100", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
+    two, _ = lag_us("dgx-h100:nodes=8,nic_gbps=100", 1 << 30, 2.0, algorithm="tree", protocol="Simple")
     assert one > 0 and two == pytest.approx(2 * one)
-    twelve, _ = lag_us("dgx-h100:nodes=12", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
-    sixteen, _ = lag_us("dgx-h100:nodes=16", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
+    twelve, _ = lag_us("dgx-h100:nodes=12,nic_gbps=100", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
+    sixteen, _ = lag_us("dgx-h100:nodes=16,nic_gbps=100", 1 << 30, 1.0, algorithm="tree", protocol="Simple")
     assert twelve == pytest.approx(one * math.log2(12) / 3) and sixteen == pytest.approx(one * 4 / 3)
 
 
@@ -85,9 +88,11 @@ def test_the_stochastic_mode_samples_the_hops_not_the_lag():
         lagged = sim.simulate("all_reduce", 64 << 20, topo, algorithm="tree", protocol="Simple")
         spread = sample(lagged, topo, samples=200, seed=1)
     assert lagged.explain["tree_lag_us"] > 0
-    # the same draws shift the same hop latencies: the lag moves every percentile by itself, no more
+    # the same draws shift the same hop latencies: the lag moves every percentile by itself, no more (less
+    # the part of it NCCL's kernel cap had left idle at lag 0, tree_lag_slack_us)
+    moved = lagged.explain["tree_lag_us"] - lagged.explain.get("tree_lag_slack_us", 0.0)
     for q in ("time_us_p10", "time_us_median", "time_us_p90"):
-        assert spread[q] - spread0[q] == pytest.approx(lagged.explain["tree_lag_us"], rel=1e-6)
+        assert spread[q] - spread0[q] == pytest.approx(moved, rel=1e-6)
 
 
 def tree_simple_time_error(case: crossval.Case, value: float, values: dict | None = None) -> float:
@@ -98,7 +103,9 @@ def tree_simple_time_error(case: crossval.Case, value: float, values: dict | Non
     sizes = [r["size"] for r in rows]
     runs = case.runs(sizes, values)
     units = case.tree_lag_units(sizes, values)
-    errors = [abs(t + value * u - r["time_us"]) / r["time_us"] for (t, _), u, r in zip(runs, units, rows) if u > 0]
+    slack = case.lag_slack(sizes, values)
+    errors = [abs(t + max(0.0, value * u - sl) - r["time_us"]) / r["time_us"]
+              for (t, _), u, sl, r in zip(runs, units, slack, rows) if u > 0]
     assert errors, f"{case.id}: no tree/Simple row across nodes"
     return statistics.median(errors)
 
@@ -118,3 +125,18 @@ def test_a_lag_fitted_on_one_slingshot_system_predicts_the_other_at_scale():
         polaris = crossval.Case(CASES[case])
         without, with_lag = tree_simple_time_error(polaris, 0.0, fitted), tree_simple_time_error(polaris, lag, fitted)
         assert without > 0.15 and with_lag < cut * without, (case, without, with_lag)
+
+
+def test_a_kernel_cap_hides_the_lag_instead_of_adding_to_it():
+    # NCCL's per-channel tree kernel and the network are two stages of one pipeline: where the kernel cap
+    # (8 channels x 24 GB/s on DGX B200 nodes from 4 nodes, NCCL's perChMaxTreeBw) is the slower stage, the
+    # network's per-chunk lag runs under it. Together AI's forced-Tree all_reduce on 16, 32 and 64 DGX B200
+    # nodes measures 195.8, 193.4 and 195.9 GB/s busbw at 16-32 GiB (published, the cases below); the cap
+    # alone is 192 GB/s, the cap plus the lag would give about 175-180
+    for case in ("TG-SL-16-AR-TREE", "TG-SL-64-AR-TREE", "TG-US-46-AR-TREE"):
+        c = CASES[case]
+        row = c["rows"][-1]
+        r = sim.simulate("all_reduce", row["size"], c["topology"], algorithm="tree", protocol="Simple",
+                         nccl_version=c["nccl_version"], nccl_env=c.get("nccl_env"))
+        assert r.explain.get("tree_lag_hidden_us", 0) > 0 and r.explain["tree_lag_us"] == 0
+        assert r.busbw_GBps == pytest.approx(row["busbw"], rel=0.05)

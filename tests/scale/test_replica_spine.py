@@ -50,4 +50,6 @@ def test_follows_the_engine_where_the_spine_is_oversubscribed():
     spec = "dgx-h100:nodes=16,nodes_per_leaf=8,oversubscription=4"
     e = sim.simulate("all_reduce", 16 << 20, spec, "tree", "Simple", model="engine")
     f = sim.simulate("all_reduce", 16 << 20, spec, "tree", "Simple", model="flow")
-    assert f.time_us == pytest.approx(e.time_us, rel=0.02)
+    # (3%: the two models' data times differ by 7% here, under a 169 us tree lag that NCCL's kernel cap no
+    # longer masks since the lag and the cap are stages of one pipeline, sim.nccl.execution.kernel_capped)
+    assert f.time_us == pytest.approx(e.time_us, rel=0.03)
