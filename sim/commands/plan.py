@@ -7,16 +7,15 @@
 """
 from __future__ import annotations
 
-import json
-
 from ..errors import CollsimError
 from ..planning import plan_step
 from ..planning.cluster_whatif import variants
 from ..planning.costs import CollectiveCosts
 from ..planning.plan_report import compare_table, step_table
+from ..planning.subtopo import routing_refusal
 from ..planning.training_workload import load_workload
 from ..presets import load_topology
-from .common import check_output_path
+from .common import check_output_path, json_text
 
 
 def register(sub) -> None:
@@ -55,12 +54,19 @@ def run(args) -> int:
     if not topology:
         raise CollsimError(f"workload {w.name!r} names no topology: pass --topology SPEC (e.g. dgx-h100)")
     configs = variants(w, topology, vs=args.vs, sweeps=args.sweep)
+    topologies = {}
+    for label, _, spec in configs:   # every configuration checked before any is planned: a sweep loses no row
+        key = spec if isinstance(spec, str) else id(spec)
+        topologies[key] = topologies.get(key) or load_topology(spec)
+        why = routing_refusal(topologies[key])
+        if why:
+            raise CollsimError(why if len(configs) == 1 else f"{label}: {why}; or drop it from --sweep/--vs")
     costs: dict = {}
     labelled = []
     for label, wl, spec in configs:
         key = spec if isinstance(spec, str) else id(spec)
         if key not in costs:
-            costs[key] = CollectiveCosts(load_topology(spec), args.algorithm, args.protocol)
+            costs[key] = CollectiveCosts(topologies[key], args.algorithm, args.protocol)
         labelled.append((label, plan_step(wl, costs=costs[key])))
     single = len(labelled) == 1
     if args.format == "json":
@@ -71,7 +77,7 @@ def run(args) -> int:
                                        **({"gpu_hours": p.gpu_hours(args.steps)} if args.steps else {})}
                                       for label, p in labelled],
                    "plans": [p.to_dict(args.steps) for _, p in labelled]}
-        print(json.dumps(out, indent=1))
+        print(json_text(out, indent=1))
     else:
         print(step_table(labelled[0][1], args.steps, args.detail) if single else compare_table(labelled, args.steps))
     if args.plot:
@@ -93,5 +99,5 @@ def _run_from_trace(args) -> int:
         raise CollsimError("--from-trace needs --topology SPEC: the cluster to time the traced step on")
     job = read_job(args.from_trace)
     doc = trace_step(job, [(spec, load_topology(spec)) for spec in [args.topology, *args.vs]], args.algorithm, args.protocol)
-    print(json.dumps(doc, indent=1) if args.format == "json" else whatif_table(doc))
+    print(json_text(doc, indent=1) if args.format == "json" else whatif_table(doc))
     return 0

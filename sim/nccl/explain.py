@@ -59,6 +59,13 @@ def channel_lines(r, topo) -> list[str]:
     runs, found = got
     why = (f"NVLS_NCHANNELS; its search finds {found} heads" if r.algorithm.startswith("nvls") else
            f"its search finds {found}; NCCL duplicates them at init, connect.cc ncclTopoPostset")
+    from . import config
+    cfg = config.current()
+    bounded = cfg.channels(runs)
+    if bounded != runs:   # NCCL_MIN/MAX_NCHANNELS (or CTAs) move what the machine would run
+        names = [k for k, _ in cfg.env if k in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")]
+        return [f"#     NCCL channels: {bounded} ({' and '.join(names) or 'the channel bounds'}; {runs} on this machine: "
+                f"{why}); {how}"]
     return [f"#     NCCL channels: {runs} channels on this machine ({why}); {how}"]
 
 

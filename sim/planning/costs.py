@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import CollsimError
 from ..topology import Topology
-from .subtopo import sub_topology
+from .subtopo import routing_refusal, sub_topology
 
 TIERS = ("nvlink", "pcie", "nic", "spine")
 
@@ -69,6 +70,9 @@ class CollectiveCosts:
     def _sub(self, ranks: tuple, concurrent: tuple) -> tuple[Topology, dict]:
         key = (ranks, concurrent)
         if key not in self._subs:
+            why = routing_refusal(self.topology) if not self._subs else None
+            if why:   # bounded work: refused before the first route search, not after minutes of them
+                raise CollsimError(why)
             topo = sub_topology(self.topology, ranks, concurrent)
             self._subs[key] = (topo, {topo.link_label(i): link_tier(topo, l) for i, l in enumerate(topo.links)})
         return self._subs[key]

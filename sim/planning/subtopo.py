@@ -32,6 +32,31 @@ from dataclasses import replace
 from ..errors import CollsimError
 from ..topology import Topology
 
+# Routing a plan's groups searches shortest paths from every member of every group over the whole topology:
+# about GPUs x (nodes + links) steps per family of groups, at about a million a second. Above this the plan
+# would run for minutes (4,096 GPUs: over five), so it is refused up front, in one line, before any work.
+ROUTE_BUDGET = 2.0e7
+ROUTE_STEPS_PER_S = 1.0e6   # measured on the CI machine (dgx-h100: 32 nodes 3 s, 128 nodes 34 s for three families)
+
+
+def routing_refusal(topo: Topology) -> str | None:
+    """Why planning on ``topo`` is refused (its routing work over :data:`ROUTE_BUDGET`), or None.
+
+    >>> from sim.presets import load_topology
+    >>> routing_refusal(load_topology("dgx-h100:nodes=128")) is None
+    True
+    >>> "4,096 GPUs" in routing_refusal(load_topology("dgx-h100:nodes=512"))
+    True
+    """
+    work = topo.nranks * (len(topo.nodes) + len(topo.links))
+    if work <= ROUTE_BUDGET:
+        return None
+    return (f"planning {topo.name} ({topo.nranks:,} GPUs) routes every process group over {len(topo.nodes):,} nodes and "
+            f"{len(topo.links):,} links, about {work / ROUTE_STEPS_PER_S / 60 * 3:.0f} min of route searches for three "
+            f"families of groups (the budget is {ROUTE_BUDGET / ROUTE_STEPS_PER_S:.0f} s per family): plan a smaller "
+            "slice of the cluster (1,024 GPUs of DGX nodes fit), or time one collective at full scale with "
+            "collsim simulate, which handles 131,072 GPUs")
+
 
 def _check(topo: Topology, ranks: tuple) -> None:
     if len(set(ranks)) != len(ranks) or len(ranks) < 2:

@@ -4,7 +4,7 @@
 fitted constants refitted without the case's whole system, and writes each measured size's residual
 ``log(measured time / predicted time)`` with its regime to :data:`RESIDUALS` (``sim/data/residuals.json``):
 the system, the fabric between the nodes (or the link inside one), the node count, the kind of node (its
-NVLink domain: ``node`` or ``rack``, :func:`domain`) and the size band (small <= 64 KiB, mid, large >= 64
+NVLink domain and size: ``node4``, ``node`` or ``rack``, :func:`domain`) and the size band (small <= 64 KiB, mid, large >= 64
 MiB). Nothing in that file is typed by hand.
 
 For a question (a topology and a size), :func:`interval` takes the residuals of the same size band from
@@ -66,9 +66,12 @@ EXTRAPOLATION_LIMIT = 4      # validated up to 4x the largest node count measure
 THIN_SYSTEMS = 3
 # a node of more GPUs than this on NVLink is a rack-scale NVLink domain (GB200/GB300 NVL72), its own regime
 RACK_DOMAIN_GPUS = 8
-# how a note names each kind of node ("domain": rack or node)
+# a node of at most this many GPUs is its own kind: quad boards and GH200 nodes, the Slingshot systems' nodes
+SMALL_NODE_GPUS = 4
+# how a note names each kind of node ("domain": rack, node or node4)
 DOMAIN_WORDS = {"rack": f"nodes of more than {RACK_DOMAIN_GPUS} GPUs on NVLink, rack-scale NVLink domains",
-                "node": f"servers, nodes of no more than {RACK_DOMAIN_GPUS} GPUs on NVLink"}
+                "node": f"servers of {SMALL_NODE_GPUS + 1} to {RACK_DOMAIN_GPUS} GPUs",
+                "node4": f"nodes of at most {SMALL_NODE_GPUS} GPUs"}
 # collectives whose measurements validate one another: the same schedules (a ring's all_gather is its
 # reduce_scatter run backwards; broadcast and reduce are the same chain)
 FAMILIES = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "all_gather",
@@ -108,12 +111,20 @@ def regime(topo) -> tuple[str, int, str]:
 
 def domain(gpus_per_node: int, nvlink: bool = True) -> str:
     """``rack`` for a node of more than :data:`RACK_DOMAIN_GPUS` GPUs on NVLink (a rack-scale NVLink
-    domain), else ``node``.
+    domain), ``node4`` for a node of at most :data:`SMALL_NODE_GPUS` GPUs (quad boards, GH200 nodes, small
+    boxes), else ``node`` (a server of 5 to 8 GPUs, or a larger PCIe box).
 
-    >>> domain(72), domain(8), domain(16, nvlink=False)
-    ('rack', 'node', 'node')
+    Why the small nodes apart: a ring's fitted per-step software cost on Slingshot was measured on nodes of
+    four GPUs and two or four NICs (ALCF Polaris, CSCS Alps, NERSC Perlmutter, Sigma2 Olivia); on 8-GPU,
+    8-NIC servers no case measured it, and 32 such servers on Slingshot were called validated with a +-30%
+    range while their all_gather ran 9x NCCL's own estimate (a planner's trial, twenty-ninth pass).
+
+    >>> domain(72), domain(8), domain(16, nvlink=False), domain(4), domain(1)
+    ('rack', 'node', 'node', 'node4', 'node4')
     """
-    return "rack" if nvlink and gpus_per_node > RACK_DOMAIN_GPUS else "node"
+    if nvlink and gpus_per_node > RACK_DOMAIN_GPUS:
+        return "rack"
+    return "node4" if gpus_per_node <= SMALL_NODE_GPUS else "node"
 
 
 @lru_cache(maxsize=4)
@@ -183,6 +194,60 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
     t = (time_us * math.exp(lo), time_us * math.exp(hi))
     bw = (busbw_GBps / math.exp(hi), busbw_GBps / math.exp(lo))
     return Interval(t, bw, validated, note, len(res))
+
+
+# algorithms whose all_reduce reduces in the network (IB SHARP): a node sends its data once and receives the
+# result once, where without it it sends and receives 2(k-1)/k of it
+IN_NETWORK_REDUCTION = ("collnet_direct", "collnet_chain", "nvls")
+
+
+def line_rate_busbw(topo, collective: str, algorithm: str = "") -> float | None:
+    """The most busbw (GB/s) the NICs between ``topo``'s nodes can carry for ``collective``, whatever the
+    software: the NICs' raw line rate against the bytes a node must send or receive over them. None inside
+    one node or off a network (NVLink's bound depends on NVLS; not drawn).
+
+    With ``k`` nodes of ``g`` GPUs (``n`` ranks) and ``B`` the node's NICs together (GB/s, one direction):
+    all_gather and reduce_scatter receive (send) ``(k-1)/k`` of the buffer per node, so busbw =
+    ``S (n-1)/n / t <= B (n-1)/n x k/(k-1)``; all_reduce twice that traffic for twice the busbw factor,
+    the same bound, or ``2 B (n-1)/n`` where the network reduces (SHARP: the node sends and receives the
+    buffer once); broadcast and reduce ``B``; all_to_all sends ``g S (n-g)/n`` per node, ``busbw <= B/g x
+    (n-1)/(n-g)``. Every public case's measured busbw is within its bound (``tests/model/test_line_rate_bound.py``).
+
+    >>> round(line_rate_busbw("dgx-h100:nodes=64", "all_reduce", "ring"), 1)   # 8 x 50 GB/s x 511/512 x 64/63
+    405.6
+    >>> round(line_rate_busbw("dgx-b200:nodes=8", "all_to_all", "p2p"), 2)     # 50 x 63/56
+    56.25
+    >>> line_rate_busbw("dgx-h100", "all_reduce", "nvls") is None
+    True
+    """
+    from ..nccl.machine import machine
+    from ..presets import load_topology
+    m = machine(load_topology(topo) if isinstance(topo, str) else topo)
+    if m.nnodes < 2 or m.inter_class != "net" or not m.nic_GBps or not m.nics:
+        return None
+    nic, n, k = m.nics * m.nic_GBps, m.nranks, m.nnodes
+    g = n // k
+    if collective == "all_to_all":
+        return nic / g * (n - 1) / (n - g) if n > g else None
+    if collective in ("broadcast", "reduce"):
+        return nic
+    if collective == "all_reduce" and m.sharp and algorithm in IN_NETWORK_REDUCTION:
+        return 2 * nic * (n - 1) / n
+    return nic * (n - 1) / n * k / (k - 1)
+
+
+def clip_to_line_rate(iv: Interval, busbw_GBps: float, bound: float | None) -> Interval:
+    """``iv`` with its busbw range no higher than ``bound`` (:func:`line_rate_busbw`) nor below the prediction,
+    and its time range's low end raised to match (busbw is size / time times a constant): a range drawn
+    from log residuals, scaled alike up and down, can otherwise promise more than the links carry."""
+    lo_bw, hi_bw = iv.busbw_GBps_range
+    if bound is None or hi_bw <= 0:
+        return iv
+    top = max(busbw_GBps, bound)
+    if hi_bw <= top:
+        return iv
+    t_lo, t_hi = iv.time_us_range
+    return Interval((t_lo * hi_bw / top, t_hi), (min(lo_bw, top), top), iv.validated, iv.note, iv.neighbours)
 
 
 def _where(where: tuple) -> tuple[str, int, str]:

@@ -164,6 +164,7 @@ def test_regime_says_the_kind_of_node(topology, want):
 def test_a_rack_is_a_node_of_more_than_eight_gpus_on_nvlink():
     from sim.prediction.intervals import domain
     assert (domain(8), domain(9), domain(72), domain(72, nvlink=False)) == ("node", "rack", "rack", "node")
+    assert (domain(4), domain(2, nvlink=False), domain(5)) == ("node4", "node4", "node")
 
 
 def test_servers_on_a_fabric_with_only_racks_are_named_as_servers():
@@ -171,7 +172,16 @@ def test_servers_on_a_fabric_with_only_racks_are_named_as_servers():
     # nothing was measured on RoCE, nor leave out which kind was not
     racks = tuple(r + ("rack",) for r in table(fabric="roce", nodes=2, values=np.full(30, 0.1)))
     iv = interval(1.0, 1.0, 1 << 30, where=("roce", 2, "node"), rows=racks)
-    assert not iv.validated and "no more than 8 GPUs" in iv.note and "kinds of node" in iv.note
+    assert not iv.validated and "servers of 5 to 8 GPUs" in iv.note and "kinds of node" in iv.note
+
+
+def test_eight_gpu_servers_on_a_fabric_measured_with_four_gpu_nodes_are_not_validated():
+    # Slingshot's cases are nodes of 4 GPUs (Polaris, Alps, Perlmutter, Olivia): their fitted per-step costs
+    # say nothing measured about 8-GPU, 8-NIC servers there (a planner's trial, twenty-ninth pass)
+    quads = tuple(r + ("node4",) for r in table(fabric="slingshot", nodes=32, values=np.full(30, 0.1)))
+    iv = interval(1.0, 1.0, 1 << 30, where=("slingshot", 32, "node"), rows=quads)
+    assert not iv.validated and "servers of 5 to 8 GPUs" in iv.note
+    assert interval(1.0, 1.0, 1 << 30, where=("slingshot", 32, "node4"), rows=quads).validated
 
 
 def test_shipped_table_validates_racks_only_as_far_as_racks_were_measured(cli):
