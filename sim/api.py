@@ -25,6 +25,7 @@ from .nccl.recipe import MAX_PIPELINE, default_pipeline, protocols_for
 from .nccl.select import choose, faster_note
 from .prediction.budget import (
     AUTO_ENGINE_SECONDS,
+    AUTO_FALLBACK_SECONDS,
     Estimate,
     check_memory,
     default_max_memory,
@@ -225,6 +226,11 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
         raise CollsimError(f"{coll.name} over {topo.nranks} GPUs: the engine would need about {gb(est.bytes)} for "
                            f"{algorithm}/{proto.name} ({est.describe(memory=False)}), more than --max-memory {gb(limit)}, "
                            f"and the flow model cannot run it ({reason}): simulate fewer GPUs or raise --max-memory")
+    elif est.seconds > AUTO_FALLBACK_SECONDS:   # bounded work: minutes of engine are asked for, not chosen
+        raise CollsimError(f"{coll.name} over {topo.nranks:,} GPUs: the engine would take about {est.seconds:.0f} s for "
+                           f"{algorithm}/{proto.name} and the flow model cannot run it ({reason}): pass --model engine "
+                           "to wait for it, simulate fewer GPUs, or describe the cluster with a hardware preset "
+                           "(dgx-h100:nodes=N...), which the flow model times at any size")
     else:
         return _engine(coll, nbytes, topo, algorithm, proto, opts, est).with_explain(
             model_choice=f"engine (the flow model cannot run it: {reason}): {est.describe()}")

@@ -38,15 +38,20 @@ def sizes_from_args(args) -> list[int]:
                            "factor with -f")
     sizes = size_sweep(lo, hi, factor or 0.0, step)
     elem = DTYPE_BYTES[dtype]
-    for s in sizes:
-        if s % elem:
-            raise CollsimError(f"size {s} B is not a multiple of the {dtype} element size ({elem} B): pick sizes like {s - s % elem or elem}")
-    return sizes
+    for s, flag in ((lo, "-b"), (hi, "-e")):   # the sizes typed: refused, the user can fix them
+        if s % elem and s in sizes:
+            raise CollsimError(f"{flag} {s} B is not a multiple of the {dtype} element size ({elem} B): pick sizes like "
+                               f"{s - s % elem or elem}")
+    # the sizes a factor or step made in between: whole elements, as nccl-tests counts them (count = size /
+    # element size), each once (-f 1.5 from 8 B gives 12, 18 -> 16, 27 -> 24, ...)
+    return sorted({s - s % elem for s in sizes if s >= elem})
 
 
 def check_output_path(path: str | None, flag: str, suffixes: tuple[str, ...] = ()) -> None:
     """Refuse an output path that cannot be written, before any work is done: its folder must exist and,
     when ``suffixes`` are given, its name must end in one of them."""
+    if path is not None and not str(path).strip():   # an unset shell variable: --trace "$OUT"
+        raise CollsimError(f"{flag} is empty: give a file name")
     if not path:
         return
     folder = os.path.dirname(os.path.abspath(path))
@@ -72,10 +77,20 @@ def check_output_dir(path: str | None, flag: str) -> None:
         raise CollsimError(f"{flag} {path}: the folder {parent} does not exist: create it first")
 
 
+def json_text(obj, **kw) -> str:
+    """``obj`` as JSON (RFC 8259: no Infinity or NaN, which json.dumps writes by default and jq and most readers
+    refuse); a number that came out infinite or undefined is refused in one line instead."""
+    try:
+        return json.dumps(obj, allow_nan=False, **kw)
+    except ValueError:
+        raise CollsimError("a result came out infinite or undefined, which JSON cannot carry: an input rate or "
+                           "bandwidth is near zero or a size near the limits; check them (--format table shows the rows)") from None
+
+
 def emit(fmt: str, table_text: str, payload: dict, rows: list[dict]) -> str:
     """Render one of table|json|csv."""
     if fmt == "json":
-        return json.dumps(payload, indent=1)
+        return json_text(payload, indent=1)
     if fmt == "csv":
         buf = io.StringIO()
         if rows:

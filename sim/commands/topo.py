@@ -1,11 +1,9 @@
 """``collsim topo``: describe (and draw) a topology."""
 from __future__ import annotations
 
-import json
-
 from ..errors import CollsimError
 from ..presets import load_topology, presets
-from .common import check_output_path
+from .common import check_output_path, json_text
 
 
 def register(sub) -> None:
@@ -55,7 +53,7 @@ def _defaults(name: str, preset) -> dict:
 def _show(topo, args) -> int:
     if args.format == "text" and topo.hardware.xml_read:   # an NCCL topology XML: what was read from it
         print("\n".join(f"# read: {line}" for line in topo.hardware.xml_read))
-    print(json.dumps(topo.to_dict(), indent=1) if args.format == "json" else topo.summary())
+    print(json_text(topo.to_dict(), indent=1) if args.format == "json" else topo.summary())
     if args.plot:
         from ..viz.topology_plot import plot_topology
         plot_topology(topo, args.plot)

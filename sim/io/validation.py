@@ -34,6 +34,9 @@ MAX_SWEEP_SIZES = 65_536
 # hardware; they are typos that would silently make one link free or dominant.
 MAX_GBPS = 1e9
 MAX_US = 1e9
+# ... and below 1e-6 GB/s (a kilobyte per second) a link is a typo too: a denormal bandwidth overflowed the
+# engine's times to infinity, which JSON cannot carry (a hostile tester's trial, twenty-ninth pass)
+MIN_GBPS = 1e-6
 # World sizes: the largest jobs run ~1e5 GPUs; above 2**20 ranks no topology is meant.
 MAX_RANKS = 1 << 20
 # Any other real-valued preset parameter (oversubscription, a ratio, a count given as a float): 1e12 is
@@ -101,10 +104,13 @@ def parse_number(text: str, what: str, **limits) -> float:
 
 
 def bandwidth_GBps(value, what: str) -> float:
-    """A link/NIC/switch bandwidth: positive, finite, at most :data:`MAX_GBPS`."""
+    """A link/NIC/switch bandwidth: finite, from :data:`MIN_GBPS` to :data:`MAX_GBPS`."""
     f = number(value, what, high=MAX_GBPS, example="100")
     if f <= 0:
         raise CollsimError(f"{what} is {_show(f)}: bandwidth must be a positive number of GB/s, e.g. 100")
+    if f < MIN_GBPS:
+        raise CollsimError(f"{what} {f:g} GB/s is below {MIN_GBPS:g} GB/s (a kilobyte per second), no link's speed: "
+                           "give GB/s, e.g. 100")
     return f
 
 

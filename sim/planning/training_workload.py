@@ -74,6 +74,10 @@ def parse_count(value, what: str) -> int:
     return int(number)
 
 
+# the least model FLOP utilisation a workload may give: a millionth of the peak is already far below any real step
+MIN_MFU = 1e-6
+
+
 def _positive(value, what: str, allow_zero: bool = False) -> float:
     if isinstance(value, bool):
         raise CollsimError(f"{what}={value!r} is not a number")
@@ -216,6 +220,9 @@ class Compute:
         mfu = _positive(self.mfu, "compute.mfu")
         if mfu > 1:
             raise CollsimError(f"compute.mfu={self.mfu} is above 1: it is a fraction of the peak, e.g. 0.4")
+        if mfu < MIN_MFU:   # 5e-324 made every step infinite (JSON cannot carry it), 1e-300 a 300-digit time
+            raise CollsimError(f"compute.mfu={self.mfu} is below {MIN_MFU:g}: no GPU runs that slowly; give a fraction "
+                               "of the peak, e.g. 0.4")
         object.__setattr__(self, "mfu", mfu)
         object.__setattr__(self, "optimizer_ms", _positive(self.optimizer_ms, "compute.optimizer_ms", True))
 

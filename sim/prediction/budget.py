@@ -23,10 +23,12 @@ import os
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..algorithms import get_algorithm
 from ..collectives import Collective, get_collective
 from ..errors import CollsimError
-from ..nccl.constants import NVLS_MAX_HEADS
+from ..nccl.constants import LL_FORWARD_BYTES, NVLS_MAX_HEADS
 from ..nccl.execution import OPS_BUDGET, PROBE_PIECES_MAX, nccl_channels
 from ..nccl.protocols import IDEAL, nccl_chunk_bytes
 
@@ -38,6 +40,7 @@ BUILD_OPS_PER_S = 8_000_000      # program ops built per second
 ROUTE_S_FAT_TREE = 3e-4          # one route on a preset's fat tree (Dijkstra over two hosts and the fabric)
 ROUTE_S_OTHER = 2e-5             # one route on a textbook topology (neighbours, found at once)
 AUTO_ENGINE_SECONDS = 1.0        # --model auto runs the engine when its estimate is below this
+AUTO_FALLBACK_SECONDS = 60.0     # ... or, where the flow model cannot run it, up to this (refused above)
 # Peak bytes per op while a one-piece program over every rank is built and its per-step link loads summed
 # (the step model, sim/prediction/flow_steps.py; alpha-beta builds it too, for its steps): measured with
 # ru_maxrss, recursive_hd all_reduce on dgx-h100:nodes=256 (8.4 M ops) 1.02 GB, on nodes=512 (33.5 M ops)
@@ -305,9 +308,21 @@ def engine_estimate(algorithm: str, collective: str | Collective, topo, nchannel
     # one route per distinct (src, dst) pair: about 6 per rank for trees, fewer for rings; direct sends
     # between every pair (1,024 GPUs: a million routes, most of a 4.5-minute run)
     pairs = min(simulated, n * (n - 1) if algorithm == "direct" else 6 * n * (max(1, nchannels) if algorithm != "ring" else 1))
-    route_s = ROUTE_S_FAT_TREE if topo.hardware.nodes_per_leaf and topo.nhosts > 1 else ROUTE_S_OTHER
+    route_s = ROUTE_S_FAT_TREE if topo.hardware.nodes_per_leaf and topo.nhosts > 1 else ROUTE_S_OTHER * _hub_factor(topo)
     seconds = simulated / ENGINE_OPS_PER_S + program_ops / BUILD_OPS_PER_S + pairs * route_s
     return Estimate(program_ops, simulated, nbytes, seconds)
+
+
+def _hub_factor(topo) -> float:
+    """How much longer a route search takes on a topology with a hub: a switch with thousands of links is
+    scanned link by link by every search through it. sqrt(largest out-degree / 1,024), at least 1: measured
+    on flat topology files of 16,384 / 32,768 / 131,072 GPUs around one switch (8.5 / 46 / 225 s for
+    one 1 MiB all_reduce; estimated 3 / 7 / 25 s without it, 8 / 22 / 178 s with it)."""
+    ends = getattr(topo, "link_ends", None)   # (a stand-in with only a size and a hardware has no links)
+    if ends is None or len(ends[0]) == 0:
+        return 1.0
+    src = ends[0]
+    return max(1.0, math.sqrt(float(np.bincount(src).max()) / 1024))
 
 
 def full_program_estimate(algorithm: str, collective: str | Collective, topo) -> Estimate:
@@ -346,7 +361,10 @@ def run_estimate(collective: str | Collective, nbytes: int, topo, algorithm: str
     pipelined = coll.name in get_algorithm(algorithm).pipelined
     if protocol != IDEAL.name:
         _, nch = nccl_channels(topo, algorithm, nchannels)
-        pieces = pipeline or (max(1, math.ceil(nbytes / nch / nccl_chunk_bytes(algorithm, protocol))) if pipelined else 1)
+        chunk = nccl_chunk_bytes(algorithm, protocol)
+        if protocol == "LL" and algorithm != "ring":   # as sim.nccl.execution.plan_nccl: LL trees pipeline by lines
+            chunk = min(chunk, LL_FORWARD_BYTES)
+        pieces = pipeline or (max(1, math.ceil(nbytes / nch / chunk)) if pipelined else 1)
     else:
         nch = nchannels or 1
         pieces = pipeline or (16 if pipelined else 1)
@@ -362,4 +380,4 @@ def check_memory(what: str, need: int, limit: int | None, options: str) -> None:
 
 __all__ = ["engine_estimate", "one_piece", "recursive_hd_ops", "full_program_estimate", "full_program_refusal",
            "run_estimate", "plan_tasks", "check_plan", "MAX_PLAN_TASKS", "estimate_program_bytes", "estimate_verify_bytes", "check_verify", "check_memory", "default_max_memory", "parse_memory",
-           "Estimate", "ops_per_piece", "AUTO_ENGINE_SECONDS"]
+           "Estimate", "ops_per_piece", "AUTO_ENGINE_SECONDS", "AUTO_FALLBACK_SECONDS"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..errors import CollsimError
-from ..io.validation import MAX_GBPS, MAX_PARAM, MAX_RANKS, MAX_US, number, parse_number, whole
+from ..io.validation import MAX_GBPS, MAX_PARAM, MAX_RANKS, MAX_US, MIN_GBPS, bandwidth_GBps, number, parse_number, whole
 from ..topology import Topology
 
 
@@ -80,10 +80,15 @@ def _convert(preset: Preset, key: str, raw: str):
     if typ is float:  # finite and within the documented limits (sim.io.validation); builders check the rest
         value = parse_number(raw, what)
         # the upper limits here; a zero or negative value gets the builder's own message
+        if key.endswith("GBps") and value > 0:   # (zero or negative: the builder's own message)
+            return bandwidth_GBps(value, what)
         if key.endswith("GBps"):
-            return number(value, what, high=MAX_GBPS, example="100")
-        if key.endswith("gbps"):   # a NIC speed in Gb/s: the same limit, in bits
-            return number(value, what, high=8 * MAX_GBPS, example="400")
+            return value
+        if key.endswith("gbps"):   # a NIC speed in Gb/s: the same limits, in bits
+            value = number(value, what, high=8 * MAX_GBPS, example="400")
+            if 0 < value < 8 * MIN_GBPS:
+                raise CollsimError(f"{what} {value:g} Gb/s is below {8 * MIN_GBPS:g} Gb/s, no NIC's speed: give Gb/s, e.g. 400")
+            return value
         if key.endswith("_us"):
             return number(value, what, high=MAX_US, example="1.5")
         return number(value, what, high=MAX_PARAM)
