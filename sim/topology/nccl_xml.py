@@ -140,17 +140,17 @@ def _walk(elem, switch, node: XmlNode) -> None:
         gpu = child.find("gpu")
         if gpu is not None or cls.startswith(GPU_CLASS) or cls.startswith("0x0300"):
             node.gpus.append(_gpu(gpu, busid, switch))
-            node.gpus[-1]["gts"] = _number((child.get("link_speed") or "").split(" ")[0])
+            node.gpus[-1]["gts"] = _number((child.get("link_speed") or "").split(" ")[0], f"<pci busid={busid!r}> link_speed")
         nets = [net for nic in child.findall("nic") for net in nic.findall("net")]
         if nets:
-            node.nics += [{"busid": busid, "name": n.get("name", ""), "mbps": _number(n.get("speed")), "switch": switch}
+            node.nics += [{"busid": busid, "name": n.get("name", ""), "mbps": _speed(n), "switch": switch}
                           for n in nets]
         elif gpu is None and cls.startswith(NIC_CLASSES):
             node.nics.append({"busid": busid, "name": "", "mbps": None, "switch": switch})
         _walk(child, switch, node)
     for nic in elem.findall("nic") if elem.tag == "cpu" else ():   # a NIC right under <cpu> (socket NICs in dumps)
         for n in nic.findall("net"):
-            node.nics.append({"busid": "", "name": n.get("name", ""), "mbps": _number(n.get("speed")), "switch": None})
+            node.nics.append({"busid": "", "name": n.get("name", ""), "mbps": _speed(n), "switch": None})
 
 
 def _gpu(gpu, busid: str, switch) -> dict:
@@ -159,12 +159,12 @@ def _gpu(gpu, busid: str, switch) -> dict:
     if gpu is None:
         return info
     peers = set()
-    sm = _number(gpu.get("sm"))
+    sm = _number(gpu.get("sm"), f"<gpu busid={busid!r}> sm")
     if sm is not None and not 0 < sm < 10_000:
         raise CollsimError(f"<gpu busid={busid!r}> has sm={gpu.get('sm')!r}: the compute capability is a number such as 80 or 90")
     info["sm"] = int(sm) if sm is not None else None
     for link in gpu.findall("nvlink"):
-        raw = _number(link.get("count"))
+        raw = _number(link.get("count"), f"<nvlink> of GPU {busid!r} count")
         if raw is not None and not (raw.is_integer() and 0 <= raw <= 64):
             raise CollsimError(f"<nvlink> of GPU {busid!r} has count={link.get('count')!r}: a whole number of links from 0 to 64")
         count = int(raw or 0)
@@ -182,13 +182,29 @@ def _gpu(gpu, busid: str, switch) -> dict:
     return info
 
 
-def _number(text):
-    """A finite number from an attribute, or None (inf and nan are not numbers here)."""
+def _speed(net) -> float | None:
+    """A <net>'s speed (Mb/s), None where not given; zero or less is no NIC's speed (refused, not taken for absent)."""
+    mbps = _number(net.get("speed"), "<net> speed")
+    if mbps is not None and mbps <= 0:
+        raise CollsimError(f"<net name={net.get('name', '')!r}> speed={net.get('speed')!r}: a NIC's speed is a positive "
+                           "number of Mb/s (e.g. 400000); pass the file NCCL_TOPO_DUMP_FILE wrote, unedited")
+    return mbps
+
+
+def _number(text, what: str = "an attribute"):
+    """A finite number from an attribute; None where the attribute is absent or empty. One that is there but
+    is no finite number (``inf``, ``nan``, ``fast``) is refused: read as absent, it made the node's NVLinks
+    vanish or its NICs take the platform's speed in silence (a hostile tester's trial, twenty-ninth pass)."""
+    if text is None or not str(text).strip():
+        return None
     try:
         f = float(text)
     except (TypeError, ValueError, OverflowError):
-        return None
-    return f if math.isfinite(f) else None
+        f = math.nan
+    if not math.isfinite(f):
+        raise CollsimError(f"{what}={str(text)[:40]!r} is not a finite number: NCCL writes digits there; pass the file "
+                           "NCCL_TOPO_DUMP_FILE wrote, unedited")
+    return f
 
 
 def node_preset_from_xml(path: str, params: dict[str, str]) -> tuple[str, list[str]]:
