@@ -464,10 +464,6 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
                 used.setdefault(name, []).append(nbytes)
         lines.append("# model auto: " + "; ".join(f"{m} for {len(s)} of {len(results) * len(results[0][1])} run(s)"
                                                   f" ({s[0]}..{s[-1]} B)" for m, s in used.items()))
-        if "flow" in used and args.algorithm == "auto" and getattr(args, "select", "nccl") == "nccl" and args.protocol == "auto":
-            # the '+' check times every pair NCCL could run: done where the engine ran, not at flow-model scale
-            lines.append("# flow-model sizes are not checked for a faster pair NCCL could run ('+'): "
-                         "-a all compares every algorithm there, --select fastest picks the fastest")
     avg = sum(b.busbw_GBps for _, _, b in results) / len(results)
     lines.append(f"# Avg bus bandwidth    : {avg:.3f}")
     return "\n".join(lines)
