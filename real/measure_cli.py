@@ -156,6 +156,8 @@ def check_multinode(opts, job) -> None:
     rendezvous.read_token(opts.token_file)   # unreadable or group-readable file, empty variable
     if opts.listen and job is not None and not job.serve_store:
         raise CollsimError("--listen: under torchrun its agent serves the rendezvous; give torchrun --master-addr instead")
+    if opts.listen is not None:
+        rendezvous.refuse_every_interface(opts.listen)   # "never all interfaces", as the help says
     addr = opts.listen or (job.master_addr if job is not None else "127.0.0.1")
     has_token = bool(opts.token_file or os.environ.get(rendezvous.TOKEN_VAR))
     if job is not None and not has_token and not opts.allow_no_token and not rendezvous.is_loopback(addr):

@@ -94,8 +94,23 @@ def is_loopback(addr: str) -> bool:
     return ipaddress.ip_address(resolve(addr).split("%")[0]).is_loopback
 
 
+def every_interface(addr: str) -> bool:
+    """Whether ``addr`` is the unspecified address (``0.0.0.0``, ``::``, ``0``): a socket bound to it listens on
+    every interface of the host, which the rendezvous never does."""
+    return ipaddress.ip_address(resolve(addr).split("%")[0]).is_unspecified
+
+
+def refuse_every_interface(addr: str, source: str = "--listen") -> None:
+    """One line, before anything listens, where ``addr`` means every interface."""
+    if every_interface(addr):
+        raise CollsimError(f"{source} {addr} means every interface of this host, and the rendezvous never listens on all "
+                           "of them: give this host's address on the job's network (e.g. --listen 10.0.0.5), or leave "
+                           "--listen out for a run on this host (it listens on 127.0.0.1)")
+
+
 def listener(addr: str, port: int, spans_hosts: bool) -> socket.socket:
     """A TCP socket listening on ``addr``:``port`` only (never all interfaces): the store's socket."""
+    refuse_every_interface(addr, "the rendezvous address")
     ip = resolve(addr)
     if spans_hosts and ipaddress.ip_address(ip.split("%")[0]).is_loopback:
         raise CollsimError(f"the rendezvous address {addr!r} is {ip} on this host, which other hosts cannot reach "

@@ -6,11 +6,16 @@ FAIL with what was expected and what the code did. One file: exit 0 when every c
 some fail, 2 when the file cannot be graded. Several files or a folder (a batch): every file is graded
 (in parallel, a progress bar on stderr), ``--csv`` writes the grade sheet, ``--feedback DIR`` one
 Markdown file per submission; exit 0 when every file could be graded, 1 otherwise.
+
+Every output place (``--output``, ``--csv``, ``--feedback`` and the files it will hold) is checked before
+any grading, so a typo costs one line, not a batch. Should a write still fail at the end (the disk filled
+up meanwhile), the report is printed all the same and the failure named in one line (exit 2).
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 
 def register(sub) -> None:
@@ -19,8 +24,9 @@ def register(sub) -> None:
                                    "or a folder of submissions: `collsim grade submissions/ --assignment a1 --csv grades.csv`. "
                                    "Student code runs under bubblewrap where available: its own PID, user and network "
                                    "namespaces (everything it starts dies with it; no network), a read-only filesystem "
-                                   "without the solutions or other submissions, plus limits on time, memory, output and "
-                                   "processes. Without bubblewrap it runs with those limits only, as you, and a one-line "
+                                   "without the solutions or other submissions (writable: a private 256 MB /tmp and a "
+                                   "16 MB /dev/shm, both memory), plus limits on time, memory, output and processes. "
+                                   "Output places (--output, --csv, --feedback) are checked before any grading. Without bubblewrap it runs with those limits only, as you, and a one-line "
                                    "'not contained' notice says so (docs/teaching.md).")
     p.add_argument("file", nargs="+", metavar="FILE_OR_DIR",
                    help="a .ipynb or .py file (its name, e.g. a1_..., says which assignment), or a folder of them")
@@ -40,17 +46,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..errors import CollsimError
-    from ..grade.batch import (
-        ProgressBar,
-        collect,
-        csv_text,
-        feedback_markdown,
-        feedback_names,
-        grade_many,
-        gradescope,
-        refused,
-        write_atomic,
-    )
+    from ..grade.batch import ProgressBar, collect, grade_many, gradescope, refused
     from ..grade.runner import assignment_module, grade
     from ..grade.sandbox import Limits
     if not args.timeout > 0 or args.timeout > 86400:
@@ -73,16 +69,13 @@ def run(args) -> int:
         why = refused(files[0][0])
         if why:
             raise CollsimError(f"{files[0][0]}: {why}")
-        report = grade(files[0][0], args.assignment, limits=limits)
-        reports = [report]
+    names = _check_outputs(args, files)
+    if not batch:
+        reports = [grade(files[0][0], args.assignment, limits=limits)]
     else:
         reports = grade_many(files, args.assignment, limits, args.jobs or os.cpu_count() or 1, ProgressBar())
-    if args.csv:
-        write_atomic(args.csv, csv_text(reports), args.file, "--csv")
-    if args.feedback:
-        os.makedirs(args.feedback, exist_ok=True)
-        for r, name in zip(reports, feedback_names([r.path for r in reports])):
-            write_atomic(os.path.join(args.feedback, name), feedback_markdown(r), args.file, "--feedback")
+    problems: list[str] = []   # a write that fails now loses nothing: the report is printed all the same
+    sheet = _write_sheets(args, reports, names, problems)
     if args.format == "gradescope":
         text = json.dumps(gradescope(reports[0]), indent=1)
     elif args.format == "json":
@@ -91,14 +84,73 @@ def run(args) -> int:
         text = reports[0].text(args.verbose)
     else:
         text = "\n".join(f"{r.path}: {'ERROR ' + r.error if r.error and not r.checks else '%g/%g' % r.score}"
-                         for r in reports) + f"\n{len(reports)} submission(s) graded" + (f"; grade sheet {args.csv}" if args.csv else "")
-    if args.output:
-        write_atomic(args.output, text + "\n", args.file, "--output")
-    else:
-        print(text)
+                         for r in reports) + f"\n{len(reports)} submission(s) graded" + (f"; grade sheet {sheet}" if sheet else "")
+    _emit(args, text, problems)
+    if problems:
+        sys.stdout.flush()
+        for p in problems:
+            print(f"collsim: error: {p}", file=sys.stderr)
+        return 2
     if batch:
         return 1 if any(r.error and not r.checks for r in reports) else 0
     return 0 if reports[0].passed else 1
+
+
+def _check_outputs(args, files: list[tuple[str, str]]) -> list[str]:
+    """Every output place, before any grading: a typo must not cost the batch. Returns the feedback file
+    names (from the names shown, made one line as :func:`sim.grade.runner.clean_report` makes every
+    report's path), so the files written at the end are the ones checked here."""
+    from ..errors import CollsimError
+    from ..grade.batch import check_destination, feedback_names, prepare_feedback
+    from ..grade.quote import one_line
+    outputs = [(flag, path) for flag, path in (("--output", args.output), ("--csv", args.csv)) if path is not None]
+    for flag, path in outputs:
+        check_destination(path, args.file, flag)
+    if len(outputs) == 2 and os.path.abspath(args.output) == os.path.abspath(args.csv):
+        raise CollsimError(f"--output and --csv are the same file {args.csv}: give each its own")
+    names = feedback_names([one_line(shown, 500) for _, shown in files])
+    if args.feedback is not None:
+        taken = {os.path.abspath(os.path.join(args.feedback, n)) for n in names}
+        for flag, path in outputs:
+            if os.path.abspath(path) in taken:
+                raise CollsimError(f"{flag} {path} is also a feedback file of --feedback {args.feedback}: write it elsewhere")
+        prepare_feedback(args.feedback, names, args.file)
+    return names
+
+
+def _write_sheets(args, reports, names: list[str], problems: list[str]) -> str | None:
+    """The grade sheet and the feedback files; a failure is added to ``problems`` (never raised: the grades
+    are printed all the same). Returns the sheet's path where it was written."""
+    from ..errors import CollsimError
+    from ..grade.batch import csv_text, feedback_markdown, write_atomic
+    sheet = None
+    if args.csv:
+        try:
+            write_atomic(args.csv, csv_text(reports), args.file, "--csv")
+            sheet = args.csv
+        except CollsimError as e:
+            problems.append(f"{e} (the grade sheet was not written; the grades are in the report)")
+    if args.feedback:
+        for k, (r, name) in enumerate(zip(reports, names)):
+            try:
+                write_atomic(os.path.join(args.feedback, name), feedback_markdown(r), args.file, "--feedback")
+            except CollsimError as e:
+                problems.append(f"{e} ({len(reports) - k} feedback file(s) not written; the grades are in the report)")
+                break
+    return sheet
+
+
+def _emit(args, text: str, problems: list[str]) -> None:
+    """The report to ``--output``, or stdout (also where writing ``--output`` fails: the grades are not lost)."""
+    from ..errors import CollsimError
+    from ..grade.batch import write_atomic
+    if args.output:
+        try:
+            write_atomic(args.output, text + "\n", args.file, "--output")
+            return
+        except CollsimError as e:
+            problems.append(f"{e} (the report is printed on stdout instead)")
+    print(text)
 
 
 __all__ = ["register", "run"]

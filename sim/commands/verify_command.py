@@ -3,9 +3,10 @@
 ``collsim verify ring`` checks a built-in algorithm; ``collsim verify my_algo.py`` checks a user's file
 that defines ``build(collective, nranks)`` returning a :class:`sim.Program` (optionally
 ``COLLECTIVES = [...]``): the basis of the course assignments. Every program must be the collective and
-world size it was asked for. A user's file runs in a child process with ``--timeout`` (see
-:mod:`sim.io.user_algorithm`), under bubblewrap where available (own PID/user/network namespaces, a
-read-only filesystem); without it, as you, with a one-line "not contained" notice.
+world size it was asked for. A user's file runs in a child process with ``--timeout``, under bubblewrap
+where available (the grader's sandbox, :mod:`sim.grade.user_file`); without it, as you, with a one-line
+"not contained" notice. The child only builds: each Program comes back as plain op columns and is
+verified in this process, so nothing the file does can report a program as verified.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import os
 from ..algorithms import algorithms, build_program, why_not
 from ..collectives import COLLECTIVES, get_collective
 from ..errors import CollsimError
-from ..io.user_algorithm import load_user_builder, program_mismatch, run_user_file  # noqa: F401 (load_user_builder: API)
+from ..grade.user_file import run_user_file
+from ..io.user_algorithm import load_user_builder, program_mismatch  # noqa: F401 (load_user_builder: API)
 from ..io.validation import number
 from ..verify import VerificationError, verify
 
@@ -23,8 +25,10 @@ def register(sub) -> None:
     p = sub.add_parser("verify", help="check that an algorithm computes its collective",
                        description="Symbolically run an algorithm's Program and check the collective's postcondition. "
                                    "A FILE.py runs in a child process stopped after --timeout seconds, under bubblewrap "
-                                   "where available (own PID, user and network namespaces, read-only filesystem); "
-                                   "without it, as you, with a one-line 'not contained' notice.")
+                                   "where available (own PID, user and network namespaces, read-only filesystem but a "
+                                   "256 MB /tmp and a 16 MB /dev/shm, the grader's limits on memory and processes); "
+                                   "without it, as you, with a one-line 'not contained' notice. The child only builds "
+                                   "the programs; collsim verifies them in its own process.")
     p.add_argument("algorithm", nargs="?", default="all", help="built-in algorithm name, 'all', or a Python file defining "
                    "build(collective, nranks) (run in a child process, sandboxed by bubblewrap where available)")
     p.add_argument("--collective", "-c", default="all", help="a collective, or all (default)")

@@ -12,7 +12,25 @@ Batches, CSV, Gradescope and feedback files: :mod:`sim.grade.batch`.
 >>> sorted(ASSIGNMENTS)
 ['a1', 'a2', 'a3', 'a4', 'a5']
 """
-from .checks import Check, Fail, GradeReport
-from .runner import ASSIGNMENTS, assignment_module, execute_cells, grade
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .checks import Check, Fail, GradeReport
+    from .runner import ASSIGNMENTS, assignment_module, execute_cells, grade
+
+# imported when first used: ``python -m sim.grade.sandbox`` (and .student, .user_file) import this package
+# first, and a package that imported them already makes runpy warn on the process's stderr
+_LAZY = {"Check": ".checks", "Fail": ".checks", "GradeReport": ".checks", "ASSIGNMENTS": ".runner",
+         "assignment_module": ".runner", "execute_cells": ".runner", "grade": ".runner"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["grade", "GradeReport", "Check", "Fail", "ASSIGNMENTS", "assignment_module", "execute_cells"]

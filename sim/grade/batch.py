@@ -54,11 +54,13 @@ def grade_many(files: list[tuple[str, str]], assignment: str | None, limits: Lim
     import tempfile
     import time
 
-    from ..io.containment import available, not_contained_notice, project_root
+    from ..io.containment import not_contained_notice, project_root
+    from .jail import available, weaker_notice
     from .runner import clean_report
     from .submission_worker import finish, job_for, start
     if not available():
         not_contained_notice("the students' code")
+    weaker_notice()
     # every submission's folder is hidden from every sandbox (besides the project's own)
     hidden = sorted({os.path.dirname(os.path.abspath(p)) for p, _ in files})
     root = project_root()
@@ -205,17 +207,74 @@ def feedback_names(shown: list[str]) -> list[str]:
     return out
 
 
-def write_atomic(path: str, text: str, inputs: list[str], flag: str = "output") -> None:
-    """Write ``text`` to ``path`` through :mod:`sim.io.safe_io` (a temporary file and a rename; never through a
-    link, never over a file the command reads); a path among the submissions being graded is refused too."""
-    from ..io.safe_io import check_not_input, write_output
+def _refuse_submission(path: str, inputs: list[str]) -> None:
     real = os.path.realpath(path)
     for i in inputs:
         if os.path.exists(i) and (os.path.realpath(i) == real or (os.path.isdir(i) and real.startswith(os.path.realpath(i) + os.sep)
                                                                    and real.endswith(SUFFIXES))):
             raise CollsimError(f"{path} is one of the submissions being graded: write the output somewhere else")
+
+
+def write_atomic(path: str, text: str, inputs: list[str], flag: str = "output") -> None:
+    """Write ``text`` to ``path`` through :mod:`sim.io.safe_io` (a temporary file and a rename; never through a
+    link, never over a file the command reads); a path among the submissions being graded is refused too."""
+    from ..io.safe_io import check_not_input, write_output
+    _refuse_submission(path, inputs)
     check_not_input(path, flag, [i for i in inputs if os.path.isfile(i)])
     write_output(path, text, flag)
 
+
+def _probe_folder(folder: str, path: str, flag: str) -> None:
+    """Refuse a folder this process cannot create a file in (``/proc``, a read-only mount, no permission)."""
+    import tempfile
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".collsim-check.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise CollsimError(f"cannot write {flag} {path}: {e.strerror or e} in {folder}: choose a folder you can write to") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def check_destination(path: str, inputs: list[str], flag: str) -> None:
+    """Refuse ``path`` as an output file of ``collsim grade`` now, before any grading (one line): a submission,
+    an input, a link, a folder, a special file, a missing folder, or a folder no file can be written in.
+    :func:`write_atomic` checks again when it writes."""
+    from ..io.safe_io import check_not_input, check_output
+    if not path:
+        raise CollsimError(f"{flag}: give a file name")
+    _refuse_submission(path, inputs)
+    check_not_input(path, flag, [i for i in inputs if os.path.isfile(i)])
+    check_output(path, flag)
+    _probe_folder(os.path.dirname(os.path.abspath(path)), path, flag)
+
+
+def prepare_feedback(folder: str, names: list[str], inputs: list[str]) -> None:
+    """Make the ``--feedback`` folder (and the folders above it) if missing, and refuse it now, before any
+    grading, where the feedback files cannot be written: the path holds a file, it is ``/proc`` or read-only,
+    or a file to be written there is a link, a folder, a special file, or an input."""
+    from ..io.safe_io import check_output
+    flag = "--feedback"
+    if not folder:
+        raise CollsimError(f"{flag}: give a folder name")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise CollsimError(f"{flag} {folder} is a file: give a folder (it is created if missing)")
+    if not os.path.isdir(folder):
+        up = os.path.abspath(folder)
+        while not os.path.lexists(up) and os.path.dirname(up) != up:
+            up = os.path.dirname(up)
+        if os.path.lexists(up) and not os.path.isdir(up):
+            raise CollsimError(f"{flag} {folder}: {up} is a file, not a folder: give a folder elsewhere")
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as e:
+            raise CollsimError(f"cannot create the {flag} folder {folder}: {e.strerror or e}: choose a folder you can "
+                               "write to") from None
+    for name in names:
+        path = os.path.join(folder, name)
+        _refuse_submission(path, inputs)
+        check_output(path, flag)
+    _probe_folder(folder, folder, flag)
+
+
 __all__ = ["collect", "grade_one", "grade_many", "csv_text", "gradescope", "feedback_markdown", "feedback_name", "feedback_names", "refused", "ProgressBar",
-           "write_atomic"]
+           "write_atomic", "check_destination", "prepare_feedback"]

@@ -124,6 +124,24 @@ def notebook_json(nb: dict) -> str:
     return json.dumps(dict(nb, cells=cells), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def _one_per_name(files: list[str], out_dir: str) -> list[str]:
+    """``files`` without repeats of the same notebook; two different notebooks with one name (case aside: one
+    file on macOS and Windows) are refused, since the second would overwrite the first in ``out_dir``."""
+    seen: dict[str, str] = {}
+    out = []
+    for f in files:
+        key = os.path.basename(f).lower()
+        if key in seen:
+            if os.path.realpath(seen[key]) == os.path.realpath(f):
+                continue   # the same notebook given twice (a folder and a file in it): released once
+            raise CollsimError(f"{seen[key]} and {f} have the same name: both would be released as "
+                               f"{os.path.join(out_dir, os.path.basename(f))}, one over the other: rename one, or release "
+                               "them into separate --out folders")
+        seen[key] = f
+        out.append(f)
+    return out
+
+
 def release(sources: list[str], out_dir: str) -> list[str]:
     """Write the student version of every instructor notebook in ``sources`` (files or folders) into
     ``out_dir``; returns the paths written."""
@@ -137,6 +155,7 @@ def release(sources: list[str], out_dir: str) -> list[str]:
             raise CollsimError(f"{s!r} is neither a notebook (.ipynb) nor a folder of them")
     if not files:
         raise CollsimError(f"no notebooks in {', '.join(sources)}: give the folder of instructor notebooks (notebooks/solutions)")
+    files = _one_per_name(files, out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise CollsimError(f"--out {out_dir} is a file: give a folder")
     real_out = os.path.realpath(out_dir)

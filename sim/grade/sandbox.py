@@ -17,12 +17,17 @@ Three processes per submission::
   go to one capped file; SIGXFSZ is ignored so a flood gets ``OSError: File too large``), open files,
   and processes (``RLIMIT_NPROC``; the kernel does not apply it to root: grade as an unprivileged user).
 
-Where bubblewrap works (:mod:`sim.io.containment`), the supervisor starts the student's process inside
-it: a new PID, user (uid 65534), network, IPC and UTS namespace, a read-only filesystem of Python and
-``sim`` only, a private tmpfs; so it cannot signal the supervisor or the checker, read the solutions or
-other submissions, use the network, or leave a process behind, and ``RLIMIT_NPROC`` applies (it is
-counted in its own user namespace). Elsewhere it runs as the grading user with the limits above, and
-a one-line notice says what is not contained (docs/teaching.md).
+Where bubblewrap works (:mod:`sim.io.containment`, bounded by :mod:`sim.grade.jail`), the supervisor starts
+the student's process inside it: a new PID, user (uid 65534), network, IPC and UTS namespace, a read-only
+filesystem of Python and ``sim`` only, a private 256 MB tmpfs at ``/tmp`` and a 16 MB one at ``/dev/shm``
+(every other place read-only), no nested user namespaces, no System V IPC or memfd; so it cannot signal
+the supervisor or the checker, read the solutions or other submissions, use the network, leave a process
+behind, or hold memory its limits do not count, and ``RLIMIT_NPROC`` applies (it is counted in its own
+user namespace). Elsewhere it runs as the grading user with the limits above, and a one-line notice says
+what is not contained (docs/teaching.md).
+
+The same machinery runs ``collsim verify FILE.py`` (:mod:`sim.grade.user_file`): ``module`` names the
+student-side program, ``output`` where its prints go.
 """
 from __future__ import annotations
 
@@ -139,7 +144,8 @@ def kill_descendants(student_pid: int | None = None, rounds: int = 200) -> int:
 
 
 def supervise(cfg: dict) -> int:
-    """The supervisor: start the student's process, wait, then kill all it left behind."""
+    """The supervisor: start the student's process, wait, then kill all it left behind. Returns the student's
+    exit status (128 + the signal where a signal ended it), or 0 when the checker stopped it."""
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     state = {"cleaning": False}
@@ -151,39 +157,57 @@ def supervise(cfg: dict) -> int:
     if os.getppid() != cfg["checker_pid"]:   # the checker died before we could ask to be told
         return 1
     limits = cfg["limits"]
+    module = cfg.get("module", "sim.grade.student")
+    seccomp = None
     if cfg.get("contain"):   # bwrap: a new user namespace counts processes afresh, root outside or not
-        from ..io.containment import CONFIG_MOUNT, wrap
-        cmd = wrap(["-m", "sim.grade.student", CONFIG_MOUNT], cfg["student_config"], cfg.get("hidden", []),
-                   share=cfg.get("share"))
+        from ..io.containment import CONFIG_MOUNT
+        from .jail import command, seccomp_fd
+        force = cfg.get("jail") or {}
+        seccomp = seccomp_fd() if force.get("seccomp") else None
+        cmd = command(["-m", module, CONFIG_MOUNT], cfg["student_config"], cfg.get("hidden", []),
+                      share=cfg.get("share"), seccomp=seccomp, force=force)
         nproc = limits["processes"]
     else:
-        cmd = [sys.executable, "-m", "sim.grade.student", cfg["student_config"]]
+        cmd = [sys.executable, "-m", module, cfg["student_config"]]
         nproc = None if os.getuid() == 0 else _user_processes() + limits["processes"]
-    proc = None
+    proc, status = None, 0
     try:
         proc = subprocess.Popen(cmd, cwd=cfg["workdir"],
                                 env=cfg["env"], stdin=subprocess.DEVNULL, stdout=sys.stdout, stderr=sys.stdout,
-                                pass_fds=(cfg["request_fd"], cfg["reply_fd"]), start_new_session=True,
-                                preexec_fn=lambda: _apply_limits(limits, nproc))
+                                pass_fds=(cfg["request_fd"], cfg["reply_fd"], *([seccomp] if seccomp is not None else [])),
+                                start_new_session=True, preexec_fn=lambda: _apply_limits(limits, nproc))
         os.close(cfg["request_fd"])
         os.close(cfg["reply_fd"])
-        proc.wait()
+        rc = proc.wait()
+        status = rc if rc >= 0 else 128 - rc
     except KeyboardInterrupt:
         pass
     finally:
         state["cleaning"] = True
+        if seccomp is not None:
+            os.close(seccomp)
         kill_descendants(proc.pid if proc else None)
-    return 0
+    return status
 
 
 class StudentGone(Exception):
-    """The student's process stopped answering: time is up, or it exited or crashed."""
+    """The student's process stopped answering: time is up (``timed_out``), or it exited or crashed.
+    ``status``: its exit status where :class:`Session` knows it (after it closed), else None."""
+
+    def __init__(self, message: str, timed_out: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out
+        self.status: int | None = None
 
 
 class Session:
     """The checker's handle on one sandboxed student process (use as a context manager)."""
 
-    def __init__(self, cells: list[tuple[str, str]], tmpdir: str, limits: Limits = Limits(), hidden: tuple[str, ...] = ()):
+    def __init__(self, cells: list[tuple[str, str]], tmpdir: str, limits: Limits = Limits(), hidden: tuple[str, ...] = (),
+                 module: str = "sim.grade.student", output: int | None = None, what: str = "the student's code"):
+        """``module``: the student-side program (``python -m MODULE CONFIG``); ``output``: a file descriptor
+        its prints go to (default: a file in ``tmpdir``, :attr:`output_file`); ``what``: the code, as the
+        one-line notice names it where it is not contained."""
         self.limits, self.remaining_s = limits, limits.wall_s   # spent only while the student's code runs
         self.output_file = os.path.join(tmpdir, "output.txt")
         workdir = os.path.join(tmpdir, "work")
@@ -199,32 +223,38 @@ class Session:
         student_config = os.path.join(tmpdir, "student.json")
         with open(student_config, "w") as f:
             json.dump({"cells": cells, "request_fd": req_r, "reply_fd": rep_w}, f)
-        from ..io.containment import available, not_contained_notice
+        from ..io.containment import not_contained_notice
+        from .jail import available, in_force, weaker_notice
         self.contained = available()
         # files the checks hand the student's code to read (a5's dumps): read-only inside the sandbox
         self.share_dir = os.path.join(tmpdir, "share")
         os.makedirs(self.share_dir)
         os.chmod(self.share_dir, 0o755)
         if not self.contained:
-            not_contained_notice("the student's code")
-        cfg = {"limits": asdict(limits), "workdir": workdir, "env": env, "student_config": student_config,
+            not_contained_notice(what)
+        weaker_notice()
+        cfg = {"limits": asdict(limits), "workdir": workdir, "env": env, "student_config": student_config, "module": module,
                "request_fd": req_r, "reply_fd": rep_w, "checker_pid": os.getpid(), "contain": self.contained, "share": self.share_dir,
+               "jail": in_force(),
                "hidden": [os.path.abspath(h) for h in hidden]}
         config_file = os.path.join(tmpdir, "supervisor.json")
         with open(config_file, "w") as f:
             json.dump(cfg, f)
         with open(self.output_file, "wb") as out:
+            sink = out.fileno() if output is None else output
             self.supervisor = subprocess.Popen([sys.executable, "-m", "sim.grade.sandbox", config_file], cwd=workdir,
                                                env=dict(env, HOME=os.environ.get("HOME", workdir)),
-                                               stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                               stdin=subprocess.DEVNULL, stdout=sink, stderr=sink,
                                                pass_fds=(req_r, rep_w))
         os.close(req_r)
         os.close(rep_w)
-        self._buffer, self._cache = b"", {}
+        self._buffer, self._stopped, self._ended = b"", False, False
+        self._cache: dict[str, dict] = {}
         try:
             self.ready = self._read()   # the cells have run: {"ready", "notes", "names"}
-        except StudentGone:
+        except StudentGone as e:
             self.close()
+            e.status = self.status
             raise
         self.names = self.ready.get("names") if isinstance(self.ready.get("names"), dict) else {}
         self.notes = [str(n)[:2000] for n in self.ready.get("notes", [])][:200] if isinstance(self.ready.get("notes"), list) else []
@@ -248,12 +278,13 @@ class Session:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise StudentGone(f"your code ran for more than {self.limits.wall_s:.0f} s and was stopped: look for an "
-                                  "endless loop, or a size far larger than the assignment asks for")
+                                  "endless loop, or a size far larger than the assignment asks for", timed_out=True)
             ready, _, _ = select.select([self._rep_r], [], [], min(left, 1.0))
             if not ready:
                 continue
             chunk = os.read(self._rep_r, 1 << 20)
             if not chunk:
+                self._ended = True
                 raise StudentGone("your code's process ended before the grader was done (it called os._exit, crashed, "
                                   f"or went over a limit: {self.limits.memory_mb} MB of memory, "
                                   f"{self.limits.wall_s:.0f} s of CPU)")
@@ -286,6 +317,13 @@ class Session:
     def get(self, name: str) -> dict:
         return self._request({"get": name})
 
+    @property
+    def status(self) -> int | None:
+        """The student's process's exit status (128 + signal), once :meth:`close` has run; None before, or
+        when the checker stopped it (time up)."""
+        rc = self.supervisor.returncode
+        return None if rc is None or self._stopped else rc
+
     def close(self) -> None:
         """End the student's process and everything it started (the supervisor does the killing)."""
         for fd in (self._req_w, self._rep_r):
@@ -294,8 +332,11 @@ class Session:
             except OSError:
                 pass
         try:
-            self.supervisor.wait(timeout=0.5)      # it usually exits as soon as its pipe closes
+            # it usually exits as soon as its pipe closes; where the student's process has ended, it is only
+            # cleaning up: wait longer, so its exit status (the student's) is not lost to a SIGTERM
+            self.supervisor.wait(timeout=5 if self._ended else 0.5)
         except subprocess.TimeoutExpired:
+            self._stopped = True
             self.supervisor.send_signal(signal.SIGTERM)
             try:
                 self.supervisor.wait(timeout=20)

@@ -182,7 +182,8 @@ class LocalStudent:
         return json.loads(json.dumps(serve(self.ns, {"get": name})))
 
 
-def _send(out, obj) -> None:
+def send_line(out, obj) -> None:
+    """One JSON object as one line on the pipe to the trusted process."""
     out.write(json.dumps(obj).encode() + b"\n")
     out.flush()
 
@@ -193,13 +194,13 @@ def main(argv: list[str]) -> int:
         cfg = json.load(f)
     requests, replies = os.fdopen(cfg["request_fd"], "rb"), os.fdopen(cfg["reply_fd"], "wb")
     ns, notes = execute_cells([tuple(c) for c in cfg["cells"]])
-    _send(replies, {"ready": True, "notes": notes, "names": names_of(ns)})
+    send_line(replies, {"ready": True, "notes": notes, "names": names_of(ns)})
     for line in requests:
         try:
             request = json.loads(line)
         except ValueError:
             return 3
-        _send(replies, serve(ns, request))
+        send_line(replies, serve(ns, request))
     return 0
 
 
@@ -207,4 +208,4 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-__all__ = ["execute_cells", "serve", "LocalStudent", "names_of", "FORBID"]
+__all__ = ["execute_cells", "serve", "send_line", "LocalStudent", "names_of", "FORBID"]
