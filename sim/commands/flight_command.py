@@ -17,6 +17,7 @@ import tempfile
 import time
 
 from ..errors import CollsimError
+from ..io.printable import printable_lines
 
 
 def _print_json(obj) -> None:
@@ -30,6 +31,8 @@ def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
         lines.append(f"  refused {why}")
     for path, why in (d.get("other_job") or {}).items():
         lines.append(f"  left out {path}: {why}")
+    for path, why in (d.get("damaged") or {}).items():
+        lines.append(f"  note {path}: {why}")
     for name, g in d["process_groups"].items():
         lines.append(f"process group {name!r} ({g['desc'] or 'no description'}): ranks {g['ranks']}")
     lines.append(f"diagnosis: {d['error_type']}")
@@ -49,7 +52,9 @@ def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
                      f"{f['collective_seq_id']}: {f['details']}")
     if elapsed_s is not None:
         lines.append(f"(analyzed in {elapsed_s:.2f} s)")
-    return "\n".join(lines)
+    # names, descriptions and profiling names are the dumps' text: an ESC sequence or a line break in them
+    # must not reach the terminal or start a report line of its own
+    return printable_lines(lines)
 
 
 def _analyze(args) -> int:
@@ -116,7 +121,8 @@ def register(subparsers) -> None:
     s = sub.add_parser("simulate", help="run a fault scenario (built-in name or YAML file) and diagnose it")
     s.add_argument("scenario", metavar="SCENARIO", help="a .yaml file or a built-in: see sim/flight/scenarios.py")
     s.add_argument("--format", choices=("text", "json"), default="text")
-    s.add_argument("--dump", metavar="DIR", help="also write the simulated dumps (rank_N.json) here")
+    s.add_argument("--dump", metavar="DIR", help="also write the simulated dumps (rank_N.json) here; a folder holding "
+                   "dumps collsim did not simulate (a real job's) is refused")
     s.set_defaults(func=_simulate)
     d = sub.add_parser("demo", help="a real gloo job with one faulty rank, its dumps, and their analysis (needs torch)")
     d.add_argument("--nprocs", type=int, default=3)

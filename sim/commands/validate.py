@@ -40,6 +40,9 @@ from ..presets import load_topology
 BW_MIN_BYTES = 64 << 20
 LAT_MAX_BYTES = 64 << 10
 MAX_MEASUREMENT_BYTES = 64 << 20  # nccl-tests output of every size and type is well under 1 MiB
+# No collective completes in under a nanosecond (nccl-tests prints 0.01 us steps); a smaller non-zero time is a
+# unit mistake or damage, and scored it makes an error of 10**300 %
+MIN_TIME_US = 1e-3
 PUBLIC_CASES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "public_cases.json")
 
 
@@ -95,8 +98,20 @@ def load_cases(path: str | None, topology: str | None = None, collective: str | 
             if not isinstance(r, dict):
                 raise CollsimError(f"{where}: row #{i} must be a mapping {{size, time_us, busbw}}")
             whole(r.get("size"), f"{where}: row #{i} size", low=0, high=MAX_BYTES)
-            number(r.get("time_us"), f"{where}: row #{i} time_us", low=0, high=MAX_US)
+            t = number(r.get("time_us"), f"{where}: row #{i} time_us", low=0, high=MAX_US)
+            if 0 < t < MIN_TIME_US:
+                raise CollsimError(f"{where}: row #{i} time_us {t:g} is under {MIN_TIME_US:g} us (a nanosecond), faster "
+                                   "than any collective runs: is the unit microseconds? (fix or delete that row)")
             number(r.get("busbw", 0.0), f"{where}: row #{i} busbw", low=0, high=MAX_GBPS)
+        # score_case leaves out rows of size 0 or time 0 (no error can be taken of them): say so, and refuse a
+        # case with nothing else, which would be "scored" as n/a over 0 sizes and pass
+        left = sum(1 for r in c["rows"] if r["size"] <= 0 or r["time_us"] <= 0)
+        if left == len(c["rows"]):
+            raise CollsimError(f"{where}: nothing to score: every row has size 0 or time 0: give measured sizes above 0 "
+                               "with their times")
+        if left:
+            print(f"collsim: {where}: {left} row(s) of size 0 or time 0 left out (no error can be taken of them)",
+                  file=sys.stderr)
     return cases
 
 
@@ -149,11 +164,14 @@ def score_case(case: dict, *, model: str = "auto", algorithm: str | None = None,
     spec = case.get("topology")
     if not spec:
         raise CollsimError(f"case {case['id']}: no topology: pass --topology SPEC describing the machine it ran on")
-    topo = with_gpus_per_process(load_topology(spec), case.get("gpus_per_process"))   # nccl-tests -g N
-    coll = get_collective(case.get("collective", "all_reduce"))
+    topo = load_topology(spec)
+    # the rank count first: with -g N in the output, a topology of the wrong size would otherwise be reported as
+    # a --gpus-per-process problem the user never asked about
     if case.get("nranks") is not None and case["nranks"] != topo.nranks:
         raise CollsimError(f"case {case['id']}: the measurement has {case['nranks']} ranks but {spec} has {topo.nranks} GPUs: "
                            f"fix --topology (e.g. nodes=, gpus_per_node=)")
+    topo = with_gpus_per_process(topo, case.get("gpus_per_process"))   # nccl-tests -g N
+    coll = get_collective(case.get("collective", "all_reduce"))
     algo = algorithm or case.get("algorithm") or "auto"
     proto = protocol or case.get("protocol") or "auto"
     cfg = nccl_config.case_config(case)   # the NCCL release and variables the run used, where stated
@@ -286,9 +304,11 @@ def run(args) -> int:
             for r in s["rows"]:
                 print(f"#   {r['size']:>12d} {r['algorithm']:>14s}/{r['protocol']:<6s} time {r['time_us']:10.2f} -> "
                       f"{r['pred_time_us']:10.2f} us   busbw {r['busbw']:8.2f} -> {r['pred_busbw']:8.2f} GB/s")
+    worst = (f"worst case {total['worst_bw_case']} ({pct(total['worst_bw_median']).strip()})" if total["worst_bw_case"]
+             else f"no worst case (no size of {BW_MIN_BYTES >> 20} MiB or more with a busbw)")
     print(f"overall: busbw median error {pct(total['bw_median']).strip()} over {total['bw_points']} sizes, "
           f"small-size time median error {pct(total['lat_median']).strip()} over {total['lat_points']} sizes; "
-          f"worst case {total['worst_bw_case']} ({pct(total['worst_bw_median']).strip()}); {total['seconds']:.1f} s")
+          f"{worst}; {total['seconds']:.1f} s")
     if cv is not None:
         assert cv_total is not None and refit is not None
         what = "one system" if args.by == "system" else "one case"

@@ -11,18 +11,18 @@ start-to-completion interval is used (an upper bound: the watchdog polls), and w
 Send/recv entries (``nccl:send 0->3``) keep their p2p names; ``is_p2p`` coalesced groups are skipped.
 
 Clocks no recorder writes (a negative, non-finite or over-a-day ``duration_ms``; a nanosecond clock that
-is not a positive 64-bit count, as PyTorch keeps them; completion before start) are not used: that entry
-is kept as untimed, and a note counts such entries and names the first. As with a dump file that cannot be
+is not a positive 64-bit count, as PyTorch keeps them: :mod:`sim.flight.loader` leaves both out and names
+them; completion before start) are not used: that entry is kept as untimed, and a note counts such entries
+and names the first. As with a dump file that cannot be
 read, one damaged value does not hide what the rest of the evidence shows, but it is never dropped silently.
 """
 from __future__ import annotations
 
-import math
-
 from ..flight.loader import load_dir
-from .job import MAX_EVENT_US, Call, Job, dtype_bytes, op_of
+from .job import Call, Job, dtype_bytes, op_of
 
-MAX_NS = 2**63 - 1  # PyTorch keeps its clocks in int64 nanoseconds
+# the fields whose damage changes a timing (the loader also names a damaged timeout_ms, which none uses)
+CLOCKS = ("time_created_ns", "time_discovered_started_ns", "time_discovered_completed_ns", "duration_ms")
 
 
 def _elems(sizes) -> int | None:
@@ -37,33 +37,12 @@ def _elems(sizes) -> int | None:
     return n
 
 
-def _show(v) -> str:
-    """A damaged value for a note, short (a 400-digit integer is not printed whole)."""
-    text = str(v)
-    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
-
-
-def _clock(e: dict, key: str, bad: list):
-    """The entry's nanosecond clock ``key``, or None (unrecorded, or not a clock: then listed in ``bad``)."""
-    v = e[key]
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_NS:
-        bad.append(f"{key} {_show(v)}")
-        return None
-    return v
-
-
 def _timing(e: dict, bad: list) -> tuple:
-    """(created, started, duration_us) of one entry; impossible values left out and named in ``bad``."""
-    created, started, completed = (_clock(e, k, bad) for k in ("created_ns", "started_ns", "completed_ns"))
-    ms, dur = e["duration_ms"], None
-    if isinstance(ms, (int, float)) and not isinstance(ms, bool):
-        us = float(ms) * 1e3 if abs(ms) < 1e300 else math.inf
-        if 0 <= us <= MAX_EVENT_US:
-            dur = us
-        else:
-            bad.append(f"duration_ms {_show(ms)}")
+    """(created, started, duration_us) of one entry; the loader has left out clocks no recorder writes and
+    named them in ``e["damaged"]``: they are listed in ``bad``."""
+    bad.extend(f"{k} {v}" for k, v in e["damaged"].items() if k in CLOCKS)
+    created, started, completed = e["created_ns"], e["started_ns"], e["completed_ns"]
+    dur = float(e["duration_ms"]) * 1e3 if e["duration_ms"] is not None else None
     if dur is None and started and completed:
         if completed >= started:
             dur = (completed - started) / 1e3

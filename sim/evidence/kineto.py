@@ -17,7 +17,13 @@ kind. The algorithm and protocol in a kernel name are those of the kernel *launc
 another protocol inside it (docs/traces.md), so they are reported as a hint (``choice_source``).
 
 Bounded work: files over :data:`MAX_FILE_BYTES`, gzip members expanding past :data:`MAX_JSON_BYTES`, and
-traces with more than :data:`MAX_EVENTS` events are refused with one line.
+traces with more than :data:`MAX_EVENTS` events are refused with one line. The bytes alone do not bound
+memory: a real trace's JSON takes ~2-3x its size in Python objects, but ``{},{},...`` (a 175 KB gzip of
+60 million empty events) takes ~25x, so ``json.loads`` would hold GBs before the events could be counted.
+So, before parsing, the text's objects and lists (``{``, ``[``) and values (``,``) are counted (a count that
+text inside strings can only raise) and a trace with more than :data:`MAX_CONTAINERS` or
+:data:`MAX_VALUES` is refused: no real trace under the byte limit comes near them. Running out of memory
+anyway is reported naming the file.
 
 Times no profiler records are refused in one line naming the event, as ``collsim validate`` refuses such a
 row of nccl-tests' table: a complete event ("ph": "X") with a negative or non-finite ``dur`` or one over
@@ -28,6 +34,7 @@ file. Events without a numeric ``ts``/``dur`` or a name are not Kineto's complet
 from __future__ import annotations
 
 import bisect
+import gc
 import math
 import os
 import re
@@ -40,8 +47,13 @@ from ..io.safe_io import load_json, read_input
 from .job import MAX_EVENT_US, P2P, Call, Job, dtype_bytes, op_of
 
 MAX_FILE_BYTES = 512 << 20    # the largest published trace is 1.8 MB gzipped; real multi-step traces reach ~1 GB
-MAX_JSON_BYTES = 512 << 20     # decompressed (Python holds ~10x that in objects)
+MAX_JSON_BYTES = 512 << 20     # decompressed (a real trace's objects take ~2-3x that; a bomb's, see MAX_CONTAINERS)
 MAX_EVENTS = 5_000_000
+# Counted in the text before it is parsed (see the module docstring). The published traces hold ~4.7 objects
+# and lists and ~15 commas per event, at 240-580 bytes an event: 512 MiB of such JSON has at most ~9 million
+# of the one and ~27 million of the other. At these caps the objects cost at most ~0.7 GB and ~2.5 GB in all.
+MAX_CONTAINERS = 10_000_000
+MAX_VALUES = 40_000_000
 # Timestamps are microseconds since the epoch (1.7e15 in 2024) or since the trace started; 2**53 us is the
 # year 2255, and below it every microsecond is exact in a float.
 MAX_TS_US = float(2**53)
@@ -114,6 +126,18 @@ def _decompress(blob: bytes, path: str) -> bytes:
     return out
 
 
+def _check_counts(text: str, path: str) -> None:
+    """Refuse, before ``json.loads`` builds anything, a text with more objects/lists or values than a real
+    trace of at most :data:`MAX_JSON_BYTES` holds (see the module docstring): str.count runs in C, ~0.1 s
+    for 100 MB, where building what a bomb of empty events describes takes minutes and GBs."""
+    containers = text.count("{") + text.count("[")
+    values = containers + text.count(",")
+    if containers > MAX_CONTAINERS or values > MAX_VALUES:
+        raise CollsimError(f"{path}: {containers:,} JSON objects and lists and {values:,} values, over the limits "
+                           f"({MAX_CONTAINERS:,} and {MAX_VALUES:,}; a real trace holds ~5 and ~20 an event): not a "
+                           "profiler trace collsim can read in bounded memory: profile fewer steps")
+
+
 def load_trace(path: str) -> dict:
     """The trace's JSON object, refused in one line when it is not a profiler trace."""
     blob = read_input(path, "profiler trace", MAX_FILE_BYTES, binary=True)
@@ -125,7 +149,17 @@ def load_trace(path: str) -> dict:
         raise CollsimError(f"{path}: binary data, not a profiler trace (Chrome-trace JSON as torch.profiler exports it)") from None
     if "\x00" in text[:4096] or not text.lstrip().startswith(("{", "[")):
         raise CollsimError(f"{path}: not a profiler trace (Chrome-trace JSON as torch.profiler exports it)")
-    data = load_json(text, path)
+    _check_counts(text, path)
+    del blob   # the bytes are no longer needed: do not hold them while the objects are built
+    # JSON builds no reference cycles, and Python's cycle collector, run again and again while millions of
+    # objects are made, nearly doubles the time of the largest text the counts let through (~18 s vs ~10 s)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        data = load_json(text, path)
+    finally:
+        if collecting:
+            gc.enable()
     if isinstance(data, list):
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
@@ -261,6 +295,14 @@ def _find(launches_by_thread: dict, starts: dict, key, ts: float):
 
 def read_trace(path: str, fallback_rank: int = 0) -> Job:
     """The calls one rank's trace file records (see the module docstring)."""
+    try:
+        return _read_trace(path, fallback_rank)
+    except MemoryError:   # past the counts' estimate (a smaller memory limit): name the file, not the simulator
+        raise CollsimError(f"{path}: out of memory reading this profiler trace: profile fewer steps (a shorter "
+                           "schedule), or read it where more memory is free") from None
+
+
+def _read_trace(path: str, fallback_rank: int) -> Job:
     data = load_trace(path)
     rank = _rank_of(data, path, fallback_rank)
     info: dict = data["distributedInfo"] if isinstance(data.get("distributedInfo"), dict) else {}

@@ -323,13 +323,15 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     """Diagnose ``dumps`` ({rank: normalised dump} or a :class:`~sim.flight.loader.DumpSet`).
 
     Returns ``{"error_type", "culprits", "collective_seq_id", "process_group", "details", "evidence",
-    "secondary", "other_findings", "ranks", "missing_dumps", "refused"}`` (``missing_dumps``: ranks a group lists
-    whose dump was not read, unknown rather than culprits); ``error_type`` is ``"none"`` when nothing is
+    "secondary", "other_findings", "ranks", "missing_dumps", "refused", "damaged"}`` (``missing_dumps``: ranks a
+    group lists whose dump was not read, unknown rather than culprits; ``damaged``: dump path -> its entries whose
+    values no recorder writes, which were not used); ``error_type`` is ``"none"`` when nothing is
     wrong. ``straggler_ms``: lateness that counts as straggling; ``slow_factor``: how much slower a
     group must be than its peers to blame a link."""
-    refused_files, refused, other_job = ({}, (), {})
+    refused_files, refused, other_job, damaged = ({}, (), {}, {})
     if isinstance(dumps, DumpSet):
-        refused_files, refused, other_job, dumps = dumps.refused, dumps.refused_ranks, dumps.other_job, dumps.dumps
+        refused_files, refused, other_job, damaged, dumps = (dumps.refused, dumps.refused_ranks, dumps.other_job,
+                                                             dumps.damaged, dumps.dumps)
     members = _members(dumps, refused)
     pgs = [_Pg(n, m, dumps, refused) for n, m in sorted(members.items(), key=lambda x: (len(x[0]), x[0]))]
     findings = []
@@ -385,6 +387,6 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
                            + ": what they did is unknown")
     secondary, primary = [strip(f) for f in secondary], [strip(f) for f in primary]
     out.update(secondary=[f for f in secondary if f != out], other_findings=primary[1:],
-               ranks=sorted(dumps), missing_dumps=unseen, refused=refused_files, other_job=other_job,
+               ranks=sorted(dumps), missing_dumps=unseen, refused=refused_files, other_job=other_job, damaged=damaged,
                process_groups={p.name: {"desc": p.desc, "ranks": list(p.members)} for p in pgs})
     return out

@@ -17,6 +17,13 @@ Dumps are normalised so the analyzer sees one shape whatever wrote them:
   ``retired``, or a sequence id at or below ``last_completed_collective``: gloo leaves every entry
   ``scheduled``).
 
+Values are checked, never guessed: ``entries`` that is not a list, a sequence id, ``pg_status`` counter or
+tensor dimension that is not a whole number in PyTorch's int64 range (NaN, -5, 10**30), or member ranks that
+do not parse make the dump malformed (:func:`load_dir` refuses it: a finding, like an unreadable file). A
+clock, ``duration_ms`` or ``timeout_ms`` no recorder writes is left out and named in the entry's
+``damaged`` (``DumpSet.damaged`` and ``collsim trace``'s notes say so), so one bad value does not hide the
+rest of the rank's record.
+
 >>> d = normalise({"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
 ...                "pg_status": {"0": {"last_completed_collective": "1"}},
 ...                "entries": [{"process_group": ["0", "default_pg"], "collective_seq_id": 1,
@@ -139,6 +146,61 @@ def _int(x, default=None):
         return default
 
 
+MAX_INT64 = 2**63 - 1            # PyTorch keeps sequence ids, sizes and nanosecond clocks in int64
+MAX_DURATION_MS = 86_400_000.0   # a day, as sim.evidence.job.MAX_EVENT_US: no collective takes longer
+_DIGITS = re.compile(r"\s*-?\d{1,19}\s*")
+
+
+def _show(v) -> str:
+    """A value for a message, short (a 400-digit integer is not printed whole)."""
+    text = repr(v)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
+
+
+def _whole(v, what: str, low: int = 0) -> int:
+    """``v`` as PyTorch writes a counter or a size (an int; in the JSON form maybe a string of digits), at
+    least ``low``; anything else (NaN, -5, 1.5, 10**30, "abc") makes the dump malformed: ValueError naming
+    ``what``. Read as 0 or "none", such a value would move a rank's calls or silence a finding."""
+    if isinstance(v, str) and _DIGITS.fullmatch(v):
+        v = int(v)
+    if isinstance(v, int) and not isinstance(v, bool) and low <= v <= MAX_INT64:
+        return v
+    raise ValueError(f"{what} is {_show(v)}, not a whole number from {low} to 2**63-1 as PyTorch writes it")
+
+
+def _shapes(v, what: str) -> list:
+    """``input_sizes``/``output_sizes``: a list of tensor shapes (lists of whole dimensions), else ValueError."""
+    if v is None:
+        return []
+    if not isinstance(v, (list, tuple)) or not all(isinstance(s, (list, tuple)) for s in v):
+        raise ValueError(f"{what} is {_show(v)}, not a list of tensor shapes like [[1024, 16]]")
+    return [[_whole(d, f"{what} dimension") for d in s] for s in v]
+
+
+def _clock(v, key: str, damaged: dict) -> int | None:
+    """A nanosecond clock: None where unrecorded (None, or 0 in the JSON form); a value no recorder writes
+    (NaN, negative, past int64, not a number) is not used and is named in ``damaged``: one bad clock should
+    not hide what the rest of the dump shows, but it is never dropped silently."""
+    if v is None or (v == 0 and not isinstance(v, bool)):
+        return None
+    if isinstance(v, str) and _DIGITS.fullmatch(v):
+        v = int(v)
+    if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_INT64:
+        return v
+    damaged[key] = _show(v)
+    return None
+
+
+def _duration_ms(v, damaged: dict):
+    """``duration_ms`` (TORCH_NCCL_ENABLE_TIMING=1): 0 to a day, else not used and named in ``damaged``."""
+    if v is None:
+        return None
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_DURATION_MS:  # NaN fails both
+        return v
+    damaged["duration_ms"] = _show(v)
+    return None
+
+
 def _ranks(text, cache: dict | None = None) -> list[int]:
     """A group's member list. Every rank's dump repeats the default group's list (``"[0, 1, ...,
     N-1]"``), so identical lists are parsed once and shared through ``cache``: N dumps then hold one
@@ -151,8 +213,10 @@ def _ranks(text, cache: dict | None = None) -> list[int]:
     else:
         try:
             out = [int(r) for r in (json.loads(text) if text else [])]
-        except (ValueError, TypeError):
-            out = []
+        except (ValueError, TypeError):   # "[0, 1" or "abc": read as "no members", the group would lose its ranks
+            raise ValueError(f"pg_config ranks {_show(text)} is not a list of ranks like \"[0, 1, 2]\"") from None
+    if any(r < 0 for r in out):
+        raise ValueError(f"pg_config ranks {_show(text)} holds a negative rank")
     if cache is not None and key is not None:
         cache[key] = out
     return out
@@ -185,7 +249,10 @@ def _status_by_group(raw: dict, config: dict) -> tuple[dict, list]:
     The counters also count point-to-point calls (a group's last call decides which sequence its
     ``last_*`` numbers follow), so a group whose latest entry on this rank is a send/recv has its status
     dropped too: those numbers are ``p2p_seq_id``s, not ``collective_seq_id``s."""
-    status = {str(k): {kk: _int(vv, -1) for kk, vv in v.items()}
+    # the last_* counters decide who is behind: one that is not a counter (NaN, -5) makes the dump malformed;
+    # -1 is PyTorch's "none yet"
+    status = {str(k): {kk: _whole(vv, f"pg_status {str(k)!r} {kk}", low=-1) if str(kk).startswith("last_")
+                       else _int(vv, -1) for kk, vv in v.items()}
               for k, v in (raw.get("pg_status") or {}).items() if isinstance(v, dict)}
     uid_name: dict[str, str | None] = {}  # None: entries disagree on the name (then the uid is unusable)
     last_p2p: dict[str, bool] = {}        # uid -> its latest entry (record order) is point-to-point
@@ -215,29 +282,42 @@ def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
     config = {str(k): {"name": str((v or {}).get("name", k)), "desc": str((v or {}).get("desc", "")),
                        "ranks": _ranks((v or {}).get("ranks"), ranks_cache)}
               for k, v in (raw.get("pg_config") or {}).items() if isinstance(v, dict)}
+    raw_entries = raw.get("entries")
+    if raw_entries is None:
+        raw_entries = []
+    if not isinstance(raw_entries, (list, tuple)):   # a string would iterate as characters: a rank with no calls
+        raise TypeError(f"'entries' is a {type(raw_entries).__name__}, not a list of entries")
     status, unmapped = _status_by_group(raw, config)
     entries = []
-    for e in raw.get("entries") or []:
+    for i, e in enumerate(raw_entries):
         if not isinstance(e, dict):
-            continue
+            raise TypeError(f"entry #{i} is a {type(e).__name__}, not a mapping")
+        where = f"entry #{i} (record {_show(e.get('record_id'))})"
         pg = e.get("process_group")
         name = _entry_group(e)
         desc = str(pg[1]) if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
-        seq = _int(e.get("collective_seq_id"), 0)
+        seq = 0 if e.get("collective_seq_id") is None else _whole(e["collective_seq_id"], f"{where}: collective_seq_id")
         state = str(e.get("state", ""))
         last_done = status.get(name, {}).get("last_completed_collective", -1)
-        zero_none = lambda v: None if v in (0, None) else _int(v)
+        damaged: dict = {}   # field -> the value no recorder writes (not used; load_dir and the trace notes name it)
+        if e.get("timeout_ms") is not None:   # not used here, but a negative watchdog says the record is damaged
+            try:
+                _whole(e["timeout_ms"], "timeout_ms")
+            except ValueError:
+                damaged["timeout_ms"] = _show(e["timeout_ms"])
         entries.append({
             "pg": name, "pg_desc": desc, "seq": seq, "is_p2p": bool(e.get("is_p2p", False)),
             "profiling_name": str(e.get("profiling_name", "")), "op": op_name(e.get("profiling_name")),
-            "input_sizes": e.get("input_sizes") or [], "output_sizes": e.get("output_sizes") or [],
+            "input_sizes": _shapes(e.get("input_sizes"), f"{where}: input_sizes"),
+            "output_sizes": _shapes(e.get("output_sizes"), f"{where}: output_sizes"),
             "input_dtypes": e.get("input_dtypes") or [], "output_dtypes": e.get("output_dtypes") or [],
             "state": state, "retired": bool(e.get("retired", False)),
             "completed": state == "completed" or bool(e.get("retired")) or (0 < seq <= last_done and not e.get("is_p2p")),
-            "created_ns": zero_none(e.get("time_created_ns")),
-            "started_ns": zero_none(e.get("time_discovered_started_ns")),
-            "completed_ns": zero_none(e.get("time_discovered_completed_ns")),
-            "duration_ms": e.get("duration_ms"), "record_id": _int(e.get("record_id")),
+            "created_ns": _clock(e.get("time_created_ns"), "time_created_ns", damaged),
+            "started_ns": _clock(e.get("time_discovered_started_ns"), "time_discovered_started_ns", damaged),
+            "completed_ns": _clock(e.get("time_discovered_completed_ns"), "time_discovered_completed_ns", damaged),
+            "duration_ms": _duration_ms(e.get("duration_ms"), damaged), "record_id": _int(e.get("record_id")),
+            "damaged": damaged,
         })
     backend = next((e["profiling_name"].split(":")[0] for e in entries if ":" in e["profiling_name"]), "")
     return {"version": str(raw.get("version", "")), "backend": backend, "pg_config": config,
@@ -252,6 +332,7 @@ class DumpSet:
     refused_ranks: tuple = ()
     skipped: tuple = ()
     other_job: dict = field(default_factory=dict)   # path -> why it belongs to another job (left out)
+    damaged: dict = field(default_factory=dict)     # path -> which entries hold values no recorder writes (not used)
 
 
 _RANK = re.compile(r"(\d+)$")
@@ -285,6 +366,8 @@ def load_dir(directory: str) -> DumpSet:
             try:
                 dumps[rank] = normalise(raw, ranks_cache)
                 paths[rank] = path
+            except RefusedDump:
+                raise
             except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as e:
                 # a field of the wrong type (entries: 5, pg_config: [1], ranks: [0, "a"]): refuse the
                 # file like any other non-dump, so one bad rank does not hide the others' findings
@@ -297,7 +380,18 @@ def load_dir(directory: str) -> DumpSet:
         raise CollsimError(f"no readable flight-recorder dump in {directory!r} ({why})")
     dumps, other = split_jobs(dumps, paths)
     check_one_job(dumps, directory)
-    return DumpSet(dumps, refused, tuple(refused_ranks), tuple(skipped), other)
+    damaged = {paths[r]: why for r in sorted(dumps) if (why := damage_note(dumps[r]))}
+    return DumpSet(dumps, refused, tuple(refused_ranks), tuple(skipped), other, damaged)
+
+
+def damage_note(dump: dict) -> str:
+    """How many of a normalised dump's entries hold values no recorder writes, and the first ("" if none)."""
+    bad = [e for e in dump["entries"] if e["damaged"]]
+    if not bad:
+        return ""
+    first = ", ".join(f"{k} {v}" for k, v in bad[0]["damaged"].items())
+    return (f"{len(bad)} entr{'y holds' if len(bad) == 1 else 'ies hold'} values no recorder writes (first: record "
+            f"{bad[0]['record_id']}: {first}): those values are not used")
 
 
 def _job_of(d: dict):

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
 from ..io.safe_io import write_output
+from .loader import RefusedDump, rank_of, read_raw
 from .rank_workload import DTYPES
 
 VERSION = "2.10"  # the flight-recorder format version torch 2.13 writes
+SIM_LIB = "collsim-sim"   # the comm_lib_version of the dumps collsim writes: how --dump knows its own
 
 
 def shapes(op: str, count: int, group_size: int) -> tuple[list, list]:
@@ -77,15 +80,48 @@ def dump(entries: list[dict], groups: dict, rank: int) -> dict:
             "last_completed_collective": max((s for s, st in seqs if st == "completed"), default=-1),
         }
     return {
-        "version": VERSION, "comm_lib_version": "collsim-sim",
+        "version": VERSION, "comm_lib_version": SIM_LIB,
         "pg_config": {name: {"name": name, "desc": g.desc, "ranks": json.dumps(list(g.ranks))}
                       for name, g in mine.items()},
         "pg_status": status, "nccl_comm_state": {}, "entries": [dict(e) for e in entries],
     }
 
 
+def _ours(path: str) -> bool:
+    """Whether ``path`` is a dump collsim's simulator wrote (``rank_N.json`` saying ``comm_lib_version: collsim-sim``)."""
+    if not re.fullmatch(r"rank_\d+\.json", os.path.basename(path)):
+        return False
+    try:
+        return read_raw(path).get("comm_lib_version") == SIM_LIB
+    except RefusedDump:
+        return False
+
+
+def check_dump_dir(directory: str) -> None:
+    """Refuse ``directory`` for simulated dumps when it holds dumps collsim did not simulate: the analyzer reads
+    every file named like a rank's dump as one job's, so a real incident's ``_dump_3`` beside a simulated
+    ``rank_3.json`` makes the folder unreadable, and a user's own ``rank_0.json`` would be replaced. An earlier
+    simulation's ``rank_N.json`` may be replaced (``flight analyze`` names the ranks a smaller rerun left
+    behind as another job's); nothing else is touched."""
+    if not os.path.exists(directory):
+        return
+    if not os.path.isdir(directory):
+        raise CollsimError(f"--dump {directory}: it is a file, not a folder: give a folder for the dumps")
+    # the files load_dir would read as dumps (a FIFO or /dev/zero link is neither read there nor here)
+    present = sorted(n for n in os.listdir(directory) if not n.startswith(".") and rank_of(n) is not None
+                     and os.path.isfile(os.path.join(directory, n)))
+    foreign = [n for n in present if not _ours(os.path.join(directory, n))]
+    if foreign:
+        names = ", ".join(foreign[:4]) + (f", ... ({len(foreign)} files)" if len(foreign) > 4 else "")
+        raise CollsimError(f"--dump {directory} holds flight-recorder dumps collsim did not simulate ({names}): the "
+                           "simulated dumps would replace them or mix with them (flight analyze reads a folder as one "
+                           "job's dumps); give a new or empty folder")
+
+
 def write_dumps(directory: str, dumps: dict[int, dict]) -> list[str]:
-    """Write ``rank_<r>.json`` for each rank's dump; returns the paths written."""
+    """Write ``rank_<r>.json`` for each rank's dump; returns the paths written. A folder holding dumps other
+    than collsim's simulated ones is refused (:func:`check_dump_dir`)."""
+    check_dump_dir(directory)
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as e:

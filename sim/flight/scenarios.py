@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from ..errors import CollsimError
+from ..io.printable import printable_lines
 from ..io.safe_io import load_yaml, read_input
 from ..io.validation import MAX_US, number, whole
 from ..units import format_size
@@ -28,7 +29,7 @@ from .cost import make_cost
 from .faults import LinkFault, apply_rank_faults, parse_faults
 from .loader import normalise
 from .rank_workload import from_dict
-from .records import write_dumps
+from .records import check_dump_dir, write_dumps
 from .replay import DEFAULT_TIMEOUT_MS, run
 
 _DDP = {"builtin": "ddp_step", "world_size": 4, "buckets": 3, "bucket_nbytes": "4M", "steps": 2}
@@ -80,8 +81,12 @@ def _topology(spec):
 
 
 def run_scenario(sc: dict, dump_dir: str | None = None) -> dict:
-    """Run a scenario; returns a JSON-ready dict (see ``collsim flight simulate --format json``)."""
+    """Run a scenario; returns a JSON-ready dict (see ``collsim flight simulate --format json``). The dumps go
+    to ``dump_dir`` if given: not a folder holding dumps collsim did not simulate
+    (:func:`~sim.flight.records.check_dump_dir`), refused before the run rather than after."""
     out = {"scenario": sc.get("name", "scenario")}
+    if dump_dir:
+        check_dump_dir(dump_dir)
     if "workload" in sc:
         w = from_dict(sc["workload"])
         faults = parse_faults(sc.get("faults"), w.world_size)
@@ -188,9 +193,9 @@ def format_text(out: dict, max_rows: int = 40) -> str:
     if "recovery" in out:
         r = out["recovery"]
         lines.append("recovery after a failure, shrink vs full re-initialisation (seconds):")
-        lines.append(rec.table(r["rows"]))
+        lines += rec.table(r["rows"]).split("\n")
         lines.append("parameters: " + ", ".join(f"{k}={v:g}" for k, v in r["params"].items()))
         for m, tl in r["timelines"].items():
             lines.append(f"{m} timeline at {max(x['ranks'] for x in r['rows'])} ranks:")
             lines += [f"  {a:9.3f} -> {b:9.3f}  {name}" for name, a, b in tl]
-    return "\n".join(lines)
+    return printable_lines(lines)   # a scenario's name (a file's text) must not reach the terminal raw

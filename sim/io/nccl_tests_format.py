@@ -75,7 +75,9 @@ def _keys_for(columns: list[str]) -> list[str]:
 def _value(key: str, text: str):
     if key in ("dtype", "redop"):
         return text
-    if text.upper() in ("N/A", "NA", "-", "NAN"):
+    # N/A is what nccl-tests prints for an unchecked #wrong (-c 0); "nan" is a number no run measures, so it
+    # stays a float and _check_row refuses it as it refuses "inf" (read as "not printed", its row vanished)
+    if text.upper() in ("N/A", "NA", "-"):
         return None
     try:
         if key in ("nbytes", "count", "root") or key.endswith("wrong") and re.fullmatch(r"-?\d+", text):
@@ -118,7 +120,8 @@ def _check_row(row: dict, lineno: int) -> None:
     for k in ("time_us", "inplace_time_us", "algbw_GBps", "busbw_GBps", "inplace_algbw_GBps", "inplace_busbw_GBps"):
         v = row[k]
         if v is not None and not (math.isfinite(v) and 0 <= v <= (MAX_US if k.endswith("_us") else 1e9)):
-            raise CollsimError(f"{where}: {k} {v:g} is out of range: times must be 0..{MAX_US:g} us, bandwidths 0..1e9 GB/s")
+            raise CollsimError(f"{where}: {k} {v:g} is out of range: times must be finite, 0..{MAX_US:g} us, bandwidths "
+                               "0..1e9 GB/s: is the file damaged? (fix or delete that row)")
     for k in ("wrong", "inplace_wrong"):
         v = row[k]
         if isinstance(v, int) and v > 0:

@@ -20,6 +20,7 @@ import json
 import os
 import stat
 import tempfile
+from itertools import chain, compress
 
 import yaml
 
@@ -128,15 +129,21 @@ def _first_line(e: BaseException) -> str:
     return (text.splitlines()[0] if text else type(e).__name__)[:200]
 
 
+_CONTAINERS = frozenset((dict, list))
+
+
 def _too_deep(data) -> bool:
-    """True when ``data`` nests deeper than :data:`MAX_DEPTH` (an iterative walk: no recursion to exhaust)."""
-    stack = [(data, 1)]
-    while stack:
-        x, depth = stack.pop()
-        if isinstance(x, (dict, list)):
-            if depth > MAX_DEPTH:
-                return True
-            stack.extend((v, depth + 1) for v in (x.values() if isinstance(x, dict) else x))
+    """True when ``data`` (as json.loads builds it) nests deeper than :data:`MAX_DEPTH`: a walk one level at a
+    time, no recursion to exhaust. The values of a level are filtered to its containers by C loops (map,
+    compress): a Python step per value took ~0.5 s per million values, 20 s for a large profiler trace."""
+    level = [data] if type(data) in _CONTAINERS else []
+    depth = 1
+    while level:
+        if depth > MAX_DEPTH:
+            return True
+        values = list(chain.from_iterable(x.values() if type(x) is dict else x for x in level))
+        level = list(compress(values, map(_CONTAINERS.__contains__, map(type, values))))
+        depth += 1
     return False
 
 

@@ -20,6 +20,7 @@ import os
 import re
 
 from ..errors import CollsimError
+from ..io.printable import printable
 from ..io.safe_io import load_json, load_yaml, read_input
 from ..io.validation import MAX_RANKS, bandwidth_GBps, latency_us, whole
 from . import Link, Node, Topology
@@ -93,7 +94,11 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
     unknown = set(data) - {"name", "nodes", "gpus", "links", "defaults", "meta"}
     if unknown:
         raise CollsimError(f"topology file {source!r}: unknown key(s) {', '.join(sorted(map(str, unknown)))}: use name, nodes, gpus, links, defaults, meta")
-    name = str(data.get("name") or os.path.basename(source))
+    # Names are the file's text, printed in every report header (and the file's own name may hold anything):
+    # control characters, bidi overrides and line breaks are escaped here, once, so none reaches a terminal
+    # or breaks nccl-tests' one-line '#' header. Node names are escaped alike in nodes and links, so a link
+    # still finds its node (two names equal once escaped are refused as a name used twice).
+    name = printable(data.get("name") or os.path.basename(source))
     nodes_raw = data.get("nodes")
     if nodes_raw is None and "gpus" in data:
         count = data["gpus"]
@@ -122,10 +127,11 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
         host = n.get("host")
         if host is not None and (not isinstance(host, int) or isinstance(host, bool)):
             raise CollsimError(f"{where}: host must be a whole number (the server index)")
-        nodes.append(Node(str(n["name"]), str(n.get("kind", "gpu")), host, n.get("reduce"),
+        nodes.append(Node(printable(n["name"]), str(n.get("kind", "gpu")), host, n.get("reduce"),
                           bandwidth_GBps(n["reduce_bandwidth_GBps"], f"{where}: reduce_bandwidth_GBps")
                           if "reduce_bandwidth_GBps" in n else math.inf,
-                          latency_us(n.get("reduce_latency_us", 0.0), f"{where}: reduce_latency_us"), str(n.get("label", ""))))
+                          latency_us(n.get("reduce_latency_us", 0.0), f"{where}: reduce_latency_us"),
+                          printable(n.get("label", ""))))
     links = []
     for i, l in enumerate(links_raw):
         where = f"topology file {source!r}, link #{i}"
@@ -142,12 +148,15 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
         bw = bandwidth_GBps(merged["bandwidth_GBps"], f"{where}: bandwidth_GBps")
         lat = latency_us(merged.get("latency_us", 0.0), f"{where}: latency_us")
         kind = str(merged.get("kind", "nvlink"))
-        links.append(Link(str(l["src"]), str(l["dst"]), bw, lat, kind))
+        src, dst = printable(l["src"]), printable(l["dst"])
+        links.append(Link(src, dst, bw, lat, kind))
         if l.get("duplex"):
-            links.append(Link(str(l["dst"]), str(l["src"]), bw, lat, kind))
+            links.append(Link(dst, src, bw, lat, kind))
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
         raise CollsimError(f"topology file {source!r}: 'meta' must be a mapping")
+    # the summary prints meta's keys and text values (`collsim topo`): escaped as the names are
+    meta = {printable(k) if isinstance(k, str) else k: printable(v) if isinstance(v, str) else v for k, v in meta.items()}
     meta = _check_meta(meta, source)
     if "fabric" in meta:   # the scale-out network (sim.topology.fabrics.FABRICS)
         try:
