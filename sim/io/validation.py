@@ -39,6 +39,9 @@ MAX_US = 1e9
 MIN_GBPS = 1e-6
 # World sizes: the largest jobs run ~1e5 GPUs; above 2**20 ranks no topology is meant.
 MAX_RANKS = 1 << 20
+# What collsim builds, presets and topology files alike (the one wording of the limit: presets, files, README)
+MAX_GPUS = 1 << 17
+GPU_LIMIT = f"collsim builds at most {MAX_GPUS:,} GPUs"
 # Any other real-valued preset parameter (oversubscription, a ratio, a count given as a float): 1e12 is
 # far past every one of them and keeps products of a few of them finite.
 MAX_PARAM = 1e12

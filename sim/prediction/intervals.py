@@ -104,9 +104,13 @@ def regime(topo) -> tuple[str, int, str]:
     from ..presets import load_topology
     m = machine(load_topology(topo) if isinstance(topo, str) else topo)
     kind = domain(m.ppn, m.intra_class == "nvlink")
-    if m.nnodes > 1 and m.inter_class == "net":
+    if m.nnodes > 1 and m.inter_class == "net" and m.on_fabric:
         return str(m.fabric or "ib"), m.nnodes, kind
-    return str(m.inter_class or m.intra_class or "none"), m.nnodes, kind
+    if m.nnodes > 1 and m.inter_class == "net":   # a textbook topology's GPUs meet over no real node
+        return str(m.fabric or "ib"), m.nnodes, "node" if kind == "node4" else kind
+    # inside one node no fabric's per-step costs apply, which is what sets small nodes apart: a 4-GPU box is
+    # a server like an 8-GPU one there (a thin kind would only widen single-node ranges from few cases)
+    return str(m.inter_class or m.intra_class or "none"), m.nnodes, "node" if kind == "node4" else kind
 
 
 def domain(gpus_per_node: int, nvlink: bool = True) -> str:

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import CollsimError
+from ..io.validation import GPU_LIMIT, MAX_GPUS
 from ..topology import Link, Node, Topology, paused_gc
 from ..topology.fabrics import get_fabric
 from ..topology.hardware import NIC_PATHS, Hardware
@@ -55,8 +56,6 @@ PCIE_NIC_US = 0.25        # PCIe switch <-> NIC
 NIC_LATENCY_US = 0.6      # NIC <-> leaf (ConnectX-6/7 product briefs: "sub 0.6 usec latency")
 SPINE_HOP_US = 0.2        # leaf <-> spine
 PCIE_GBPS = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0}  # raw x16 per direction: GT/s x 16 lanes / 8
-MAX_GPUS = 1 << 17
-GPU_LIMIT = f"collsim builds at most {MAX_GPUS:,} GPUs"   # the one wording of the limit (presets, README)
 MAX_NICS_PER_NODE = 32    # NCCL: one channel per NIC, at most MAXCHANNELS/2 = 32 per topology search
 
 

@@ -22,7 +22,7 @@ import re
 from ..errors import CollsimError
 from ..io.printable import printable
 from ..io.safe_io import load_json, load_yaml, read_input
-from ..io.validation import MAX_RANKS, bandwidth_GBps, latency_us, whole
+from ..io.validation import GPU_LIMIT, MAX_GPUS, MAX_RANKS, bandwidth_GBps, latency_us, whole
 from . import Link, Node, Topology
 from .fabrics import get_fabric
 from .hardware import Hardware
@@ -125,8 +125,8 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
         if not isinstance(n.get("name"), (str, int)) or isinstance(n.get("name"), bool):
             raise CollsimError(f"{where}: 'name' is missing or not a string")
         host = n.get("host")
-        if host is not None and (not isinstance(host, int) or isinstance(host, bool)):
-            raise CollsimError(f"{where}: host must be a whole number (the server index)")
+        if host is not None and (not isinstance(host, int) or isinstance(host, bool) or host < 0):
+            raise CollsimError(f"{where}: host must be a whole number from 0 (the server index), got {host!r}")
         nodes.append(Node(printable(n["name"]), str(n.get("kind", "gpu")), host, n.get("reduce"),
                           bandwidth_GBps(n["reduce_bandwidth_GBps"], f"{where}: reduce_bandwidth_GBps")
                           if "reduce_bandwidth_GBps" in n else math.inf,
@@ -163,4 +163,7 @@ def topology_from_dict(data, source: str = "<dict>") -> Topology:
             meta = {**meta, "fabric": get_fabric(meta["fabric"]).name}
         except CollsimError as e:
             raise CollsimError(f"topology file {source!r}: meta: {e}") from None
+    gpus = sum(1 for n in nodes if n.kind == "gpu")
+    if gpus > MAX_GPUS:   # the presets' limit holds for files too (README: at most 131,072 GPUs)
+        raise CollsimError(f"topology file {source!r} has {gpus:,} GPUs: {GPU_LIMIT}; describe a slice of the cluster")
     return Topology.build(name, nodes, links, Hardware.from_meta(meta, f"topology file {source!r}: meta"))
