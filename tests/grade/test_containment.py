@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from ring_submissions import GOOD
 
 from sim.grade.batch import feedback_markdown, feedback_names, refused
 from sim.grade.checks import Check, GradeReport
@@ -23,15 +24,6 @@ from sim.io.containment import available
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 needs_bwrap = pytest.mark.skipif(not available(), reason="bubblewrap or user/PID namespaces unavailable here")
 
-GOOD = '''from sim.chunk_program import ChunkProgram
-def ring_reduce_scatter(nranks):
-    n = nranks
-    p = ChunkProgram("reduce_scatter", n, chunks=n)
-    r = p.ranks
-    for s in p.steps(n - 1):
-        p.send(r, r + 1, chunk=r - s - 1, reduce=True)
-    return p.program("my_ring", steps=n - 1)
-'''
 
 
 def _collsim(*args, cwd, env=None, timeout=180):

@@ -4,19 +4,10 @@
 import os
 
 import pytest
+from ring_submissions import GOOD
 
 import sim.grade.batch as batch
 from sim.errors import CollsimError
-
-GOOD = '''from sim.chunk_program import ChunkProgram
-def ring_reduce_scatter(nranks):
-    n = nranks
-    p = ChunkProgram("reduce_scatter", n, chunks=n)
-    r = p.ranks
-    for s in p.steps(n - 1):
-        p.send(r, r + 1, chunk=r - s - 1, reduce=True)
-    return p.program("my_ring", steps=n - 1)
-'''
 
 
 @pytest.fixture
@@ -65,15 +56,20 @@ def test_the_feedback_folder_is_made_up_front_and_filled(cli, subs):
     assert "a1_ann.py: 6/6" in out and "grade sheet g.csv" in out
 
 
-def test_a_write_that_fails_after_grading_loses_no_grade(cli, subs, monkeypatch):
-    """The disk fills up while grading: the report still comes out, the failure is one line, exit 2."""
+def _fill_disk_for(flag_hit: str, monkeypatch) -> None:
+    """Make batch.write_atomic fail as a full disk would, for the output named ``flag_hit`` only."""
     real = batch.write_atomic
 
     def full_disk(path, text, inputs, flag="output"):
-        if flag == "--csv":
+        if flag == flag_hit:
             raise CollsimError(f"cannot write {flag} {path}: No space left on device: free space or write elsewhere")
         return real(path, text, inputs, flag)
     monkeypatch.setattr(batch, "write_atomic", full_disk)
+
+
+def test_a_write_that_fails_after_grading_loses_no_grade(cli, subs, monkeypatch):
+    """The disk fills up while grading: the report still comes out, the failure is one line, exit 2."""
+    _fill_disk_for("--csv", monkeypatch)
     rc, out, err = cli("grade", "sub", "--csv", "g.csv", "--feedback", "fb2")
     assert rc == 2 and "Traceback" not in out + err
     assert "a1_ann.py: 6/6" in out and "grade sheet" not in out          # the grades, and no claim of a sheet
@@ -84,12 +80,6 @@ def test_a_write_that_fails_after_grading_loses_no_grade(cli, subs, monkeypatch)
 
 
 def test_an_output_file_that_fails_after_grading_prints_the_report_instead(cli, subs, monkeypatch):
-    real = batch.write_atomic
-
-    def full_disk(path, text, inputs, flag="output"):
-        if flag == "--output":
-            raise CollsimError(f"cannot write {flag} {path}: No space left on device: free space or write elsewhere")
-        return real(path, text, inputs, flag)
-    monkeypatch.setattr(batch, "write_atomic", full_disk)
+    _fill_disk_for("--output", monkeypatch)
     rc, out, err = cli("grade", "sub/a1_ann.py", "--output", "r.txt")
     assert rc == 2 and "score 6/6" in out and "printed on stdout instead" in err

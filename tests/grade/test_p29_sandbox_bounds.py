@@ -8,20 +8,12 @@ import errno
 import json
 
 import pytest
+from ring_submissions import GOOD
 
 from sim.grade import jail
 
 needs_bwrap = pytest.mark.skipif(not jail.available(), reason="bubblewrap or user/PID namespaces unavailable here")
 
-GOOD = '''from sim.chunk_program import ChunkProgram
-def ring_reduce_scatter(nranks):
-    n = nranks
-    p = ChunkProgram("reduce_scatter", n, chunks=n)
-    r = p.ranks
-    for s in p.steps(n - 1):
-        p.send(r, r + 1, chunk=r - s - 1, reduce=True)
-    return p.program("my_ring", steps=n - 1)
-'''
 
 PROBE = GOOD + '''
 import ctypes, json, os
