@@ -9,6 +9,7 @@ from ..algorithms import candidates, in_nccl, why_not
 from ..collectives import get_collective
 from ..engine import ENGINES
 from ..errors import CollsimError
+from ..nccl.select import FLOW_CHECK_MAX_RANKS
 from ..presets import load_topology
 from .common import (
     DEFAULT_TOPOLOGY,
@@ -464,6 +465,10 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
                 used.setdefault(name, []).append(nbytes)
         lines.append("# model auto: " + "; ".join(f"{m} for {len(s)} of {len(results) * len(results[0][1])} run(s)"
                                                   f" ({s[0]}..{s[-1]} B)" for m, s in used.items()))
+        if ("flow" in used and topo.nranks > FLOW_CHECK_MAX_RANKS and args.algorithm == "auto"
+                and getattr(args, "select", "nccl") == "nccl" and args.protocol == "auto"):
+            lines.append(f"# flow-model sizes over {FLOW_CHECK_MAX_RANKS:,} GPUs are not checked for a faster pair NCCL "
+                         "could run ('+'): -a all compares every algorithm there, --select fastest picks the fastest")
     avg = sum(b.busbw_GBps for _, _, b in results) / len(results)
     lines.append(f"# Avg bus bandwidth    : {avg:.3f}")
     return "\n".join(lines)

@@ -148,6 +148,11 @@ def faster_choice(chosen: Result, coll, nbytes: int, topo, predict) -> Result | 
     return best.with_explain(nccl_env=nccl_env(best.algorithm, best.protocol), faster_by=1 - best.time_us / chosen.time_us)
 
 
+# above this many GPUs the flow model's other pairs are not timed for the '+' note (131,072 GPUs: 10 s for the
+# answer, over 30 with every pair); the table says so (sim.commands.simulate)
+FLOW_CHECK_MAX_RANKS = 16_384
+
+
 def faster_note(chosen: Result, coll, nbytes: int, topo, predict, *, model: str, protocol: str = "auto",
                 select: str = "nccl") -> Result | None:
     """:func:`faster_choice` where the note applies: beside NCCL's own choice (``select="nccl"``, protocol
@@ -156,5 +161,7 @@ def faster_note(chosen: Result, coll, nbytes: int, topo, predict, *, model: str,
     pair there with no '+'); else None. ``predict``: the same pipeline that timed ``chosen`` (its
     runs are cached, so a pair timed already is not run again)."""
     if select != "nccl" or protocol != "auto" or model not in ("engine", "auto", "flow") or chosen.model not in ("engine", "flow"):
+        return None
+    if chosen.model == "flow" and topo.nranks > FLOW_CHECK_MAX_RANKS:   # every pair's run would triple the answer's time
         return None
     return faster_choice(chosen, coll, nbytes, topo, predict)

@@ -110,3 +110,17 @@ def test_flow_model_sizes_are_checked_for_a_faster_pair(cli):
                        "-p", f["protocol"], "--format", "json")
     pinned = json.loads(out)["results"][0]
     assert code == 0 and pinned["time_us"] == pytest.approx(f["time_us"]) and pinned["time_us"] < 0.9 * row["time_us"]
+
+
+def test_above_the_flow_check_limit_the_table_says_its_sizes_were_not_checked(cli, monkeypatch):
+    # at 131,072 GPUs timing every other pair would triple the answer's time (over 30 s): the check stops at
+    # FLOW_CHECK_MAX_RANKS and the table says so, rather than look checked (lowered here to stay fast)
+    import json
+
+    import sim.nccl.select as select
+    monkeypatch.setattr(select, "FLOW_CHECK_MAX_RANKS", 1024)
+    monkeypatch.setattr("sim.commands.simulate.FLOW_CHECK_MAX_RANKS", 1024)
+    code, out, _ = cli("simulate", "-t", "dgx-h100:nodes=2048", "-b", "256K", "-e", "256K")
+    assert code == 0 and "over 1,024 GPUs are not checked for a faster pair" in out and "+" not in out.split("\n")[3]
+    code, out, _ = cli("simulate", "-t", "dgx-h100:nodes=2048", "-b", "256K", "-e", "256K", "--format", "json")
+    assert "faster_choice" not in json.loads(out)["results"][0]
