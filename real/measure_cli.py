@@ -139,7 +139,7 @@ def options_and_job(args):
         from .measure import executor
         spec = opts.impl.split(":", 1)[1]
         if spec.endswith(".py"):  # your own code: first in a child with a time limit, so exit() or a loop is reported
-            from sim.io.user_algorithm import run_user_file
+            from sim.grade.user_file import run_user_file  # as collsim verify runs it: sandboxed, judged here
             _, fatal = run_user_file(spec, [(collective, nprocs)], min(opts.timeout_s, 60.0))
             if fatal:
                 raise CollsimError(f"--impl {opts.impl}: {fatal}")

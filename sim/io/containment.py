@@ -36,7 +36,6 @@ SANDBOX_UID = 65534
 SIM_MOUNT = "/opt/collsim"          # the project's sim package is mounted at /opt/collsim/sim
 CONFIG_MOUNT = "/run/collsim/config.json"
 SHARE_MOUNT = "/run/collsim/share"              # read-only: what the checker hands the student to read
-USER_FILE_MOUNT = "/run/collsim/user_algorithm.py"   # `collsim verify FILE.py`: the one file mounted
 SCRATCH = "/tmp"
 WORKDIR = "/tmp/work"
 SCRATCH_BYTES = 256 << 20           # the tmpfs holds at most this much (it is memory)
@@ -145,4 +144,4 @@ def not_contained_notice(what: str) -> None:
 
 
 __all__ = ["available", "wrap", "not_contained_notice", "python_paths", "project_root", "CONFIG_MOUNT", "WORKDIR",
-           "SANDBOX_UID", "SIM_MOUNT", "USER_FILE_MOUNT", "SHARE_MOUNT"]
+           "SANDBOX_UID", "SIM_MOUNT", "SHARE_MOUNT"]
