@@ -34,6 +34,7 @@ import math
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -397,9 +398,31 @@ def kernel_cap_us(plan: NcclPlan, nbytes: float) -> float:
     return nbytes / (alg * 1e3) if alg > 0 and nbytes > 0 else 0.0
 
 
-def kernel_capped(plan: NcclPlan, nbytes: float, data_us: float) -> tuple[float, float, float]:
-    """(latency term, bandwidth term, tree lag hidden) of ``plan`` once NCCL's per-channel kernel cap
-    (:func:`kernel_cap_us`) applies to a data time of ``data_us`` on the links.
+class KernelCapped(NamedTuple):
+    """A plan's terms once NCCL's kernel cap applies (:func:`kernel_capped`)."""
+
+    latency_us: float      # the plan's latency term, less the tree lag the cap hides
+    data_us: float         # the bandwidth term: the links' data time, or the cap where it is slower
+    capped: bool           # the cap set the bandwidth term
+    lag_hidden_us: float   # the tree lag hidden under the cap
+    lag_slack_us: float    # what the cap leaves idle over the links' data time: the most lag it can hide
+
+    def lag_explain(self, plan: NcclPlan) -> dict:
+        """The tree lag said apart for ``--explain`` (part of ``latency_us``): its units, what is paid, what
+        the cap hides and the slack (a row's time at lag ``v`` is ``t(0) + max(0, v x units - slack)``)."""
+        if not plan.tree_lag_units:
+            return {}
+        out = {"tree_lag_units": plan.tree_lag_units, "tree_lag_us": plan.tree_lag_us - self.lag_hidden_us}
+        if self.lag_hidden_us:
+            out["tree_lag_hidden_us"] = self.lag_hidden_us
+        if self.lag_slack_us:
+            out["tree_lag_slack_us"] = self.lag_slack_us
+        return out
+
+
+def kernel_capped(plan: NcclPlan, nbytes: float, data_us: float) -> KernelCapped:
+    """``plan``'s terms once NCCL's per-channel kernel cap (:func:`kernel_cap_us`) applies to a data time of
+    ``data_us`` on the links.
 
     The tree's per-chunk lag (:func:`tree_chunk_lag_us`, held in ``plan.latency_us``) is a cost of the
     network stage: every level's message waits on it. The kernel is another stage of the same pipeline,
@@ -413,15 +436,18 @@ def kernel_capped(plan: NcclPlan, nbytes: float, data_us: float) -> tuple[float,
     >>> from sim.nccl import config
     >>> with config.use(config.make_config(version="2.28")):
     ...     p = plan_nccl(get_collective("all_reduce"), 1 << 34, load_topology("dgx-b200:nodes=16"), "tree", "Simple")
-    ...     lat, data, hidden = kernel_capped(p, 1 << 34, 1000.0)
-    >>> hidden == p.tree_lag_us > 0, round(data) == round(kernel_cap_us(p, 1 << 34)), lat == p.latency_us - hidden
+    ...     k = kernel_capped(p, 1 << 34, 1000.0)
+    >>> k.capped, k.lag_hidden_us == p.tree_lag_us > 0, round(k.data_us) == round(kernel_cap_us(p, 1 << 34))
     (True, True, True)
+    >>> k.latency_us == p.latency_us - k.lag_hidden_us, k.lag_slack_us == k.data_us - 1000.0
+    (True, True)
     """
     cap = kernel_cap_us(plan, nbytes)
     lag = plan.tree_lag_us
+    slack = max(0.0, cap - data_us)
     if cap > data_us + lag:
-        return plan.latency_us - lag, cap, lag
-    return plan.latency_us, data_us, 0.0
+        return KernelCapped(plan.latency_us - lag, cap, True, lag, slack)
+    return KernelCapped(plan.latency_us, data_us, False, 0.0, slack)
 
 
 def software_overlap_shift_us(plan: NcclPlan, data_us: float) -> float:
@@ -451,11 +477,8 @@ def software_overlap_shift_us(plan: NcclPlan, data_us: float) -> float:
     >>> software_overlap_shift_us(p, 1e9)          # no more than NCCL's transfer hides: as the tuner took it
     0.0
     """
-    tuned = plan.tuned
-    if tuned is None or not tuned.detail.get("software_hideable_us"):
-        return 0.0
-    hidden = float(tuned.detail["software_overlap_us"])   # min(work, NCCL's transfer)
-    return hidden - min(hidden, max(0.0, data_us))
+    hidden = float(plan.tuned.detail.get("software_overlap_us", 0.0)) if plan.tuned is not None else 0.0
+    return hidden - min(hidden, max(0.0, data_us))   # hidden: min(work, NCCL's transfer)
 
 
 def tree_lag_units(algorithm: str, proto: str, m: Machine, nbytes: float, nchannels: int, depth: int) -> float:
@@ -630,11 +653,9 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         # NVLSTree: there the engine's own tree stages already fill more loops than NCCL's measured ramp
         # (docs/nccl-model.md, GB200 NVL72).
         data_us += 2 * float(np.max(runs.link_busy_us, initial=0.0)) / sim_pieces
-    cap = kernel_cap_us(plan, nbytes)
-    slack = max(0.0, cap - data_us)   # how much of the tree's lag the kernel cap can hide
-    lat, data_us, lag_hidden = kernel_capped(plan, nbytes, data_us)
-    capped = cap > 0 and data_us == cap
-    lat += software_overlap_shift_us(plan, data_us)
+    kc = kernel_capped(plan, nbytes, data_us)
+    data_us = kc.data_us
+    lat = kc.latency_us + software_overlap_shift_us(plan, data_us)
     single_call = None
     if plan.single_call_latency_us is not None:
         # nccl-tests' back-to-back calls overlap down the chain: a call costs its busiest link's time, not the
@@ -653,15 +674,9 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         tail["nvls_heads"] = f"{nvls_heads(k)} of {k} GPUs per NVLink domain"
     if plan.tree_correction != 1:
         tail["tree_correction"] = plan.tree_correction
-    if capped:   # the bandwidth term is the kernel's, not the links': said so, with NCCL's figure
-        tail["kernel_cap_us"] = cap
-    if plan.tree_lag_units:   # part of latency_us: said apart, it is what the tree's depth costs beyond the links
-        tail["tree_lag_units"] = plan.tree_lag_units
-        tail["tree_lag_us"] = plan.tree_lag_us - lag_hidden
-        if lag_hidden:
-            tail["tree_lag_hidden_us"] = lag_hidden   # under the kernel cap (kernel_capped)
-        if slack:
-            tail["tree_lag_slack_us"] = slack   # the lag this row hides at most: the time is t(0) + max(0, lag - slack)
+    if kc.capped:   # the bandwidth term is the kernel's, not the links': said so, with NCCL's figure
+        tail["kernel_cap_us"] = kc.data_us
+    tail.update(kc.lag_explain(plan))   # part of latency_us: said apart, what the tree's depth costs beyond the links
     if tuned is not None and tuned.detail.get("rendezvous_us"):   # part of latency_us: said apart, it explains a jump
         tail["rendezvous_us"] = tuned.detail["rendezvous_us"]
     if tuned is not None and tuned.detail.get("recv_copy_us"):    # part of latency_us: the host-to-GPU copies
@@ -760,5 +775,5 @@ def _efficiencies(topo: Topology, nvls: str, duplex: bool = True, p2p: bool = Fa
     return out
 
 
-__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units", "nvls_tree_share", "kernel_cap_us", "kernel_capped", "software_overlap_shift_us",
+__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units", "nvls_tree_share", "kernel_cap_us", "kernel_capped", "KernelCapped", "software_overlap_shift_us",
            "payload_share", "steady_state_pieces", "extrapolate_steady_state", "OPS_BUDGET"]

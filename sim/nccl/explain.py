@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 
+from . import config
 from .constants import NCCL_ALGORITHMS
 from .machine import graph_for, machine, runtime_channels
 
@@ -59,7 +60,6 @@ def channel_lines(r, topo) -> list[str]:
     runs, found = got
     why = (f"NVLS_NCHANNELS; its search finds {found} heads" if r.algorithm.startswith("nvls") else
            f"its search finds {found}; NCCL duplicates them at init, connect.cc ncclTopoPostset")
-    from . import config
     cfg = config.current()
     bounded = cfg.channels(runs)
     if bounded != runs:   # NCCL_MIN/MAX_NCHANNELS (or CTAs) move what the machine would run

@@ -125,11 +125,13 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
         return f"{a} runs the Simple protocol only"
     if a in ("nvls", "nvls_tree") and (not m.nvls or m.cc_index < 2):
         return "NVLS needs an NVLink SHARP switch (Hopper or later)"
-    if a in ("nvls", "nvls_tree") and rel.nvls_efficiency_model and cfg.channels(nvls_graph(m).nchannels) < 2:
+    if a in ("nvls", "nvls_tree") and rel.nvls_efficiency_model:
         # nvls.cc clamps nvlsChannels to [minCTAs, maxCTAs] (NCCL_MIN/MAX_CTAS, NCCL_MIN/MAX_NCHANNELS)
-        return f"NCCL {cfg.version} needs at least 2 NVLS channels" + (
-            f" (NCCL_MAX_CTAS/NCCL_MAX_NCHANNELS={cfg.max_channels} leaves {cfg.channels(nvls_graph(m).nchannels)})"
-            if cfg.channels(nvls_graph(m).nchannels) != nvls_graph(m).nchannels else "")
+        found = nvls_graph(m).nchannels
+        runs = cfg.channels(found)
+        if runs < 2:
+            return f"NCCL {cfg.version} needs at least 2 NVLS channels" + (
+                f" (NCCL_MAX_CTAS/NCCL_MAX_NCHANNELS={cfg.max_channels} leaves {runs})" if runs != found else "")
     if a == "nvls" and coll.sharded and m.ppn > NVLS_MAX_HEADS:
         return f"NCCL runs NVLS {coll.name} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
     if a == "nvls_tree" and m.nnodes == 1:
@@ -227,11 +229,8 @@ def tuner_terms(collective, nbytes: int, topo, algorithm: str, protocol: str, m:
                                           plateau)
         if hidden:
             lat -= hidden
-            detail["software_overlap_us"] = hidden
-            # what could hide at most: a model that charges its own data time hides min(this, that time)
+            detail["software_overlap_us"] = hidden   # a model charging its own data time hides no more than that
             # (sim.nccl.execution.software_overlap_shift_us)
-            detail["software_hideable_us"] = _ring_software_hidden_us(coll, p, m, nsteps, cfg, base_lat, rdzv + copy,
-                                                                      math.inf, plateau)
     lat += m.call_overhead_us
     if coll.rooted and nsteps > 1:
         detail["loop_latency_us"] = _loop_latency_us(coll, algorithm, p, m, nbytes, nch, cfg)

@@ -104,13 +104,15 @@ def regime(topo) -> tuple[str, int, str]:
     from ..presets import load_topology
     m = machine(load_topology(topo) if isinstance(topo, str) else topo)
     kind = domain(m.ppn, m.intra_class == "nvlink")
-    if m.nnodes > 1 and m.inter_class == "net" and m.on_fabric:
+    networked = m.nnodes > 1 and m.inter_class == "net"
+    if kind == "node4" and not (networked and m.on_fabric):
+        # what sets small nodes apart is a real fabric's per-step costs: inside one node, or between the GPUs of
+        # a textbook topology (no real node), a 4-GPU box is a server like an 8-GPU one (a thin kind of its own
+        # would only widen those ranges from few cases)
+        kind = "node"
+    if networked:
         return str(m.fabric or "ib"), m.nnodes, kind
-    if m.nnodes > 1 and m.inter_class == "net":   # a textbook topology's GPUs meet over no real node
-        return str(m.fabric or "ib"), m.nnodes, "node" if kind == "node4" else kind
-    # inside one node no fabric's per-step costs apply, which is what sets small nodes apart: a 4-GPU box is
-    # a server like an 8-GPU one there (a thin kind would only widen single-node ranges from few cases)
-    return str(m.inter_class or m.intra_class or "none"), m.nnodes, "node" if kind == "node4" else kind
+    return str(m.inter_class or m.intra_class or "none"), m.nnodes, kind
 
 
 def domain(gpus_per_node: int, nvlink: bool = True) -> str:

@@ -192,14 +192,12 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
                                               steps if coll.name in get_algorithm(algorithm).pipelined else 0)
         spread, engine_proto, lat, extra = False, proto, 0.0, {}
     else:
-        from ..nccl.execution import kernel_cap_us, kernel_capped, plan_nccl
+        from ..nccl.execution import kernel_capped, plan_nccl
         plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, steps=steps,
                          split=max(1, one_rep.nchunks))
         nch, pieces, spread, engine_proto, lat = plan.nchannels, plan.pieces, plan.spread, plan.engine_protocol, plan.latency_us
         extra = {"latency_us": lat, "payload_share": plan.payload_share, "chunk_bytes": plan.chunk_bytes,
                  "channels_spread_over_nics": spread}
-        if plan.tree_lag_units:   # part of latency_us, said apart (sim.nccl.execution.tree_chunk_lag_us)
-            extra.update(tree_lag_units=plan.tree_lag_units, tree_lag_us=plan.tree_lag_us)
     key = (algorithm, coll, nch, pieces, root, spread, float(nbytes), engine_proto, nvls)
     from ..nccl.execution import is_duplex
     duplex = is_duplex(coll, topo)   # the full cluster's: its links run at the efficiencies NCCL gets there
@@ -212,15 +210,11 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
         level_cost = max(0.0, (t_rep - t_half) / (levels_rep - tree_levels(r // 2)))
         data += level_cost * (levels_full - levels_rep)
     if not ideal:   # NCCL's per-channel kernel cap, as the engine takes it (sim.nccl.execution.kernel_capped)
-        slack = max(0.0, kernel_cap_us(plan, nbytes) - data)
-        lat, capped, hidden = kernel_capped(plan, nbytes, data)
-        if slack and plan.tree_lag_units:
-            extra["tree_lag_slack_us"] = slack
-        if capped != data:
-            data, extra["kernel_cap_us"], extra["latency_us"] = capped, capped, lat
-        if hidden:
-            extra["tree_lag_us"] -= hidden
-            extra["tree_lag_hidden_us"] = hidden
+        kc = kernel_capped(plan, nbytes, data)
+        if kc.capped:
+            data, lat = kc.data_us, kc.latency_us
+            extra.update(kernel_cap_us=data, latency_us=lat)
+        extra.update(kc.lag_explain(plan))   # part of latency_us, said apart (sim.nccl.execution.tree_chunk_lag_us)
     t = lat + data
     explain = {**extra, "bandwidth_term_us": data, "replica_nodes": r, "tree_levels": levels_full,
                "replica_tree_levels": levels_rep, "level_cost_us": level_cost, "simulated_ops": sim_ops,

@@ -79,11 +79,9 @@ def _convert(preset: Preset, key: str, raw: str):
         return whole(whole(number(value, what, example="8"), what), what, high=MAX_RANKS)
     if typ is float:  # finite and within the documented limits (sim.io.validation); builders check the rest
         value = parse_number(raw, what)
-        # the upper limits here; a zero or negative value gets the builder's own message
-        if key.endswith("GBps") and value > 0:   # (zero or negative: the builder's own message)
-            return bandwidth_GBps(value, what)
+        # the limits here; a zero or negative value gets the builder's own message
         if key.endswith("GBps"):
-            return value
+            return bandwidth_GBps(value, what) if value > 0 else value
         if key.endswith("gbps"):   # a NIC speed in Gb/s: the same limits, in bits
             value = number(value, what, high=8 * MAX_GBPS, example="400")
             if 0 < value < 8 * MIN_GBPS:
