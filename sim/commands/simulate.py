@@ -149,9 +149,10 @@ def run(args) -> int:
     for nbytes, group, best in results:
         for r in group:
             row = r.row()
+            if r.algorithm not in bounds:
+                bounds[r.algorithm] = line_rate_busbw(topo, coll.name, r.algorithm)
             iv = interval(r.time_us, r.busbw_GBps, nbytes, where=where, collective=coll.name)
-            iv = ranges[id(r)] = clip_to_line_rate(iv, r.busbw_GBps, bounds.setdefault(
-                r.algorithm, line_rate_busbw(topo, coll.name, r.algorithm)))
+            iv = ranges[id(r)] = clip_to_line_rate(iv, r.busbw_GBps, bounds[r.algorithm])
             if args.stochastic:
                 st = stochastic.sample(r, topo, args.stochastic, seed)
                 row["stochastic"] = st
