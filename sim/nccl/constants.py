@@ -38,8 +38,10 @@ LL128_LINE_BYTES, LL128_DATA_BYTES = 128, 120  # 16 uint64 per line, 15 carry da
 # 640 threads x 8 steps x 8 B; Simple NCCL_BUFFSIZE = 4 MiB.
 BUFFER_BYTES = {"LL": 8 * 512 * NCCL_STEPS * LL_LINE_BYTES, "LL128": 120 * 640 * NCCL_STEPS * 8, "Simple": 4 << 20}
 CHUNK_STEPS = NCCL_STEPS // 2        # ring all_reduce/all_gather/reduce_scatter (Simple)
-# Chunk rules of enqueue.cc (topoGetAlgoInfo / computeColl): CollNet chains cap the chunk at 256 KiB; for
-# pipelined algorithms NCCL halves the chunk while a channel holds fewer than depth x 8 chunks, down to 32 KiB.
+# Chunk rules: CollNet chains cap the chunk at 256 KiB (enqueue.cc). For small messages the model halves a
+# pipelined algorithm's chunk while a channel holds fewer than depth x 8 chunks, down to 32 KiB: one rule
+# for all, where NCCL has one per algorithm and release (2.18-2.19 halve a tree/Simple chunk against the
+# tree depth, 2.20+ never; LL128 trees, CollNet and NVLS by their own counts; docs/nccl-model.md).
 COLLNET_CHAIN_MAX_CHUNK_BYTES = 256 << 10
 MIN_CHUNKS_PER_CHANNEL = 8
 MIN_CHUNK_BYTES = 32 << 10

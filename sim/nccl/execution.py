@@ -488,9 +488,12 @@ def tree_lag_units(algorithm: str, proto: str, m: Machine, nbytes: float, nchann
     otherwise (LL's 32 KiB chunks are the latency-bound sizes, which the latency term covers). What
     ``tree_chunk_lag_us`` multiplies (:func:`tree_chunk_lag_us`).
 
-    Not NCCL's own chunk count: NCCL halves a tree's chunk in three stages against its tree depth (about
-    half the engine's steps), which leaves 2-8x fewer, larger chunks at 2-128 MiB. Fitted on that count
-    the lag gains nothing out of sample (docs/accuracy-at-scale.md, sixth pass); on this one it does.
+    Not NCCL's own chunk count: NCCL 2.18-2.19 halve a tree/Simple chunk in three stages against their
+    tree depth (about half the engine's steps), and 2.20+ not at all (a chunk is one buffer step, 512 KiB
+    by default), which leaves 2-16x fewer, larger chunks at 2-128 MiB. Fitted on that count the lag gains
+    nothing out of sample (docs/accuracy-at-scale.md, sixth pass), nor does moving the engine's pipeline
+    to NCCL's chunks, or LL128 trees' lag to NCCL's LL128 chunks with a constant of their own (thirtieth
+    pass); on this count it does.
 
     >>> from sim.presets import load_topology
     >>> from sim.nccl.machine import machine

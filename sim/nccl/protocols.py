@@ -124,8 +124,12 @@ def nccl_chunk_bytes(algorithm: str, proto: str, nbytes_per_channel: float | Non
 
     Ring Simple moves ``CHUNK_STEPS`` buffer steps per chunk (2 MiB); other algorithms one step
     (Simple 512 KiB); LL carries half its 64 KiB step as data, LL128 15/16 of its step; CollNet chains
-    use at most 256 KiB and NVLS 128 KiB. For small messages NCCL halves the chunk until the pipeline
-    holds enough chunks: here while fewer than ``8 * depth`` chunks per channel, down to 32 KiB.
+    use at most 256 KiB and NVLS 128 KiB. For small messages the model halves the chunk while a channel
+    holds fewer than ``8 * depth`` chunks (the engine program's depth), down to 32 KiB. That is the
+    model's rule, not NCCL's: NCCL 2.18-2.19 halve a tree/Simple chunk against their own tree depth and
+    2.20+ never, LL128 trees, CollNet and NVLS have rules of their own (``enqueue.cc``); the engine's
+    pipeline and the fitted tree lag (:func:`sim.nccl.execution.tree_lag_units`) are built on this one,
+    and moving them to NCCL's was measured and not adopted (docs/accuracy-at-scale.md, thirtieth pass).
 
     >>> nccl_chunk_bytes("tree", "Simple"), nccl_chunk_bytes("nvls", "Simple"), nccl_chunk_bytes("ring", "LL")
     (524288, 131072, 32768)
