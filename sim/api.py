@@ -227,10 +227,13 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
                            f"{algorithm}/{proto.name} ({est.describe(memory=False)}), more than --max-memory {gb(limit)}, "
                            f"and the flow model cannot run it ({reason}): simulate fewer GPUs or raise --max-memory")
     elif est.seconds > AUTO_FALLBACK_SECONDS:   # bounded work: minutes of engine are asked for, not chosen
+        # a hardware preset already: what the flow model times at any size is NCCL's own algorithms
+        hint = ("time NCCL's own algorithms instead (-a auto), which the flow model times at any size"
+                if topo.hardware.gpu_arch is not None else
+                "describe the cluster with a hardware preset (dgx-h100:nodes=N...), which the flow model times at any size")
         raise CollsimError(f"{coll.name} over {topo.nranks:,} GPUs: the engine would take about {est.seconds:.0f} s for "
                            f"{algorithm}/{proto.name} and the flow model cannot run it ({reason}): pass --model engine "
-                           "to wait for it, simulate fewer GPUs, or describe the cluster with a hardware preset "
-                           "(dgx-h100:nodes=N...), which the flow model times at any size")
+                           f"to wait for it, simulate fewer GPUs, or {hint}")
     else:
         return _engine(coll, nbytes, topo, algorithm, proto, opts, est).with_explain(
             model_choice=f"engine (the flow model cannot run it: {reason}): {est.describe()}")

@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import sys
 
 from ..errors import CollsimError
 from ..io.safe_io import check_output
@@ -44,7 +45,13 @@ def sizes_from_args(args) -> list[int]:
                                f"{s - s % elem or elem}")
     # the sizes a factor or step made in between: whole elements, as nccl-tests counts them (count = size /
     # element size), each once (-f 1.5 from 8 B gives 12, 18 -> 16, 27 -> 24, ...)
-    return sorted({s - s % elem for s in sizes if s >= elem})
+    out = sorted({s - s % elem for s in sizes if s >= elem})
+    if not out:   # only 0 B: nccl-tests' rows of no data, which time nothing the model predicts
+        raise CollsimError(f"-e {hi} B holds no {dtype} element ({elem} B): nothing to time; give -e {elem} or more")
+    if lo < elem:
+        print(f"collsim: starting at {out[0]} B: sizes under one {dtype} element ({elem} B) move no data, "
+              "so they have no time to predict", file=sys.stderr)
+    return out
 
 
 def check_output_path(path: str | None, flag: str, suffixes: tuple[str, ...] = ()) -> None:

@@ -40,7 +40,11 @@ def register(sub) -> None:
                         "(the model's fastest pair among those NCCL can run: what NCCL_ALGO/NCCL_PROTO could get)")
     p.add_argument("--engine", default="default", choices=ENGINES,
                    help="what times the engine model: default (fast) or reference (readable SimPy, the oracle)")
-    p.add_argument("--nchannels", type=int, default=None, help="channels (default 1, or the model's choice)")
+    p.add_argument("--nchannels", type=int, default=None,
+                   help="flows the engine simulates in parallel (default: the model's choice, one per NIC port "
+                        "across nodes, else 1; inside a node they share the same links, so the time does not "
+                        "change). NCCL's own channel count is an NCCL variable: --nccl-env "
+                        "NCCL_MIN_NCHANNELS=N,NCCL_MAX_NCHANNELS=N")
     p.add_argument("--pipeline", type=int, default=None, help="pieces per channel (default: chosen from the protocol)")
     p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce")
     p.add_argument("--gpus-per-process", type=int, default=1, metavar="N",
@@ -90,7 +94,12 @@ def nccl_config_from_args(args):
             if any(var == other for other, _ in given[:i]):   # the later one would silently win
                 raise CollsimError(f"--nccl-env {args.nccl_env!r} sets {var!r} twice: give each variable once")
         pairs.update(dict(given))
-    cfg = make_config(getattr(args, "nccl_version", None), pairs or None)
+    version = getattr(args, "nccl_version", None)
+    if version is not None and not str(version).strip():   # an unset shell variable: --nccl-version "$V"
+        from ..nccl.versions import LATEST
+        raise CollsimError(f"--nccl-version is empty: give a release such as 2.27, or leave the flag out for the "
+                           f"newest collsim documents ({LATEST.version})")
+    cfg = make_config(version, pairs or None)
     if cfg.ignored:
         print(f"collsim: ignoring {', '.join(cfg.ignored)}: the model does not honour "
               f"{'it' if len(cfg.ignored) == 1 else 'them'} (see --help for those it does)", file=sys.stderr)
@@ -224,7 +233,8 @@ def _algorithms(args, coll, topo, sizes, max_memory) -> tuple[list[str], list[tu
     algos: list[str] = []
     left_out: list[tuple[str, str]] = []
     for algo in candidates(coll, topo.nranks, topo):
-        why = _why_left_out(algo, args, coll, topo, sizes) or api.program_refusal(algo, coll, topo, args.model, max_memory)
+        why = (_why_left_out(algo, args, coll, topo, sizes) or api.program_refusal(algo, coll, topo, args.model, max_memory)
+               or _too_slow_for_all(algo, args, coll, topo, sizes))
         if why is None:
             algos.append(algo)
         else:
@@ -233,6 +243,31 @@ def _algorithms(args, coll, topo, sizes, max_memory) -> tuple[list[str], list[tu
         raise CollsimError(f"no algorithm can run {coll.name} on {topo.name}"
                            + "".join(f"; {a}: {why}" for a, why in left_out[:3]))
     return algos, left_out
+
+
+# -a all's budget for one textbook algorithm the flow model cannot route (engine seconds over the sweep's
+# sizes and protocols): a comparison table, not a wait; the algorithm alone (-a NAME) still runs
+ALL_TEXTBOOK_SECONDS = 10.0
+
+
+def _too_slow_for_all(algo: str, args, coll, topo, sizes) -> str | None:
+    """Why ``-a all`` leaves out textbook ``algo`` under ``--model auto``: the flow model cannot route it
+    here and the engine's estimate for the sweep is over :data:`ALL_TEXTBOOK_SECONDS`; None otherwise.
+    (A planner's trial: ``-a all`` on 4 GB200 racks spent 42 s of its 86 on the direct all_gather.)"""
+    from ..nccl.recipe import protocols_for
+    from ..prediction.budget import run_estimate
+    from ..prediction.flow import flow_covers
+    if args.model != "auto" or in_nccl(algo, coll):
+        return None
+    reason = flow_covers(coll, algo, topo)
+    if reason is None:
+        return None
+    seconds = sum(run_estimate(coll, nbytes, topo, algo, p, args.nchannels, args.pipeline).seconds
+                  for nbytes in sizes for p in protocols_for(args.protocol))
+    if seconds <= ALL_TEXTBOOK_SECONDS:
+        return None
+    return (f"a textbook algorithm the flow model cannot time here ({reason}), and the engine would take about "
+            f"{seconds:.0f} s over these sizes: time it alone with -a {algo}")
 
 
 def _why_left_out(algo: str, args, coll, topo, sizes) -> str | None:
@@ -400,6 +435,7 @@ def busbw_range(lo: float, hi: float, validated: bool = True) -> str:
 
 
 RANGE_WIDTH = len(busbw_range(1.0, 1.0))
+SHORTER_TOLERANCE = 0.01   # a larger size predicted more than 1% faster than the one before it is marked 'v'
 
 
 def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None, ranges: dict | None = None,
@@ -414,11 +450,20 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
              f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"
              f" {'(GB/s, lo..hi)':^{RANGE_WIDTH}s}"]
     notes: dict[str, None] = {}
+    before: dict = {}   # (algorithm, protocol) -> (size, Result) of the smaller size before
+    shorter: list[str] = []   # larger sizes predicted faster than the smaller one before them, same pair
     for nbytes, group, best in results:
         for r in group:
             mark = " *" if multi and r is best else " +" if nbytes in faster else ""
             mark += " <" if picks.get(nbytes) == (r.algorithm, r.protocol) else ""
             mark += "" if in_nccl(r.algorithm, coll) else " ^"
+            prev = before.get((r.algorithm, r.protocol))
+            before[(r.algorithm, r.protocol)] = (nbytes, r)
+            if prev is not None and r.time_us < prev[1].time_us * (1 - SHORTER_TOLERANCE):
+                mark += " v"
+                used = [x.explain.get("nccl_channels_threads_used", "").split(" channels")[0] for x in (prev[1], r)]
+                shorter.append(f"{prev[0]} -> {nbytes} B {r.algorithm}/{r.protocol}"
+                               + (f" on {used[0]} -> {used[1]} channels" if all(used) else ""))
             iv = ranges.get(id(r))
             rng = busbw_range(*iv.busbw_GBps_range, validated=iv.validated) if iv else ""
             if iv is not None and not iv.validated:
@@ -452,6 +497,17 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
         if picks:
             lines.append("# --select fastest picked an algorithm NCCL cannot run: "
                          + ", ".join(f"{b.algorithm} at {n} B" for n, b in picks))
+    alone = [f"{n} B {r.algorithm}/{r.protocol} {r.explain['single_call_us']:,.0f} us" for n, group, _ in results
+             for r in group if isinstance(r.explain.get("single_call_us"), (int, float))]
+    if alone:   # a planner timing one broadcast (weights at start-up) wants this figure, not the loop's
+        lines.append(f"# {coll.name}: the times are per call of nccl-tests' back-to-back loop, whose calls overlap down "
+                     f"the chain from the root; one call alone takes longer ({'; '.join(alone[:4])}"
+                     f"{'; ...' if len(alone) > 4 else ''}; JSON explain single_call_us)")
+    if shorter:
+        lines.append(f"# v faster than the smaller size before it with the same algorithm and protocol ({'; '.join(shorter[:4])}"
+                     f"{'; ...' if len(shorter) > 4 else ''}): NCCL runs a small message on fewer of its channels "
+                     "(enqueue.cc: as many as the message fills at a few bytes per thread), so a larger one can run on "
+                     "more of them and finish sooner; --explain gives each size's terms")
     if args.model in MODEL_OMITS:
         lines.append(f"# model {args.model} leaves out: {MODEL_OMITS[args.model]}")
     if faster:

@@ -58,7 +58,7 @@ from .constants import (
     PCIE_EFFICIENCY,
 )
 from .context import cached
-from .machine import Machine, machine, nvls_channels, runtime_channels
+from .machine import Machine, graph_for, machine, nvls_channels, runtime_channels
 from .protocols import Protocol, base_latency_us, get_protocol, hop_latency_us, nccl_chunk_bytes
 from .tuner import Terms, tuner_terms, used_channels
 
@@ -592,9 +592,15 @@ def payload_share(coll, topo: Topology, algorithm: str, proto: str, m: Machine |
         return 1.0
     if algorithm in NCCL_ALGORITHMS:
         # a ratio of two bandwidths of the hardware: NCCL_PROTO=LL128 disabling Simple does not change it (it once
-        # fell back to the wire format, 0.94 instead of NCCL's 0.82 for a p5 ring: 15% too fast)
+        # fell back to the wire format, 0.94 instead of NCCL's 0.82 for a p5 ring: 15% too fast), nor does
+        # NCCL_MIN_NCHANNELS adding channels beyond the search's: NCCL's tuner counts the search's channels
+        # (tuning.cc: graphs[a]->nChannels), and more of them carry no more than the links (it once scaled
+        # Simple's bandwidth with the forced count against LL's fixed cap: 24 channels halved LL's busbw, 64
+        # cut it to a fifth). Fewer channels (NCCL_MAX_NCHANNELS) keep their ratio: each carries LL at
+        # NCCL's per-channel share of Simple's
         cfg = nccl_config.current()
-        with nccl_config.use(replace(cfg, protos=())) if cfg.protos else nullcontext():
+        free = replace(cfg, protos=(), min_channels=None) if (cfg.protos or cfg.min_channels) else None
+        with nccl_config.use(free) if free is not None else nullcontext():
             t, s = (tuner_terms(coll, 1 << 30, topo, algorithm, x, m) for x in (p.name, "Simple"))
         if t.bus_GBps > 0 and s.bus_GBps > 0:
             return min(1.0, t.bus_GBps / s.bus_GBps)
@@ -617,7 +623,13 @@ def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str,
     (0.0625, 1, 64)
     """
     nc, nt = used_channels(nbytes, topo.nranks, algorithm, get_protocol(proto).name, nchannels)
-    return nc / nchannels, nc, nt
+    full = nchannels
+    cfg = nccl_config.current()
+    if cfg.min_channels and nc < nchannels:
+        # channels NCCL_MIN_NCHANNELS adds beyond the search's carry no more than the links: the message
+        # moves at the share of the channels that fill them (the search's), not of the forced count
+        full = min(nchannels, replace(cfg, min_channels=None).channels(graph_for(machine(topo), algorithm).nchannels))
+    return min(1.0, nc / full), nc, nt
 
 
 def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None, root: int = 0,

@@ -186,7 +186,17 @@ class Estimate:
 
 
 def gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:.1f} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:.0f} MB"
+    """A memory size for a message: GB from 0.1 GB, MB from 1 MB, else kB or bytes (a tiny --max-memory
+    once read back as "0 MB").
+
+    >>> gb(2.5e9), gb(3e6), gb(1024), gb(12)
+    ('2.5 GB', '3 MB', '1 kB', '12 B')
+    """
+    if nbytes >= 1e8:
+        return f"{nbytes / 1e9:.1f} GB"
+    if nbytes >= 1e6:
+        return f"{nbytes / 1e6:.0f} MB"
+    return f"{nbytes / 1e3:.0f} kB" if nbytes >= 1e3 else f"{nbytes:.0f} B"
 
 
 def ops_per_piece(algorithm: str, collective: str | Collective, n: int, topo=None) -> int:
