@@ -155,9 +155,12 @@ def run(args) -> int:
     bounds: dict[str, float | None] = {}
     ranges = {}
     rows = []
+    earlier = shorter_than_before(results)
     for nbytes, group, best in results:
         for r in group:
             row = r.row()
+            if id(r) in earlier:
+                row["faster_than_smaller_size"] = earlier[id(r)][0]
             if r.algorithm not in bounds:
                 bounds[r.algorithm] = line_rate_busbw(topo, coll.name, r.algorithm)
             iv = interval(r.time_us, r.busbw_GBps, nbytes, where=where, collective=coll.name)
@@ -438,6 +441,22 @@ RANGE_WIDTH = len(busbw_range(1.0, 1.0))
 SHORTER_TOLERANCE = 0.01   # a larger size predicted more than 1% faster than the one before it is marked 'v'
 
 
+def shorter_than_before(results) -> dict:
+    """id(Result) -> (the smaller size before it, that size's Result) for each row predicted more than
+    :data:`SHORTER_TOLERANCE` faster than the size before it with the same algorithm and protocol (the
+    table marks it 'v', the JSON says ``faster_than_smaller_size``): NCCL runs a small message on fewer
+    channels, so such rows are its rule, said rather than printed bare."""
+    before: dict = {}
+    out = {}
+    for nbytes, group, _ in results:
+        for r in group:
+            prev = before.get((r.algorithm, r.protocol))
+            before[(r.algorithm, r.protocol)] = (nbytes, r)
+            if prev is not None and r.time_us < prev[1].time_us * (1 - SHORTER_TOLERANCE):
+                out[id(r)] = prev
+    return out
+
+
 def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None, ranges: dict | None = None,
            cfg=None, picks: dict | None = None) -> str:
     from ..algorithms import in_nccl
@@ -450,16 +469,15 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
              f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"
              f" {'(GB/s, lo..hi)':^{RANGE_WIDTH}s}"]
     notes: dict[str, None] = {}
-    before: dict = {}   # (algorithm, protocol) -> (size, Result) of the smaller size before
+    earlier = shorter_than_before(results)
     shorter: list[str] = []   # larger sizes predicted faster than the smaller one before them, same pair
     for nbytes, group, best in results:
         for r in group:
             mark = " *" if multi and r is best else " +" if nbytes in faster else ""
             mark += " <" if picks.get(nbytes) == (r.algorithm, r.protocol) else ""
             mark += "" if in_nccl(r.algorithm, coll) else " ^"
-            prev = before.get((r.algorithm, r.protocol))
-            before[(r.algorithm, r.protocol)] = (nbytes, r)
-            if prev is not None and r.time_us < prev[1].time_us * (1 - SHORTER_TOLERANCE):
+            prev = earlier.get(id(r))
+            if prev is not None:
                 mark += " v"
                 used = [x.explain.get("nccl_channels_threads_used", "").split(" channels")[0] for x in (prev[1], r)]
                 shorter.append(f"{prev[0]} -> {nbytes} B {r.algorithm}/{r.protocol}"

@@ -50,10 +50,14 @@ def test_a_larger_size_predicted_faster_is_marked_and_explained(cli):
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.strip().startswith(("1048576", "2097152"))]
     t1, t2 = (float(r.split()[6]) for r in rows)
+    code, js, err = cli("simulate", "-t", "gb200-nvl72:nodes=2", "-c", "all_gather", "-b", "1M", "-e", "2M", "-f", "2",
+                        "-a", "ring", "-p", "LL", "--format", "json")
+    marked = [r.get("faster_than_smaller_size") for r in json.loads(js)["results"]]
     if t2 < t1 * 0.99:
         assert rows[1].rstrip().endswith("v") and "1 of 32 -> 3 of 32 channels" in out
+        assert marked == [None, 1 << 20]   # the JSON says it too, naming the size before
     else:
-        assert "# v " not in out
+        assert "# v " not in out and marked == [None, None]
 
 
 def test_zero_bytes_is_refused_in_one_line(cli):
