@@ -300,6 +300,15 @@ class NcclPlan:
     tree_lag_units: float = 0.0
     single_call_latency_us: float | None = None
 
+    def channels_used_explain(self) -> dict:
+        """``{"nccl_channels_threads_used": ...}`` where a small message runs on fewer of NCCL's channels
+        than it has (``small_share`` < 1), else ``{}``: what ``--explain`` says for the engine and the flow
+        model alike."""
+        if self.small_share >= 1:
+            return {}
+        total = self.tuned.nchannels if self.tuned else 1
+        return {"nccl_channels_threads_used": f"{self.used_channels} of {total} channels, {self.used_threads} threads"}
+
 
 def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, m: Machine | None = None) -> tuple[bool, int]:
     """(spread, channels) the engine runs: across nodes with several GPUs per node, rings and trees run
@@ -696,9 +705,7 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         tail["rendezvous_us"] = tuned.detail["rendezvous_us"]
     if tuned is not None and tuned.detail.get("recv_copy_us"):    # part of latency_us: the host-to-GPU copies
         tail["recv_copy_us"] = tuned.detail["recv_copy_us"]
-    if plan.small_share < 1:
-        tail["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels if tuned else 1} channels, "
-                                                 f"{plan.used_threads} threads")
+    tail.update(plan.channels_used_explain())
     if tuned is not None and math.isfinite(tuned.time_us):
         tail["tuner_time_us"] = tuned.time_us
     if single_call is not None:

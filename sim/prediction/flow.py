@@ -471,10 +471,7 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
         extra = {"single_call_us": plan.single_call_latency_us + one_call, "nccl_tests_loop": NCCL_TESTS_LOOP_NOTE}
         data = float(np.max(rings.us_per_byte)) * wire * per_ring
     lat += software_overlap_shift_us(plan, data)   # the software hides behind the data time charged here
-    if plan.small_share < 1:   # as the engine says it (sim.nccl.execution.engine_timing)
-        tuned = plan.tuned
-        extra["nccl_channels_threads_used"] = (f"{plan.used_channels} of {tuned.nchannels if tuned else 1} channels, "
-                                               f"{plan.used_threads} threads")
+    extra.update(plan.channels_used_explain())   # as the engine says it
     return _result(coll, nbytes, topo, proto, lat + data, steps, nch, pieces, rings,
                    {"latency_us": lat, "bandwidth_term_us": data, "payload_share": plan.payload_share * plan.small_share,
                     "channels_spread_over_nics": spread, **extra})
