@@ -14,6 +14,7 @@ import json
 import os
 
 from sim.commands.common import check_output_dir
+from sim.commands.simulate import add_nccl_args, nccl_config_from_args
 from sim.errors import CollsimError
 from sim.io.safe_io import check_not_input, check_output, write_output
 
@@ -45,6 +46,7 @@ def register(subparsers) -> None:
     p.add_argument("--min-size", default="0", metavar="BYTES", help="leave out smaller sizes (e.g. 64K)")
     p.add_argument("--format", default="table", choices=("table", "json", "csv"))
     p.add_argument("--report", metavar="DIR", help="write report.md, report.html and figures/ here")
+    add_nccl_args(p, default_note="default: the release the measured output prints ('NCCL version 2.22.3'), else the newest")
     p.set_defaults(func=run_compare)
 
     c = subparsers.add_parser("calibrate", help="fit link bandwidth/latency to measurements; write a topology file",
@@ -77,6 +79,23 @@ def _measured_args(p) -> None:
     p.add_argument("--nranks", "-n", type=int, default=None, help="rank count of nccl-tests text that does not list its ranks")
 
 
+def _nccl_config(args, m):
+    """The NCCL release and variables to predict ``m`` with, and the note that says which: the flags where
+    given, else the release the measured output prints (as ``collsim validate`` does), clamped to the
+    releases collsim models; a collsim bench file (gloo) names none and gets the newest."""
+    from sim.nccl import config as nccl_config
+    if args.nccl_version is not None or args.nccl_env or args.nccl_env_from_shell:
+        cfg = nccl_config_from_args(args)
+        return cfg, f"NCCL {cfg.version}'s rules (--nccl-version/--nccl-env)"
+    printed = m.env.get("nccl_version") if isinstance(m.env.get("nccl_version"), str) else None
+    if not printed:
+        return nccl_config.current(), None
+    cfg = nccl_config.case_config({"id": m.source, "nccl_version": printed})
+    from sim.nccl.versions import parse_version
+    nearest = " (the nearest release collsim models)" if parse_version(cfg.version) != parse_version(printed) else ""
+    return cfg, f"the output prints NCCL {printed}: predicted with NCCL {cfg.version}'s rules{nearest}; --nccl-version to change"
+
+
 def run_compare(args) -> int:
     check_output_dir(args.report, "--report")
     from sim.presets import load_topology
@@ -92,13 +111,17 @@ def run_compare(args) -> int:
     if warning:   # one line, before the numbers it qualifies (and in the JSON/report notes)
         import sys
         print(warning, file=sys.stderr)
-    c = compare(m, topo, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
-                time=args.time, min_bytes=parse_size(args.min_size), statistic=args.statistic)
-    if warning:
+    cfg, release_note = _nccl_config(args, m)
+    from sim.nccl import config as nccl_config
+    with nccl_config.use(cfg):
+        c = compare(m, topo, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
+                    time=args.time, min_bytes=parse_size(args.min_size), statistic=args.statistic)
+    notes = tuple(n for n in (warning, release_note) if n)
+    if notes:
         import dataclasses
-        c = dataclasses.replace(c, notes=(warning,) + tuple(c.notes))
+        c = dataclasses.replace(c, notes=notes + tuple(c.notes))
     if args.format == "json":
-        print(json.dumps(c.to_dict(), indent=1))
+        print(json.dumps({**c.to_dict(), "nccl_version": cfg.version}, indent=1))
     elif args.format == "csv":
         import csv
         import sys

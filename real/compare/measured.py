@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
-from sim.io.nccl_tests_format import parse_nccl_tests, parse_nccl_tests_meta
+from sim.io.nccl_tests_format import collective_from_rows, parse_nccl_tests, parse_nccl_tests_meta
 from sim.io.safe_io import read_input
 from sim.io.validation import MAX_BYTES, MAX_RANKS
 
@@ -249,8 +249,13 @@ def read_measurement_text(text: str, source: str = "<text>", collective: str | N
         if coll and get_collective(coll).name != wanted:
             raise CollsimError(f"{source!r} says it measures {coll}, not {wanted}: drop --collective or pick the right file")
         coll = wanted
-    if coll is None:
-        _missing("collective", source)
+    if coll is None:   # older nccl-tests print no *_perf name: all_reduce's columns still say it (as validate reads them)
+        coll = collective_from_rows(raw, nranks or meta["nranks"])
+        if coll is None:
+            _missing("collective", source)
+        import sys
+        print(f"collsim: {os.path.basename(source)!r} names no collective; its busbw/algbw, 2(n-1)/n on every row, says "
+              "all_reduce (--collective to say otherwise)", file=sys.stderr)
     coll = get_collective(coll).name
     sizes = len({r["nbytes"] for r in raw})
     if sizes > MAX_SIZES:   # counted before any is simulated: each size is one prediction

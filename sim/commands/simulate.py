@@ -65,13 +65,15 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def add_nccl_args(p) -> None:
-    """--nccl-version, --nccl-env, --nccl-env-from-shell (:mod:`sim.nccl.config`)."""
+def add_nccl_args(p, default_note: str | None = None) -> None:
+    """--nccl-version, --nccl-env, --nccl-env-from-shell (:mod:`sim.nccl.config`); ``default_note`` says what a
+    command takes without --nccl-version (simulate: the newest release)."""
     from ..nccl.config import HONOURED
     from ..nccl.versions import LATEST, RELEASES
+    default_note = default_note or f"default {LATEST.version}, the newest documented"
     p.add_argument("--nccl-version", default=None, metavar="X.Y",
                    help=f"the NCCL release whose rules to model: {', '.join(r.version for r in RELEASES)} (a release in "
-                        f"between takes the older one's rules; default {LATEST.version}, the newest documented)")
+                        f"between takes the older one's rules; {default_note})")
     p.add_argument("--nccl-env", default=None, metavar="K=V,...",
                    help="NCCL variables the run sets, e.g. NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32. Honoured: "
                         + "; ".join(f"{k} ({v})" for k, v in HONOURED.items()).replace("%", "%%")

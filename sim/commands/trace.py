@@ -15,6 +15,7 @@ from ..errors import CollsimError
 from ..io.safe_io import write_output
 from ..presets import load_topology
 from .common import check_output_path
+from .simulate import add_nccl_args, nccl_config_from_args
 
 
 def register(sub) -> None:
@@ -33,6 +34,7 @@ def register(sub) -> None:
                    help="also write the topology spec derived from the NCCL log (one line) to FILE")
     p.add_argument("--algorithm", "-a", default="auto", help="the model's algorithm (default auto: NCCL-style choice)")
     p.add_argument("--protocol", "-p", default="auto", help="auto, LL, LL128, Simple or ideal")
+    add_nccl_args(p, default_note="default: the release an NCCL log among PATHs prints, else the newest")
     p.add_argument("--format", default="table", choices=("table", "json", "markdown", "html"))
     p.add_argument("--out", metavar="FILE", default=None,
                    help="write the output here instead of stdout (markdown: figures go beside it as FILE-*.png)")
@@ -54,6 +56,40 @@ def _topology(args, job):
     return load_topology(spec), spec, [f"topology from the NCCL log: {spec} ({'; '.join(why)})"]
 
 
+def _nccl_config(args, job):
+    """The NCCL release and variables to predict with, and the note that says which: the flags where given,
+    else the release the job's NCCL log prints (clamped to the releases collsim models), else the newest."""
+    from ..nccl import config as nccl_config
+    from ..nccl.versions import parse_version
+    if args.nccl_version is not None or args.nccl_env or args.nccl_env_from_shell:
+        cfg = nccl_config_from_args(args)
+        return cfg, f"predicted with NCCL {cfg.version}'s rules (--nccl-version/--nccl-env)"
+    printed = next((log.version for log in job.logs if log.version), None)
+    if printed is None:
+        cfg = nccl_config.current()
+        return cfg, f"predicted with NCCL {cfg.version}'s rules (no NCCL log names its release; --nccl-version to change)"
+    cfg = nccl_config.case_config({"id": "the NCCL log", "nccl_version": printed})
+    nearest = " (the nearest release collsim models)" if parse_version(cfg.version) != parse_version(printed) else ""
+    return cfg, f"the NCCL log prints {printed}: predicted with NCCL {cfg.version}'s rules{nearest}; --nccl-version to change"
+
+
+def _topology_only(args) -> bool:
+    """``--topology-out`` from NCCL logs that hold set-up lines but no per-call ones: the spec is still
+    derivable, so it is written (with a note) rather than refused."""
+    from ..evidence.nccl_log import read_log, topology_spec
+    if not args.topology_out or args.topology or not all(os.path.isfile(p) for p in args.paths):
+        return False
+    logs = [read_log(p) for p in args.paths]
+    if any(log.calls or log.nccl_tests for log in logs):
+        return False
+    spec, why = topology_spec(max(logs, key=lambda log: log.nranks or 0))
+    write_output(args.topology_out, spec + "\n", "--topology-out")
+    import sys
+    print(f"collsim: wrote {spec} to {args.topology_out} ({'; '.join(why)}); the log has no per-call lines to "
+          "compare (NCCL_DEBUG_SUBSYS=INIT,COLL,TUNING prints them)", file=sys.stderr)
+    return True
+
+
 def run(args) -> int:
     from ..evidence import trace_report as report
     from ..evidence.job_compare import compare_job
@@ -64,11 +100,20 @@ def run(args) -> int:
         raise CollsimError(f"--out {args.out}: a Markdown report needs a name ending in .md")
     if args.out and args.format == "html" and not args.out.lower().endswith((".html", ".htm")):
         raise CollsimError(f"--out {args.out}: an HTML report needs a name ending in .html")
-    job = read_job(args.paths)
+    try:
+        job = read_job(args.paths)
+    except CollsimError:
+        if _topology_only(args):
+            return 0
+        raise
     topo, spec, notes = _topology(args, job)
-    doc = compare_job(job, topo, args.algorithm, args.protocol)
+    from ..nccl import config as nccl_config
+    cfg, release_note = _nccl_config(args, job)
+    with nccl_config.use(cfg):
+        doc = compare_job(job, topo, args.algorithm, args.protocol)
     doc["topology_spec"] = spec
-    doc["notes"] = notes + doc["notes"]
+    doc["nccl_version"] = cfg.version
+    doc["notes"] = notes + [release_note] + doc["notes"]
     if args.topology_out:
         write_output(args.topology_out, spec + "\n", "--topology-out")
     if args.format == "json":

@@ -170,7 +170,16 @@ def score_case(case: dict, *, model: str = "auto", algorithm: str | None = None,
     if case.get("nranks") is not None and case["nranks"] != topo.nranks:
         raise CollsimError(f"case {case['id']}: the measurement has {case['nranks']} ranks but {spec} has {topo.nranks} GPUs: "
                            f"fix --topology (e.g. nodes=, gpus_per_node=)")
-    topo = with_gpus_per_process(topo, case.get("gpus_per_process"))   # nccl-tests -g N
+    gpp = case.get("gpus_per_process")
+    ppn = max(len(h) for h in topo.hosts)
+    if gpp and gpp > ppn and case.get("format") == "nccl-tests":
+        # the output's own header says -g N; a topology drawn without servers (a simple preset: every GPU its own
+        # host) cannot hold one process's N GPUs, and the user asked for no launch mode: said, not refused
+        print(f"collsim: note: {case['id']} ran {gpp} GPUs per process (nccl-tests -g {gpp}); {spec} has {ppn} GPU(s) per "
+              "host, so one process launching several GPUs is not modelled (a hardware preset, e.g. "
+              f"dgx-a100:gpus_per_node={gpp}, models it)", file=sys.stderr)
+        gpp = None
+    topo = with_gpus_per_process(topo, gpp)   # nccl-tests -g N
     coll = get_collective(case.get("collective", "all_reduce"))
     algo = algorithm or case.get("algorithm") or "auto"
     proto = protocol or case.get("protocol") or "auto"

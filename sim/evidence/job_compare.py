@@ -28,6 +28,7 @@ from ..planning.costs import CollectiveCosts
 from ..topology import Topology
 from .job import Call, Job
 
+MAX_PREDICTED = 200       # distinct collectives predicted per report (each is one simulation)
 STRAGGLER_MIN_US = 20.0   # a median lateness below this is launch jitter, not a straggler
 STRAGGLER_FACTOR = 2.0    # ... and it must be this many times the median lateness over ranks
 # backends of communication kernels that are not NCCL's (sim.evidence.kineto), as a note names them
@@ -96,17 +97,30 @@ def collective_rows(job: Job, topology: Topology | None, algorithm: str = "auto"
                "nccl_protocol": _most_common(c.nccl_protocol for c in calls),
                "nccl_choice_source": _most_common(c.choice_source for c in calls),
                "backend": _most_common(c.backend for c in calls), "total_us": sum(durations) if durations else None}
-        _predict(row, calls, costs, topology, notes)
-        rows.append(row)
-    rows.sort(key=lambda r: (-(r["total_us"] or 0.0), r["collective"], r["nbytes"] or 0))
-    return rows
+        rows.append((row, calls))
+    rows.sort(key=lambda rc: (-(rc[0]["total_us"] or 0.0), rc[0]["collective"], rc[0]["nbytes"] or 0))
+    unsized = 0
+    for i, (row, calls) in enumerate(rows):
+        if i >= MAX_PREDICTED:   # each distinct collective is one simulation: the work is bounded, the rest said
+            notes.append(f"{len(rows) - MAX_PREDICTED:,} of {len(rows):,} distinct collectives are not predicted: only "
+                         f"the {MAX_PREDICTED} with the most recorded time are (each is a simulation; a job has a few "
+                         "dozen, so so many distinct sizes suggests varying message sizes or a damaged trace)")
+            break
+        unsized += _predict(row, calls, costs, topology, notes)
+    if unsized:
+        notes.append(f"{unsized} distinct collective(s) are not predicted: the evidence gives no process-group size "
+                     "(a trace without 'Group size'/'Process Group Ranks'), no size or no known collective for them")
+    return [row for row, _ in rows]
 
 
-def _predict(row: dict, calls: list, costs, topology, notes: list) -> None:
+def _predict(row: dict, calls: list, costs, topology, notes: list) -> bool:
+    """Predict ``row`` in place; True where the evidence lacks what a prediction needs (group, size, op)."""
     coll = calls[0].collective
     size, group = row["nccl_tests_nbytes"], row["group_size"]
-    if costs is None or coll is None or size is None or not group:
-        return
+    if costs is None:
+        return False
+    if coll is None or size is None or not group:
+        return True
     ranks = group_ranks(calls, topology, notes)
     if ranks is None:
         if group > topology.nranks:
@@ -114,36 +128,43 @@ def _predict(row: dict, calls: list, costs, topology, notes: list) -> None:
                     f"{topology.nranks} GPUs (give a larger --topology)")
             if note not in notes:
                 notes.append(note)
-        return
+        return group < 2
     try:
         cost = costs.get(coll.name, int(size), ranks)
     except CollsimError as e:
         notes.append(f"{row['collective']} of {size} B over {group} ranks: not predicted ({e})")
-        return
+        return False
     if cost.time_us > 0:
         row["predicted_us"] = cost.time_us
         row["model_algorithm"], row["model_protocol"] = cost.algorithm, cost.protocol
         if row["measured_us"]:
             row["ratio"] = row["measured_us"] / cost.time_us
+    return False
 
 
 def agreement(job: Job, rows: list) -> dict:
     """How often the model's (algorithm, protocol) is NCCL's, over the calls whose NCCL choice is known."""
     model = {(r["collective"], r["nbytes"], r["group_size"]): (r["model_algorithm"], r["model_protocol"]) for r in rows}
-    n = algo = proto = both = 0
+    n = algo = proto = both = with_proto = recorded = 0
     sources: Counter = Counter()
     for c in job.calls:
+        if c.nccl_algorithm is None:
+            continue
+        recorded += 1
         m = model.get(_key(c))
-        if c.nccl_algorithm is None or m is None or m[0] is None:
+        if m is None or m[0] is None:
             continue
         n += 1
         sources[c.choice_source] += 1
-        a, p = c.nccl_algorithm == m[0], c.nccl_protocol is not None and c.nccl_protocol == m[1]
+        a = c.nccl_algorithm == m[0]
         algo += a
-        proto += p
-        both += a and p
-    rate = (lambda k: k / n if n else None)
-    return {"calls": n, "algorithm_rate": rate(algo), "protocol_rate": rate(proto), "rate": rate(both),
+        if c.nccl_protocol is not None:   # a SendRecv kernel names no protocol: not counted either way
+            with_proto += 1
+            proto += c.nccl_protocol == m[1]
+            both += a and c.nccl_protocol == m[1]
+    rate = (lambda k, d=None: k / (n if d is None else d) if (n if d is None else d) else None)
+    return {"calls": n, "recorded_calls": recorded, "algorithm_rate": rate(algo), "protocol_rate": rate(proto, with_proto),
+            "rate": rate(both, with_proto), "protocol_calls": with_proto,
             "sources": dict(sources),
             "caveat": "kernel names give the kernel launched, not always the protocol NCCL ran; only NCCL's "
                       "per-call tuning log lines are ground truth" if sources.get("kernel name") else None}

@@ -88,15 +88,17 @@ def parse_kernel(name: str) -> tuple[str, str | None, str | None] | None:
     >>> parse_kernel("ncclDevKernel_AllReduce_Sum_bf16_NVLS_TREE_SIMPLE(ncclDevKernelArgsStorage<4096ul>)")
     ('all_reduce', 'nvls_tree', 'Simple')
     >>> parse_kernel("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)")
-    ('sendrecv', 'p2p', 'Simple')
+    ('sendrecv', 'p2p', None)
     >>> parse_kernel("void at::native::vectorized_elementwise_kernel<4>") is None
     True
     """
     m = _KERNEL.match(name)
     if m:
         op = _KERNEL_OPS.get(m.group(1))
-        if op == _SENDRECV:  # NCCL's p2p path always runs Simple; the RING_SIMPLE of old names is a label
-            return (op, "p2p", "Simple")
+        if op == _SENDRECV:
+            # one kernel for NCCL's p2p path, whatever protocol it runs inside (LL up to NCCL_P2P_LL_THRESHOLD,
+            # 16 KiB per peer, Simple above): the name, and the RING_SIMPLE label of old names, say none
+            return (op, "p2p", None)
         ap = _ALGO_PROTO.search(name.split("(", 1)[0])
         algo, proto = (ALGORITHMS[ap.group(1)], PROTOCOLS[ap.group(2)]) if ap else (None, None)
         return (op or "unknown", algo, proto)
@@ -229,6 +231,19 @@ def _ranks_arg(text) -> tuple | None:
     return tuple(int(v) for v in vals if isinstance(v, int)) or None
 
 
+def _whole_arg(args: dict, key: str, event: dict, minimum: int):
+    """``args[key]`` as a whole number of at least ``minimum``; None where the event does not carry it. A value
+    no profiler writes (true/false, a fraction, below the minimum: "In msg nelems": -5, "Group size": 0) is
+    damaged input, refused naming the event, not read as something else."""
+    v = args.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise CollsimError(f"event {str(event.get('name'))[:60]!r} at ts {event.get('ts')}: {key!r} is {str(v)[:40]!r}, "
+                           f"not a whole number of at least {minimum}: the trace is damaged (re-export it from the profiler)")
+    return v
+
+
 class _Launch:
     """One issued call: the nest of launch events on one CPU thread."""
 
@@ -247,11 +262,11 @@ class _Launch:
             a = e["args"]
             if isinstance(a.get("Collective name"), str) and info["op"] is None:
                 info["op"] = op_of(a["Collective name"]) or "other"
-            n, size = a.get("In msg nelems"), dtype_bytes(a.get("dtype"))
-            if isinstance(n, int) and size and info["nbytes"] is None:
+            n, size = _whole_arg(a, "In msg nelems", e, 0), dtype_bytes(a.get("dtype"))
+            if n is not None and size and info["nbytes"] is None:
                 info["nbytes"], info["dtype"] = n * size, a.get("dtype")
-            if isinstance(a.get("Group size"), int):
-                info["group_size"] = a["Group size"]
+            if (g := _whole_arg(a, "Group size", e, 1)) is not None:
+                info["group_size"] = g
             info["group_ranks"] = info["group_ranks"] or _ranks_arg(a.get("Process Group Ranks"))
         for e in annot + c10d:
             if info["op"] is None:
@@ -312,7 +327,8 @@ def _read_trace(path: str, fallback_rank: int) -> Job:
     all_launches = sorted((l for ls in launches_by_thread.values() for l in ls), key=lambda l: l.ts)
     described = {id(l): l.describe() for l in all_launches}
     matched, used = _match_work(ev, launches_by_thread, all_launches, described)
-    calls = [c for c in (_call_of(path, rank, world, described, *m) for m in matched) if c is not None]
+    notes: set = set()
+    calls = [c for c in (_call_of(path, rank, world, described, notes, *m) for m in matched) if c is not None]
     for l in all_launches:  # issued calls whose work the trace did not record (CPU-only profile of a GPU job)
         d = described[id(l)]
         if id(l) not in used and d["op"] not in (None, "other"):
@@ -321,7 +337,7 @@ def _read_trace(path: str, fallback_rank: int) -> Job:
     calls.sort(key=lambda c: c.launch_us if c.launch_us is not None else (c.start_us or 0.0))
     for i, c in enumerate(calls):
         c.seq = i
-    job = Job(calls=calls, sources=[path], world_size=world, device=_device(data))
+    job = Job(calls=calls, sources=[path], world_size=world, device=_device(data), notes=sorted(notes))
     if ev.steps:
         job.spans[rank] = (min(s for s, _ in ev.steps), max(e for _, e in ev.steps))
         job.steps[rank] = len(ev.steps)
@@ -436,7 +452,7 @@ def _match_work(ev: _Events, launches_by_thread: dict, all_launches: list, descr
     return matched, used
 
 
-def _call_of(path: str, rank: int, world, described: dict, launch, e: dict, op, algo, proto) -> Call | None:
+def _call_of(path: str, rank: int, world, described: dict, notes: set, launch, e: dict, op, algo, proto) -> Call | None:
     """The :class:`Call` of one work event and its launch (None: not a collective or p2p call)."""
     d = described[id(launch)] if launch is not None else {}
     a = e["args"]
@@ -445,15 +461,20 @@ def _call_of(path: str, rank: int, world, described: dict, launch, e: dict, op, 
     if call_op is None or call_op == "other":
         return None
     nbytes, dtype = d.get("nbytes"), d.get("dtype")
-    if nbytes is None and isinstance(a.get("In msg nelems"), int) and dtype_bytes(a.get("dtype")):
-        nbytes, dtype = a["In msg nelems"] * dtype_bytes(a.get("dtype")), a.get("dtype")
+    if nbytes is None and (n := _whole_arg(a, "In msg nelems", e, 0)) is not None and dtype_bytes(a.get("dtype")):
+        nbytes, dtype = n * dtype_bytes(a.get("dtype")), a.get("dtype")
     if nbytes is None and e["cat"] != "kernel":
         dims = a.get("Input Dims")
         n = _shape_elems(dims[0]) if isinstance(dims, list) and dims else None
         size = dtype_bytes(_first_type(a))
         nbytes, dtype = (n * size, _first_type(a)) if n is not None and size else (None, None)
-    group = d.get("group_size") or (a.get("Group size") if isinstance(a.get("Group size"), int) else None)
+    group = d.get("group_size") or _whole_arg(a, "Group size", e, 1)
     ranks = d.get("group_ranks") or _ranks_arg(a.get("Process Group Ranks"))
+    if group and ranks and len(ranks) != group:
+        # the two fields disagree: the group's size is the profiler's own count; the list is not used to place it
+        notes.add(f"{path}: 'Group size' {group} but 'Process Group Ranks' lists {len(ranks)} ranks on "
+                  f"{str(e.get('name'))[:40]!r}: the size is taken, the rank list ignored (predicted on ranks 0..{group - 1})")
+        ranks = None
     return Call(source=path, rank=rank, op=call_op, nbytes=nbytes, dtype=dtype,
                 group_size=group or (len(ranks) if ranks else None) or world, group_ranks=ranks,
                 launch_us=launch.ts if launch is not None else None, start_us=e["ts"], duration_us=e["dur"],

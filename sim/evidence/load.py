@@ -137,7 +137,9 @@ def read_job(paths) -> Job:
             raise CollsimError(f"{f}: binary data, not a profiler trace (Chrome-trace JSON as torch.profiler "
                                "exports it), NCCL log or flight-recorder dump")
         if kind == "log":
-            job.extend(log_job(read_log(f)))
+            part = log_job(read_log(f))
+            _check_one_job(part, f, seen)   # a log of another job would be pooled with the traces unseen
+            job.extend(part)
             continue
         part = read_trace(f, fallback_rank=i)
         _check_one_job(part, f, seen)

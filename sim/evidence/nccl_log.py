@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
-from ..io.nccl_tests_format import collective_from_rows, parse_nccl_tests, parse_nccl_tests_meta
+from ..io.nccl_tests_format import (
+    MPI_PREFIX,
+    NCCL_RECORD,
+    collective_from_rows,
+    parse_nccl_tests,
+    parse_nccl_tests_meta,
+    split_records,
+)
 from ..io.safe_io import read_input
 from .job import Call, Job
 from .kineto import ALGORITHMS, PROTOCOLS
@@ -46,8 +53,6 @@ from .kineto import ALGORITHMS, PROTOCOLS
 MAX_LOG_BYTES = 256 << 20
 MAX_LINES = 5_000_000
 
-_MPI_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
-_RECORD = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<level>INFO|WARN|TRACE|ERROR|ABORT)\b")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 _COMM = re.compile(r"comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
 _COMM_OLD = re.compile(r"comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+)")
@@ -63,6 +68,10 @@ _PROVIDER = re.compile(r"Selected [Pp]rovider is (\w+)(?:.*?found (\d+) nics)?")
 # aws-ofi-nccl 1.7+ groups the NICs behind one GPU into one device NCCL sees ("NIC group 0 device #3"):
 # a p5's 32 EFA interfaces reach NCCL as 8 devices of 4 x 100 Gb/s
 _NIC_GROUP = re.compile(r"NET/OFI NIC group (\d{1,4}) device #(\d{1,4})")
+# aws-ofi-nccl names the instance type it recognised ("NET/OFI Running on P4d platform"); a p4d/p4de carries 4 EFA
+# interfaces of 100 Gb/s (AWS's instance table), which a log without "found N nics" does not print
+_PLATFORM = re.compile(r"NET/OFI Running on (\w+) platform")
+PLATFORM_NICS = {"p4d": 4, "p4de": 4}
 _IB_DEVS = re.compile(r"NET/IB : Using ((?:\[\d+\]\S+\s*)+)")
 _TUNING = re.compile(r"\b(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AllToAll|Send|Recv|SendRecv): (\d+) Bytes -> "
                      r"Algo (\w+) proto (\w+)")
@@ -75,6 +84,7 @@ _PROTO_NUMBERS = ("LL", "LL128", "Simple")                                      
 _OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter", "Broadcast": "broadcast",
         "Reduce": "reduce", "AllToAll": "all_to_all", "Send": "send", "Recv": "recv", "SendRecv": "send"}
 _NVL = re.compile(r"\+ NVL\[(\d+(?:\.\d+)?)\] - GPU/")
+_MAX_DEVICE_LINE = 1024
 _GPU = re.compile(r"#\s*Rank\s+\d+ .*device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 
 
@@ -102,6 +112,7 @@ class NcclLog:
     nics: int | None = None
     nic_groups: dict = field(default_factory=dict)   # aws-ofi-nccl's NIC group -> the devices in it
     gpu: str | None = None
+    platform: str | None = None  # the instance type aws-ofi-nccl recognised ("P4d")
     nvlink_GBps: float | None = None  # the slowest GPU-to-GPU NVLink bandwidth in NCCL's topology dump
     calls: list = field(default_factory=list)
     nccl_tests: list = field(default_factory=list)
@@ -120,7 +131,7 @@ class NcclLog:
 
 def looks_like_log(text: str) -> bool:
     """True when ``text`` holds NCCL debug lines (the reader accepts it)."""
-    return bool(_RECORD.search(text[:1 << 20]) or re.search(r"NCCL (INFO|WARN)", text[:1 << 20]))
+    return bool(NCCL_RECORD.search(text[:1 << 20]) or re.search(r"NCCL (INFO|WARN)", text[:1 << 20]))
 
 
 def read_log(path: str) -> NcclLog:
@@ -144,17 +155,14 @@ def parse_log(text: str, source: str) -> NcclLog:
     ring_ids: set = set()
     last_op: dict = {}  # (host, pid, tid) -> the op of its last COLL line (numeric tuning lines name none)
     stdout: list = []  # what the program itself printed (nccl-tests' table), pieces in order
-    lines = [_MPI_PREFIX.sub("", raw) for raw in lines]
-    record_re = _records_of(lines)
-    for line in lines:
-        m = record_re.search(line)
-        head, record = (line[:m.start()], line[m.start():]) if m else (line, "")
+    lines = [MPI_PREFIX.sub("", raw) for raw in lines]
+    for head, m in split_records(lines):
         if head.strip():
-            stdout.append((head, bool(record)))  # a piece glued to a log record continues on a later line
+            stdout.append((head, m is not None))  # a piece glued to a log record continues on a later line
         if m is None:
             continue
         hosts.setdefault(m.group("host"), set()).add(m.group("dev"))
-        body = line[m.end():]
+        body = m.string[m.end():]
         _read_record(log, body, comms, ring_ids, m, last_op)
     log.hosts = tuple(sorted(hosts))
     if comms:
@@ -168,6 +176,11 @@ def parse_log(text: str, source: str) -> NcclLog:
         if log.nranks % log.nnodes == 0:
             log.gpus_per_node = log.nranks // log.nnodes
     log.rings = len(ring_ids) or None
+    if log.version is None:   # nccl-tests' own banner ("# NCCL version 2.9.9+cuda11.2" or bare) is no log record
+        for head, _glued in stdout:
+            if v := _VERSION.search(head):
+                log.version = v.group(1)
+                break
     _read_table(log, stdout)
     for c in log.calls:  # NCCL's byte count is the larger buffer; torch's input of an all_gather is 1/n of it
         coll = COLLECTIVES.get(c.op)
@@ -175,22 +188,6 @@ def parse_log(text: str, source: str) -> NcclLog:
         if coll is not None and coll.input_is_shard and c.group_size:
             c.nbytes //= c.group_size
     return log
-
-
-def _records_of(lines: list) -> re.Pattern:
-    """The record pattern with this log's host names: a record glued to printed text (``... -1host:1:2 [0]
-    NCCL INFO``) would otherwise take the printed digits into its host name."""
-    known = set()
-    for line in lines[:200_000]:
-        m = _RECORD.match(line)
-        if m:
-            known.add(m.group("host"))
-        if len(known) > 4096:
-            return _RECORD
-    if not known:
-        return _RECORD
-    names = "|".join(re.escape(h) for h in sorted(known, key=len, reverse=True))
-    return re.compile(_RECORD.pattern.replace(r"[\w.-]+", names, 1))
 
 
 def _read_network(log: NcclLog, body: str) -> None:
@@ -204,6 +201,9 @@ def _read_network(log: NcclLog, body: str) -> None:
             log.nics = int(p.group(2))
     for g in _NIC_GROUP.finditer(body):
         log.nic_groups.setdefault(int(g.group(1)), set()).add(int(g.group(2)))
+    if (pl := _PLATFORM.search(body)) and log.nics is None and pl.group(1).lower() in PLATFORM_NICS:
+        log.nics = PLATFORM_NICS[pl.group(1).lower()]
+        log.platform = pl.group(1)
     if ib := _IB_DEVS.search(body):
         log.nics = max(log.nics or 0, len(re.findall(r"\[\d+\]", ib.group(1))))
         if "RoCE" in ib.group(1):
@@ -275,7 +275,9 @@ def _read_table(log: NcclLog, stdout: list) -> None:
         text.append(joined)
     table = "\n".join(text)
     for line in text:
-        if g := _GPU.search(line):
+        # a device line is short ("#  Rank  0 Group  0 Pid 1 on h device  0 [0000:17:00] NVIDIA A100"); the
+        # pattern backtracks over a long line from every '#' in it (a 550 KB line took 13 s)
+        if len(line) <= _MAX_DEVICE_LINE and (g := _GPU.search(line)):
             log.gpu = g.group(1)
             break
     try:
@@ -377,7 +379,10 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
                    "(NET/OFI NIC group lines): NCCL sees the groups")
     elif nodes > 1 and log.nics:
         params.append(f"nics_per_node={log.nics}")
-        why.append(f"NCCL found {log.nics} NICs per node")
+        why.append(f"aws-ofi-nccl runs on a {log.platform} instance: {log.nics} EFA NICs per node" if log.platform else
+                   f"NCCL found {log.nics} NICs per node")
+    elif nodes > 1:
+        why.append("the log does not say how many NICs a node has: the preset's count is assumed")
     if nodes > 1 and fabric in ("efa", "efa2"):
         params.append(f"nic_gbps={100 * per_group}")  # every EFA interface of p4d (4) and p5 (32) instances is 100 Gb/s (AWS)
         why.append("EFA interfaces are 100 Gb/s each (p4d: 4, p5: 32 per instance)"

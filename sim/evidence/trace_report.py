@@ -59,11 +59,17 @@ def summary_lines(doc: dict) -> list[str]:
     out = []
     a = doc["agreement"]
     if a["calls"]:
-        out.append(f"NCCL's choice vs the model's over {a['calls']} calls: algorithm {_pct(a['algorithm_rate'])}, "
-                   f"protocol {_pct(a['protocol_rate'])}, both {_pct(a['rate'])} (from "
-                   + ", ".join(f"{k}: {v}" for k, v in a["sources"].items()) + ")")
+        unnamed = a["calls"] - a.get("protocol_calls", a["calls"])
+        proto = (f"protocol {_pct(a['protocol_rate'])}, both {_pct(a['rate'])}" if a.get("protocol_calls", 1) else
+                 "protocol not named")
+        out.append(f"NCCL's choice vs the model's over {a['calls']} calls: algorithm {_pct(a['algorithm_rate'])}, {proto} (from "
+                   + ", ".join(f"{k}: {v}" for k, v in a["sources"].items()) + ")"
+                   + (f"; {unnamed} SendRecv call(s) name no protocol and are not counted in it" if unnamed else ""))
         if a["caveat"]:
             out.append(f"caveat: {a['caveat']}")
+    elif a.get("recorded_calls"):
+        out.append(f"NCCL's algorithm/protocol: recorded for {a['recorded_calls']} call(s), but none of them was "
+                   "predicted (see the rows without a prediction and the notes), so no agreement is scored")
     else:
         out.append("NCCL's algorithm/protocol: not recorded (no NCCL kernels or tuning log lines)")
     s = doc["step"]

@@ -46,6 +46,70 @@ _CURRENT = ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", 
 _OLDER = ("size", "count", "type", "redop", "time", "algbw", "busbw", "error", "time", "algbw", "busbw", "error")
 _FALLBACK = {len(_CURRENT): _CURRENT, len(_OLDER): _OLDER}
 
+# NCCL_DEBUG's own records, which a log interleaves with (and glues onto) what the program prints: "host:pid:tid
+# [dev] NCCL INFO ...". A host name starts where no name character precedes it: without that guard a search
+# over a long line of name characters retried the name from every position (a 100 KB line took 46 s)
+_HOST = r"(?P<host>[\w.-]+)"
+_RECORD_TAIL = r":(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<level>INFO|WARN|TRACE|ERROR|ABORT)\b"
+NCCL_RECORD = re.compile(r"(?<![\w.-])" + _HOST + _RECORD_TAIL)
+MPI_PREFIX = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
+_MAX_HOSTS = 4096
+
+
+def records_of(lines: list[str]) -> re.Pattern:
+    """The record pattern with this log's host names (read from lines that start with a record): a record
+    glued to printed text (``... -1host:1:2 [0] NCCL INFO``) would otherwise take the printed digits into
+    its host name."""
+    known = set()
+    for line in lines[:200_000]:
+        m = NCCL_RECORD.match(line)
+        if m:
+            known.add(m.group("host"))
+        if len(known) > _MAX_HOSTS:
+            return NCCL_RECORD
+    if not known:
+        return NCCL_RECORD
+    names = "|".join(re.escape(h) for h in sorted(known, key=len, reverse=True))
+    return re.compile(f"(?P<host>{names})" + _RECORD_TAIL)
+
+
+def split_records(lines: list[str]):
+    """For each line of a debug log (MPI prefixes already removed): ``(printed, match)``, the text the
+    program printed before the line's NCCL record and the record's match (None where the line has none)."""
+    record_re = records_of(lines)
+    for line in lines:
+        m = record_re.search(line)
+        yield (line[:m.start()], m) if m else (line, None)
+
+
+def program_output(text: str) -> str:
+    """What the program printed, out of a log that NCCL_DEBUG=INFO interleaved with NCCL's records: the
+    records are dropped, Open MPI's ``[1,0]<stdout>:`` tags removed, and a row cut by a record (printed text
+    glued to a record's start) re-joined with its rest on a later line. Text without records is returned as
+    it is.
+
+    >>> program_output("#  size count\\n   8388608   2097152   float   sum   -1h1:9:9 [1] NCCL INFO AllReduce: opCount 0\\n"
+    ...                "h1:9:9 [0] NCCL INFO Channel 00/02 :    0   1\\n   410.2   20.45   20.45      0\\n")
+    '#  size count\\n   8388608   2097152   float   sum   -1    410.2   20.45   20.45      0'
+    """
+    if "NCCL " not in text or not NCCL_RECORD.search(text):
+        return text
+    lines = [MPI_PREFIX.sub("", raw) for raw in text.splitlines()]
+    out, joined = [], ""
+    for printed, record in split_records(lines):
+        if not printed.strip():
+            continue
+        joined += printed
+        if record is None:
+            out.append(joined)
+            joined = ""
+        else:
+            joined += " "   # a piece glued to a record continues on a later line
+    if joined:
+        out.append(joined)
+    return "\n".join(out)
+
+
 _COLLECTIVE_RE = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv|hypercube|gather|scatter)_perf\b")
 
 
@@ -135,6 +199,7 @@ def parse_nccl_tests(text: str, max_rows: int = MAX_ROWS) -> list[dict]:
 
     Raises :class:`CollsimError` if no row can be read.
     """
+    text = program_output(text)   # an NCCL_DEBUG=INFO log's records cut the table's rows: re-joined
     rows: list[dict] = []
     keys: list[str] | None = None
     short: tuple[int, int, int] | None = None   # the last result row cut short, and the last line with text

@@ -23,7 +23,7 @@ from sim.evidence.load import read_job
     ("ncclKernel_Reduce_TREE_SIMPLE_Sum_half", ("reduce", "tree", "Simple")),
     ("ncclDevKernel_AllReduce_Sum_f32_NVLS_TREE_SIMPLE", ("all_reduce", "nvls_tree", "Simple")),
     ("ncclDevKernel_AllReduce_Sum_f32_COLLNET_DIRECT_SIMPLE", ("all_reduce", "collnet_direct", "Simple")),
-    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", ("sendrecv", "p2p", "Simple")),
+    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", ("sendrecv", "p2p", None)),
     ("void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*)", ("all_reduce", None, None)),
 ])
 def test_kernel_names_old_and_new(name, want):
@@ -82,7 +82,7 @@ def test_param_dlrm_pair_of_ranks():
         calls = [c for c in job.calls if c.rank == rank]
         assert Counter(c.op for c in calls) == {"all_to_all": 5, "all_reduce": 3}
         assert {c.nbytes for c in calls if c.op == "all_reduce"} == {112 * 4, 226_960 * 4, 394_241 * 4}
-        assert all((c.nccl_algorithm, c.nccl_protocol) == ("p2p", "Simple") for c in calls if c.op == "all_to_all")
+        assert all((c.nccl_algorithm, c.nccl_protocol) == ("p2p", None) for c in calls if c.op == "all_to_all")  # SendRecv names no protocol
         assert all(c.group_size == 8 for c in calls)
     assert job.compute.get(0)  # GPU compute kernels recorded: exposed time can be computed
 
