@@ -98,6 +98,8 @@ def _nccl_config(args, m):
 
 def run_compare(args) -> int:
     check_output_dir(args.report, "--report")
+    from .compare.markdown_report import check_report_target
+    check_report_target(args.report, [args.measured])
     from sim.presets import load_topology
     from sim.units import parse_size
 
@@ -139,6 +141,8 @@ def run_compare(args) -> int:
 
 def run_calibrate(args) -> int:
     check_output_dir(args.report, "--report")
+    from .compare.markdown_report import check_report_target
+    check_report_target(args.report, [*args.measured, *args.holdout])
     from .compare.calibrate import calibrate
     from .compare.measured import read_measurement
     out = args.out

@@ -19,6 +19,7 @@ import html
 import os
 
 from sim.algorithms import analytic
+from sim.errors import CollsimError
 from sim.io.safe_io import write_output
 
 from .measured import size_text as _size
@@ -197,6 +198,32 @@ def html_report(comparisons, calibration=None, pngs: dict | None = None, title: 
         parts += ["<h2>Reproduce</h2>", "<pre>" + html.escape("\n".join(commands)) + "</pre>"]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def check_report_target(directory: str | None, inputs) -> None:
+    """Refuse, before any work, a report folder where ``write_report`` would write over one of ``inputs``
+    (its ``report.md``, ``report.html`` or a file under ``figures/``): checked per file at write time too,
+    but by then the other files of the report would already be written."""
+    if not directory:
+        return
+    folder = os.path.realpath(directory)
+    figures = os.path.join(folder, "figures")
+    fixed = {os.path.join(folder, "report.md"), os.path.join(folder, "report.html")}
+    for p in inputs:
+        try:
+            real = os.path.realpath(p)
+            st = os.stat(p)
+        except (OSError, ValueError):
+            continue
+        hit = real in fixed or os.path.dirname(real) == figures
+        for out in fixed:   # a hard link to an input under another name
+            try:
+                hit = hit or os.stat(out) == st
+            except OSError:
+                pass
+        if hit:
+            raise CollsimError(f"--report {directory}: the report would write over {p}, an input of this command "
+                               "(report.md, report.html and figures/ are its files): choose another folder")
 
 
 def write_report(directory: str, comparisons, calibration=None, title: str | None = None,

@@ -194,6 +194,9 @@ def read_measurement(path: str, collective: str | None = None, nranks: int | Non
         raise CollsimError(f"measured file {path!r} does not exist: pass the output of `collsim bench --format json` "
                            "or of an nccl-tests binary such as all_reduce_perf")
     text = read_input(path, "measured file", MAX_FILE_BYTES)  # regular files only (not /dev/zero, a FIFO)
+    if text.lstrip().startswith("["):   # JSON, but not the object collsim bench writes
+        raise CollsimError(f"measured file {path!r} is a JSON list, not `collsim bench --format json` output (an object "
+                           "with 'results') nor nccl-tests text")
     if text.lstrip().startswith("{"):
         try:
             doc = json.loads(text)
@@ -262,6 +265,11 @@ def read_measurement_text(text: str, source: str = "<text>", collective: str | N
         raise CollsimError(f"{source!r} measures {sizes:,} distinct sizes; comparing them would take about "
                            f"{sizes * SECONDS_PER_SIZE / 60:.0f} min, over the limit of {MAX_SIZES:,} sizes: keep a sweep such as "
                            "-b 8 -e 8G -f 2 (31 sizes), or split the file")
+    seen: set = set()
+    twice = sorted({r["nbytes"] for r in raw if r["nbytes"] in seen or seen.add(r["nbytes"])})
+    if twice:   # one nccl-tests run prints each size once: two rows would be scored as two sizes of one sweep
+        raise CollsimError(f"{source!r} measures {len(twice)} size(s) twice (first: {twice[0]} B): several runs in one "
+                           "file? Keep one row per size (one run per file)")
     rows = tuple(MeasuredRow(r["nbytes"], _num(r["time_us"]), _num(r["inplace_time_us"]), r["count"], r["dtype"],
                              r["redop"], _num(r["wrong"])) for r in raw)
     n = nranks or meta["nranks"] or _ranks_from_bus_factor(coll, raw)

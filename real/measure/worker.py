@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import socket
 import sys
 import traceback
@@ -170,8 +171,16 @@ def _failed(e: BaseException, job: Job | None = None) -> int:
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     hint = ""
     if job is not None and job.launcher != "local" and type(e).__name__.startswith("Dist"):
-        hint = (f" (the rendezvous at {job.master_addr}:{job.master_port}: is rank 0 running, are MASTER_ADDR/"
-                "MASTER_PORT the same on every rank, does the firewall let it through?)")
+        # rank 0 waits on the others' answers (collsim/join/answer/N): a timeout there means they never came
+        absent = sorted({int(r) for r in re.findall(r"join/answer/(\d{1,7})", str(e))})
+        if os.environ.get("RANK") == "0" and absent:
+            shown = ", ".join(map(str, absent[:16])) + (f" and {len(absent) - 16} more" if len(absent) > 16 else "")
+            first = "timed out waiting for the other ranks"
+            hint = (f" (rank(s) {shown} never joined the rendezvous at {job.master_addr}:{job.master_port}: are they "
+                    "running, with the same MASTER_ADDR/MASTER_PORT and token, and can they reach this host?)")
+        else:
+            hint = (f" (the rendezvous at {job.master_addr}:{job.master_port}: is rank 0 running, are MASTER_ADDR/"
+                    "MASTER_PORT the same on every rank, does the firewall let it through?)")
     print(f"collsim bench: rank {os.environ.get('RANK')}: {type(e).__name__}: {first[:300]}{hint}", file=sys.stderr)
     return 1
 

@@ -17,6 +17,8 @@ import tempfile
 import time
 
 from ..errors import CollsimError
+from ..flight.analyze import rank_text
+from ..flight.scenarios import BUILTIN
 from ..io.printable import printable_lines
 
 
@@ -26,7 +28,7 @@ def _print_json(obj) -> None:
 
 def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
     """The analyzer's answer as a few lines and a per-rank table."""
-    lines = [f"ranks read: {d['ranks']}" + (f"; refused: {len(d['refused'])} file(s)" if d["refused"] else "")]
+    lines = [f"ranks read: {rank_text(d['ranks'])}" + (f"; refused: {len(d['refused'])} file(s)" if d["refused"] else "")]
     for why in d["refused"].values():
         lines.append(f"  refused {why}")
     for path, why in (d.get("other_job") or {}).items():
@@ -34,7 +36,7 @@ def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
     for path, why in (d.get("damaged") or {}).items():
         lines.append(f"  note {path}: {why}")
     for name, g in d["process_groups"].items():
-        lines.append(f"process group {name!r} ({g['desc'] or 'no description'}): ranks {g['ranks']}")
+        lines.append(f"process group {name!r} ({g['desc'] or 'no description'}): ranks {rank_text(g['ranks'])}")
     lines.append(f"diagnosis: {d['error_type']}")
     lines.append(f"culprit rank(s): {d['culprits'] or 'none named'}")
     if d["collective_seq_id"] is not None:
@@ -119,7 +121,7 @@ def register(subparsers) -> None:
                    help="a group this many times slower than its peers points at a slow link (default 1.5)")
     a.set_defaults(func=_analyze)
     s = sub.add_parser("simulate", help="run a fault scenario (built-in name or YAML file) and diagnose it")
-    s.add_argument("scenario", metavar="SCENARIO", help="a .yaml file or a built-in: see sim/flight/scenarios.py")
+    s.add_argument("scenario", metavar="SCENARIO", help="a .yaml file or a built-in: " + ", ".join(BUILTIN))
     s.add_argument("--format", choices=("text", "json"), default="text")
     s.add_argument("--dump", metavar="DIR", help="also write the simulated dumps (rank_N.json) here; a folder holding "
                    "dumps collsim did not simulate (a real job's) is refused")

@@ -74,7 +74,7 @@ def register(sub) -> None:
                         "system (the cluster it was measured on) at a time")
     p.add_argument("--write-intervals", nargs="?", const=RESIDUALS, default=None, metavar="PATH",
                    help="with --cross-validate: write the out-of-sample residual table the 80%% ranges of "
-                        f"collsim simulate are made from (default {os.path.relpath(RESIDUALS)})")
+                        "collsim simulate are made from (default: the package's sim/data/residuals.json)")
     p.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
                    help="worker processes scoring the cases and making the cross-validation's runs (default 0: "
                         "every core; 1: in this process); every figure is the same whatever N")

@@ -162,7 +162,10 @@ def load_trace(path: str) -> dict:
     finally:
         if collecting:
             gc.enable()
-    if isinstance(data, list):
+    if isinstance(data, list):   # Chrome-trace's array form: a list of event objects
+        if data and not any(isinstance(e, dict) for e in data[:1000]):
+            raise CollsimError(f"{path}: a JSON list without event objects: not a profiler trace (Chrome-trace JSON as "
+                               "torch.profiler exports it)")
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise CollsimError(f"{path}: no 'traceEvents' list: not a profiler trace (export it with "

@@ -319,6 +319,26 @@ def _slow_groups(pgs, slow_factor):
                     f"{sorted(culprits)} is slow", {n: m / 1e6 for n, m in med.items()})
 
 
+
+def rank_text(ranks, shown: int = 16) -> str:
+    """Ranks for one line of text, runs written as ranges and at most ``shown`` pieces (JSON keeps every rank):
+    a hostile dump's group of 2,000,000 members once printed one 16 MB line.
+
+    >>> rank_text([0, 1, 2, 3, 8, 10, 11]), rank_text(range(2_000_000)), rank_text([5])
+    ('[0-3, 8, 10-11]', '[0-1999999]', '[5]')
+    """
+    ranks = sorted(set(ranks))
+    pieces: list = []
+    for r in ranks:
+        if pieces and r == pieces[-1][1] + 1:
+            pieces[-1][1] = r
+        else:
+            pieces.append([r, r])
+    text = [f"{a}-{b}" if b > a else str(a) for a, b in pieces[:shown]]
+    more = sum(b - a + 1 for a, b in pieces[shown:])
+    return "[" + ", ".join(text) + (f", ... {more:,} more" if more else "") + "]"
+
+
 def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict:
     """Diagnose ``dumps`` ({rank: normalised dump} or a :class:`~sim.flight.loader.DumpSet`).
 
@@ -383,7 +403,7 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     unseen = sorted({r for p in pgs for r in p.no_dump})
     if unseen:
         lost = sorted(r for r in unseen if r in refused)
-        out["details"] += (f"; no dump read from rank(s) {unseen}" + (f" ({lost} refused)" if lost else "")
+        out["details"] += (f"; no dump read from rank(s) {rank_text(unseen)}" + (f" ({rank_text(lost)} refused)" if lost else "")
                            + ": what they did is unknown")
     secondary, primary = [strip(f) for f in secondary], [strip(f) for f in primary]
     out.update(secondary=[f for f in secondary if f != out], other_findings=primary[1:],

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from ..errors import CollsimError
 
 MAX_DUMP_BYTES = 256 << 20  # PyTorch's default 2,000-entry buffer dumps ~1-5 MB; 256 MiB is 50x its largest
+MAX_DIR_BYTES = 1 << 30     # a folder's dumps together: 1,024 ranks of PyTorch's default buffer at ~1 MB each
 MAX_DUMP_NODES = 10_000_000  # values in one dump, shared references counted each time (~20,000 entries with stacks)
 _PLAIN = (dict, list, tuple, str, int, float, bool, type(None), bytes)
 _OPS = {  # profiling names PyTorch uses (nccl and gloo, old and new) -> one vocabulary
@@ -348,11 +349,27 @@ def rank_of(filename: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _check_total_size(directory: str) -> None:
+    """Refuse, before reading any, a folder whose dumps total more than :data:`MAX_DIR_BYTES`: each file is
+    bounded (:data:`MAX_DUMP_BYTES`), and a folder of them must be too (four 134 MB dumps took 52 s and 2.6 GB)."""
+    total = 0
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if not name.startswith(".") and rank_of(name) is not None and os.path.isfile(path):
+            total += os.path.getsize(path)
+    if total > MAX_DIR_BYTES:
+        raise CollsimError(f"the dumps in {directory!r} total {total / 2**30:.1f} GiB, over the {MAX_DIR_BYTES >> 30} GiB "
+                           "collsim reads per folder (PyTorch's default 2,000-entry buffer writes 1-5 MB per rank): copy "
+                           "the ranks of interest to a folder of their own, or record with a smaller "
+                           "TORCH_NCCL_TRACE_BUFFER_SIZE")
+
+
 def load_dir(directory: str) -> DumpSet:
     """Every rank's dump in ``directory`` (one file per rank, the rank at the end of its name)."""
     if not os.path.isdir(directory):
         raise CollsimError(f"{directory!r} is not a directory: give the directory holding rank_0, rank_1, ... dumps")
     dumps, refused, refused_ranks, skipped, ranks_cache, paths = {}, {}, [], [], {}, {}
+    _check_total_size(directory)
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         rank = rank_of(name)

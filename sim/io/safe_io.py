@@ -155,8 +155,9 @@ def load_json(text: str, source: str):
         raise CollsimError(f"{source!r} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:  # json recurses per level: 100,000 '[' exhaust the stack
         data = None
-    except ValueError as e:   # an integer past Python's 4,300-digit conversion limit
-        raise CollsimError(f"{source!r}: {_first_line(e)}: no collsim number needs that: check the file") from None
+    except ValueError:   # an integer past Python's 4,300-digit conversion limit (its message advises a setting)
+        raise CollsimError(f"{source!r}: a number of more than 4,300 digits: no collsim number needs that: check the "
+                           "file") from None
     else:
         if not _too_deep(data):
             return data

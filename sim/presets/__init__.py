@@ -144,6 +144,10 @@ def load_topology(spec: "str | Topology") -> Topology:
     if spec.lower().endswith((".yaml", ".yml", ".json")) or os.sep in spec:
         from ..topology.files import load_topology_file
         return load_topology_file(spec)
+    if spec.startswith("local:") and not os.path.exists(spec):
+        # the "topology" field of collsim bench's JSON names where it ran (local:gloo:2), not a machine to model
+        raise CollsimError(f"{spec!r} names where collsim bench ran, not a topology: calibrate the machine first "
+                           "(collsim calibrate BENCH.json --out local.yaml) and pass --topology local.yaml, or give a preset")
     name, raw = parse_spec(spec)
     table = presets()
     if name not in table and os.path.isfile(name):   # a file in this folder (dgx.txt, t.json:nodes=2): its own message
