@@ -32,8 +32,13 @@ def test_nccl_tests_text_every_row(name):
 
 def test_current_layout_names_its_collective_and_old_one_needs_the_flag():
     assert read_measurement(fixture("a1_dgx_a100_all_reduce.txt")).collective == "all_reduce"
+    # the old layout names none: its columns do (busbw/algbw = 2(n-1)/n on every row), as validate and trace read them
+    assert read_measurement(fixture("a1_dgx_a100_all_reduce_old.txt")).collective == "all_reduce"
+    gather = """#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+     8388608        262144     float    none      -1    100.0   83.89   73.40      0    100.0   83.89   73.40      0
+"""   # busbw/algbw = 7/8: all_gather, reduce_scatter or all_to_all; the columns do not say which
     with pytest.raises(CollsimError, match="--collective"):
-        read_measurement(fixture("a1_dgx_a100_all_reduce_old.txt"))
+        read_measurement_text(gather)
     with pytest.raises(CollsimError, match="measures all_reduce, not all_gather"):
         read_measurement(fixture("a1_dgx_a100_all_reduce.txt"), collective="all_gather")
 
