@@ -125,12 +125,8 @@ def run_compare(args) -> int:
     if args.format == "json":
         print(json.dumps({**c.to_dict(), "nccl_version": cfg.version}, indent=1))
     elif args.format == "csv":
-        import csv
-        import sys
-        rows = c.to_dict()["rows"]
-        w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]), lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
+        from sim.commands.common import csv_text
+        print(csv_text(c.to_dict()["rows"]))
     else:
         print(text_table(c))
     if args.report:

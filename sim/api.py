@@ -88,6 +88,11 @@ def simulate(collective, nbytes: int, topology, algorithm: str = "auto", protoco
         r = choose(coll, int(nbytes), topo, predict, algorithm=algorithm, protocol=protocol, model=model,
                    usable=usable, select=select)
     else:
+        from .nccl.tuner import protocol_not_run
+        why = protocol_not_run(algorithm, get_protocol(protocol).name)
+        if why:   # no NCCL kernel does it, so no measurement could check it: refused, not timed
+            raise CollsimError(f"-a {algorithm} -p {protocol}: {why} in NCCL: use -p Simple (or -p auto)"
+                               + ("" if algorithm == "p2p" else ", or -p ideal for the textbook latency-bandwidth model"))
         r = predict(algorithm, protocol)
     from .nccl.config import current
     return r if "nccl_version" in r.explain else r.with_explain(nccl_version=current().version)

@@ -94,15 +94,32 @@ def json_text(obj, **kw) -> str:
                            "bandwidth is near zero or a size near the limits; check them (--format table shows the rows)") from None
 
 
+def csv_text(rows: list[dict]) -> str:
+    """``rows`` as CSV: the columns are every key any row has, in the order first seen (an optional key such as
+    ``faster_choice`` appears on some rows only; taking the first row's keys crashed on a later one), blank
+    where a row lacks one; a nested value (a mapping, a list) is written as JSON, not as Python's repr.
+
+    >>> print(csv_text([{"a": 1}, {"a": 2, "b": {"x": [1, 2]}}]))
+    a,b
+    1,
+    2,"{""x"": [1, 2]}"
+    """
+    columns: dict = {}
+    for r in rows:
+        columns.update(dict.fromkeys(r))
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: json.dumps(v) if isinstance(v, (dict, list, tuple)) else v for k, v in r.items()})
+    return buf.getvalue().rstrip("\n")
+
+
 def emit(fmt: str, table_text: str, payload: dict, rows: list[dict]) -> str:
     """Render one of table|json|csv."""
     if fmt == "json":
         return json_text(payload, indent=1)
     if fmt == "csv":
-        buf = io.StringIO()
-        if rows:
-            w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        return buf.getvalue().rstrip("\n")
+        return csv_text(rows)
     return table_text

@@ -178,6 +178,14 @@ def run(args) -> int:
                 iv = ranges[id(r)] = replace(iv, validated=False, note=UNVALIDATED_MODELS[args.model])
             if args.stochastic and iv.validated:
                 iv = ranges[id(r)] = replace(iv, validated=False, note=STOCHASTIC_NOTE)
+            off = _disabled_here(r, coll, topo, cfg)
+            if off:
+                row["nccl_disabled"] = off
+                if iv.validated:
+                    iv = ranges[id(r)] = replace(iv, validated=False, note=DISABLED_NOTE)
+            if iv.validated and (not row["in_nccl"] or r.protocol == "ideal"):
+                # the public cases are nccl-tests runs: they score NCCL's algorithms and protocols, not a textbook one
+                iv = ranges[id(r)] = replace(iv, validated=False, note=NOT_NCCL_NOTE if not row["in_nccl"] else IDEAL_NOTE)
             row.update({"nccl_version": cfg.version, "time_us_range": list(iv.time_us_range),
                         "busbw_GBps_range": list(iv.busbw_GBps_range), "validated": iv.validated})
             if iv.note:
@@ -190,6 +198,9 @@ def run(args) -> int:
                 f = faster[nbytes]
                 row["faster_choice"] = {"algorithm": f.algorithm, "protocol": f.protocol, "time_us": f.time_us,
                                         "faster_by": f.explain["faster_by"], "nccl_env": f.explain["nccl_env"]}
+            if args.explain:   # the terms the table prints under each row (the table's notes point here)
+                row["explain"] = {k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v)
+                                  for k, v in r.explain.items()}
             rows.append(row)
     payload = {"topology": topo.name, "collective": coll.name, "nranks": topo.nranks, "model": args.model,
                "nccl_version": cfg.version, "nccl_rules": cfg.release.tag, "nccl_env": dict(cfg.env),
@@ -216,8 +227,27 @@ UNVALIDATED_MODELS = {
     "tuner": "--model tuner is NCCL's own closed form, not cross-validated: the range is the engine's out-of-sample error",
     "alpha-beta": "--model alpha-beta is a textbook formula, not cross-validated: the range is the engine's out-of-sample error",
 }
+DISABLED_NOTE = ("NCCL would not run this pair here (see ~), so no measurement of it exists; the range is the NCCL "
+                 "model's out-of-sample error")
+NOT_NCCL_NOTE = ("not one of NCCL's algorithms: no published case (nccl-tests runs NCCL's) scores it; the range is the "
+                 "NCCL model's out-of-sample error")
+IDEAL_NOTE = ("the ideal latency-bandwidth protocol is a textbook model, not NCCL's LL/LL128/Simple: no published case "
+              "scores it; the range is the NCCL model's out-of-sample error")
 STOCHASTIC_NOTE = ("the range is widened by the stochastic mode's spread, which no public case validates "
                    "(docs/nccl-model.md, Known gaps)")
+
+
+def _disabled_here(r, coll, topo, cfg) -> str | None:
+    """Why NCCL (this release and these variables) would not run ``r``'s algorithm and protocol on ``topo``, for
+    one of NCCL's pairs that ``-a NAME`` or ``-a all`` ran anyway; None where NCCL would run it (or it is no
+    NCCL pair: ``^`` says that)."""
+    from ..nccl.config import use
+    from ..nccl.constants import NCCL_ALGORITHMS, NCCL_PROTOCOLS
+    from ..nccl.tuner import tuner_terms
+    if r.algorithm not in NCCL_ALGORITHMS or r.protocol not in NCCL_PROTOCOLS:
+        return None
+    with use(cfg):
+        return tuner_terms(coll, r.nbytes, topo, r.algorithm, r.protocol).detail.get("disabled")
 
 
 def _algorithms(args, coll, topo, sizes, max_memory) -> tuple[list[str], list[tuple[str, str]]]:
@@ -471,6 +501,7 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
              f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"
              f" {'(GB/s, lo..hi)':^{RANGE_WIDTH}s}"]
     notes: dict[str, None] = {}
+    disabled: dict[str, None] = {}   # NCCL's pairs that NCCL would not run here, and why
     earlier = shorter_than_before(results)
     shorter: list[str] = []   # larger sizes predicted faster than the smaller one before them, same pair
     for nbytes, group, best in results:
@@ -478,6 +509,10 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
             mark = " *" if multi and r is best else " +" if nbytes in faster else ""
             mark += " <" if picks.get(nbytes) == (r.algorithm, r.protocol) else ""
             mark += "" if in_nccl(r.algorithm, coll) else " ^"
+            off = _disabled_here(r, coll, topo, cfg) if cfg is not None else None
+            if off:
+                mark += " ~"
+                disabled.setdefault(f"{r.algorithm}/{r.protocol}: {off}", None)
             prev = earlier.get(id(r))
             if prev is not None:
                 mark += " v"
@@ -512,6 +547,8 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     if textbook:
         lines.append(f"# ^ not an NCCL algorithm for {coll.name} ({', '.join(textbook)}): a textbook algorithm NCCL "
                      "cannot run (no NCCL_ALGO selects it); the JSON rows say \"in_nccl\": false")
+    if disabled:
+        lines.append("# ~ NCCL would not run this pair here (so nccl-tests cannot measure it): " + "; ".join(disabled))
     if getattr(args, "select", "nccl") == "fastest":
         picks = [(n, b) for n, _, b in results if not in_nccl(b.algorithm, coll)]
         if picks:

@@ -156,7 +156,7 @@ def load_json(text: str, source: str):
     except RecursionError:  # json recurses per level: 100,000 '[' exhaust the stack
         data = None
     except ValueError:   # an integer past Python's 4,300-digit conversion limit (its message advises a setting)
-        raise CollsimError(f"{source!r}: a number of more than 4,300 digits: no collsim number needs that: check the "
+        raise CollsimError(f"{source!r}: a number of more than 4300 digits: no collsim number needs that: check the "
                            "file") from None
     else:
         if not _too_deep(data):

@@ -92,8 +92,11 @@ def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto
                 selected_by=best.detail.get("chosen_by") or f"NCCL {current().version} tuner model",
                 tuner_ranking=", ".join(f"{t.algorithm}/{t.protocol} {t.time_us:.4g} us" for t in ranked[:4]))
     best = None
+    from .tuner import protocol_not_run
     for a in algos:
         for p in protos:
+            if len(protos) > 1 and protocol_not_run(a, p):   # auto: only the protocols NCCL has kernels for
+                continue
             r = run(a, p)
             if best is None or r.time_us < best.time_us:
                 best = r

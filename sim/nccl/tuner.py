@@ -105,6 +105,23 @@ def _disabled_by_config(a: str, p: str, coll: Collective, m: Machine, cfg: NcclC
     return None
 
 
+SIMPLE_ONLY = ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat")
+
+
+def protocol_not_run(a: str, p: str) -> str | None:
+    """Why NCCL never runs algorithm ``a`` with protocol ``p``, on any machine or release, or None: NVLS,
+    CollNet and PAT kernels exist for Simple only, point-to-point sends for LL and Simple.
+
+    >>> protocol_not_run("nvls", "LL"), protocol_not_run("ring", "LL")
+    ('nvls runs the Simple protocol only', None)
+    """
+    if a == "p2p" and p == "LL128":
+        return "NCCL's point-to-point sends use LL (small) or Simple"
+    if a in SIMPLE_ONLY and p not in ("Simple", "ideal"):
+        return f"{a} runs the Simple protocol only"
+    return None
+
+
 def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | None = None) -> str | None:
     """Why NCCL (the release and variables of ``cfg``, default those in force) would not use (a, p) here, or None."""
     cfg = cfg or nccl_config.current()
@@ -119,10 +136,9 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
     why = _disabled_by_config(a, p, coll, m, cfg)
     if why:
         return why
-    if a == "p2p" and p == "LL128":
-        return "NCCL's point-to-point sends use LL (small) or Simple"
-    if a in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") and p != "Simple":
-        return f"{a} runs the Simple protocol only"
+    why = protocol_not_run(a, p)
+    if why:
+        return why
     if a in ("nvls", "nvls_tree") and (not m.nvls or m.cc_index < 2):
         return "NVLS needs an NVLink SHARP switch (Hopper or later)"
     if a in ("nvls", "nvls_tree") and rel.nvls_efficiency_model:

@@ -40,6 +40,17 @@ class CollectiveCost:
     algorithm: str
     protocol: str
     tier_bytes: dict
+    # one call on its own: a rooted chain's (broadcast, reduce) ``time_us`` is the period of calls issued back to
+    # back, as nccl-tests times them, where each call overlaps the next down the chain; the first call of a
+    # series pays the chain's whole fill (sim.nccl.tuner._loop_latency_us). None: the same as ``time_us``
+    single_call_us: float | None = None
+
+    def series_us(self, calls: int) -> float:
+        """``calls`` of this collective issued back to back on one stream: the first alone, then a period each."""
+        if calls <= 0:
+            return 0.0
+        first = self.single_call_us if self.single_call_us is not None else self.time_us
+        return first + (calls - 1) * self.time_us
 
 
 def link_tier(topo: Topology, link) -> str:
@@ -89,11 +100,31 @@ class CollectiveCosts:
             else:
                 topo, tier_of = self._sub(ranks, concurrent)
                 r = simulate(op, int(nbytes), topo, algorithm=self.algorithm, protocol=self.protocol, root=root)
+                scale = _wire_scale(op, int(nbytes), topo, r)
                 tiers: dict = {}
                 for label, b in r.link_bytes.items():
-                    tiers[tier_of[label]] = tiers.get(tier_of[label], 0.0) + b
-                self._memo[key] = CollectiveCost(op, int(nbytes), ranks, r.time_us, r.algorithm, r.protocol, tiers)
+                    tiers[tier_of[label]] = tiers.get(tier_of[label], 0.0) + b * scale
+                single = r.explain.get("single_call_us")
+                self._memo[key] = CollectiveCost(op, int(nbytes), ranks, r.time_us, r.algorithm, r.protocol, tiers,
+                                                 float(single) if isinstance(single, (int, float)) else None)
         return self._memo[key]
+
+
+def _wire_scale(op: str, nbytes: int, topo: Topology, r) -> float:
+    """What turns the engine's link bytes into bytes on the wire. The engine moves NCCL's LL and LL128 at the
+    rate NCCL's model gives them (a share of Simple's, :func:`sim.nccl.execution.payload_share`, and of the
+    channels a small message fills), which it counts as extra bytes; the wire carries the protocol's own
+    format: LL's flag doubles the bytes, LL128's adds 8 in 128. Counted as the engine does, an LL step on
+    DGX H100 NVLink showed 17.6x Simple's bytes, not 2x."""
+    from ..algorithms import in_nccl
+    from ..collectives import get_collective
+    from ..nccl.execution import plan_nccl
+    from ..nccl.protocols import get_protocol
+    coll = get_collective(op)
+    if r.protocol not in ("LL", "LL128", "Simple") or not in_nccl(r.algorithm, coll):
+        return 1.0
+    engine = plan_nccl(coll, nbytes, topo, r.algorithm, r.protocol).engine_protocol.payload_efficiency
+    return engine / get_protocol(r.protocol).payload_efficiency if engine > 0 else 1.0
 
 
 def _groups(concurrent) -> tuple:
