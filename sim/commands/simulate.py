@@ -174,18 +174,12 @@ def run(args) -> int:
                                                                  max(iv.time_us_range[1], st["time_us_p90"])),
                                              busbw_GBps_range=(min(iv.busbw_GBps_range[0], st["busbw_GBps_p10"]),
                                                                max(iv.busbw_GBps_range[1], st["busbw_GBps_p90"])))
-            if args.model in UNVALIDATED_MODELS and iv.validated:
-                iv = ranges[id(r)] = replace(iv, validated=False, note=UNVALIDATED_MODELS[args.model])
-            if args.stochastic and iv.validated:
-                iv = ranges[id(r)] = replace(iv, validated=False, note=STOCHASTIC_NOTE)
             off = _disabled_here(r, coll, topo, cfg)
             if off:
                 row["nccl_disabled"] = off
-                if iv.validated:
-                    iv = ranges[id(r)] = replace(iv, validated=False, note=DISABLED_NOTE)
-            if iv.validated and (not row["in_nccl"] or r.protocol == "ideal"):
-                # the public cases are nccl-tests runs: they score NCCL's algorithms and protocols, not a textbook one
-                iv = ranges[id(r)] = replace(iv, validated=False, note=NOT_NCCL_NOTE if not row["in_nccl"] else IDEAL_NOTE)
+            why_not = _not_validated(args, row["in_nccl"], r.protocol, off)
+            if why_not and iv.validated:
+                iv = ranges[id(r)] = replace(iv, validated=False, note=why_not)
             row.update({"nccl_version": cfg.version, "time_us_range": list(iv.time_us_range),
                         "busbw_GBps_range": list(iv.busbw_GBps_range), "validated": iv.validated})
             if iv.note:
@@ -235,6 +229,20 @@ IDEAL_NOTE = ("the ideal latency-bandwidth protocol is a textbook model, not NCC
               "scores it; the range is the NCCL model's out-of-sample error")
 STOCHASTIC_NOTE = ("the range is widened by the stochastic mode's spread, which no public case validates "
                    "(docs/nccl-model.md, Known gaps)")
+
+
+def _not_validated(args, in_nccl: bool, protocol: str, disabled: str | None) -> str | None:
+    """Why a row is outside what the public cases validate, or None: they are nccl-tests runs of NCCL's own
+    algorithms and protocols, scored through the default models without the stochastic mode."""
+    if args.model in UNVALIDATED_MODELS:
+        return UNVALIDATED_MODELS[args.model]
+    if args.stochastic:
+        return STOCHASTIC_NOTE
+    if disabled:
+        return DISABLED_NOTE
+    if not in_nccl:
+        return NOT_NCCL_NOTE
+    return IDEAL_NOTE if protocol == "ideal" else None
 
 
 def _disabled_here(r, coll, topo, cfg) -> str | None:
@@ -489,6 +497,20 @@ def shorter_than_before(results) -> dict:
     return out
 
 
+def _marks(r, fastest: bool, faster: bool, pick, coll, topo, cfg, disabled: dict) -> str:
+    """A row's marks: * fastest, + a faster NCCL pair exists, < NCCL's pick, ^ not NCCL's, ~ NCCL would not run
+    it here (the reason recorded in ``disabled`` for the footnote)."""
+    from ..algorithms import in_nccl
+    mark = " *" if fastest else " +" if faster else ""
+    mark += " <" if pick == (r.algorithm, r.protocol) else ""
+    mark += "" if in_nccl(r.algorithm, coll) else " ^"
+    off = _disabled_here(r, coll, topo, cfg) if cfg is not None else None
+    if off:
+        mark += " ~"
+        disabled.setdefault(f"{r.algorithm}/{r.protocol}: {off}", None)
+    return mark
+
+
 def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None, ranges: dict | None = None,
            cfg=None, picks: dict | None = None) -> str:
     from ..algorithms import in_nccl
@@ -506,13 +528,7 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     shorter: list[str] = []   # larger sizes predicted faster than the smaller one before them, same pair
     for nbytes, group, best in results:
         for r in group:
-            mark = " *" if multi and r is best else " +" if nbytes in faster else ""
-            mark += " <" if picks.get(nbytes) == (r.algorithm, r.protocol) else ""
-            mark += "" if in_nccl(r.algorithm, coll) else " ^"
-            off = _disabled_here(r, coll, topo, cfg) if cfg is not None else None
-            if off:
-                mark += " ~"
-                disabled.setdefault(f"{r.algorithm}/{r.protocol}: {off}", None)
+            mark = _marks(r, r is best and multi, nbytes in faster, picks.get(nbytes), coll, topo, cfg, disabled)
             prev = earlier.get(id(r))
             if prev is not None:
                 mark += " v"
