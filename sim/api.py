@@ -228,9 +228,13 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
     if reason is None:
         r = _flow(coll, nbytes, topo, algorithm, proto, opts)
     elif not fits:
+        others = [a for a in ("ring",) if a != algorithm and flow_covers(coll, a, topo) is None]
+        way = (f", or -a {others[0]} (which the flow model times on this topology)" if others else
+               "" if topo.hardware.gpu_arch is not None else
+               ", or describe the cluster with a hardware preset (dgx-h100:nodes=N...), which the flow model times")
         raise CollsimError(f"{coll.name} over {topo.nranks} GPUs: the engine would need about {gb(est.bytes)} for "
                            f"{algorithm}/{proto.name} ({est.describe(memory=False)}), more than --max-memory {gb(limit)}, "
-                           f"and the flow model cannot run it ({reason}): simulate fewer GPUs or raise --max-memory")
+                           f"and the flow model cannot run it ({reason}): simulate fewer GPUs{way}")
     elif est.seconds > AUTO_FALLBACK_SECONDS:   # bounded work: minutes of engine are asked for, not chosen
         # a hardware preset already: what the flow model times at any size is NCCL's own algorithms
         hint = ("time NCCL's own algorithms instead (-a auto), which the flow model times at any size"

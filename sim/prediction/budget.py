@@ -22,6 +22,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -39,6 +40,8 @@ ENGINE_OPS_PER_S = 120_000       # simulated ops per second on a busy 2-core mac
 BUILD_OPS_PER_S = 8_000_000      # program ops built per second
 ROUTE_S_FAT_TREE = 3e-4          # one route on a preset's fat tree (Dijkstra over two hosts and the fabric)
 ROUTE_S_OTHER = 2e-5             # one route on a textbook topology (neighbours, found at once)
+ROUTE_BYTES_PER_HOP = 200        # a hop of a route: its (slot, serialisation, latency) tuple, then three table cells
+ROUTE_S_PER_HOP = 1e-6           # ... and the time to find and copy it
 AUTO_ENGINE_SECONDS = 1.0        # --model auto runs the engine when its estimate is below this
 AUTO_FALLBACK_SECONDS = 60.0     # ... or, where the flow model cannot run it, up to this (refused above)
 # Peak bytes per op while a one-piece program over every rank is built and its per-step link loads summed
@@ -319,8 +322,21 @@ def engine_estimate(algorithm: str, collective: str | Collective, topo, nchannel
     # between every pair (1,024 GPUs: a million routes, most of a 4.5-minute run)
     pairs = min(simulated, n * (n - 1) if algorithm == "direct" else 6 * n * (max(1, nchannels) if algorithm != "ring" else 1))
     route_s = ROUTE_S_FAT_TREE if topo.hardware.nodes_per_leaf and topo.nhosts > 1 else ROUTE_S_OTHER * _hub_factor(topo)
-    seconds = simulated / ENGINE_OPS_PER_S + program_ops / BUILD_OPS_PER_S + pairs * route_s
+    # the routes themselves: the event loop holds each as a row of its longest route's length, hop by hop. A
+    # fat tree's routes are a few hops; a ring topology's (ring:n=N) reach N/2, and a tree on ring:n=131072 once
+    # asked for 224 GiB after 43 s of building, where this estimate now switches model or refuses up front
+    hops = route_hops(topo) if algorithm != "ring" else 1
+    nbytes += pairs * hops * ROUTE_BYTES_PER_HOP
+    seconds = simulated / ENGINE_OPS_PER_S + program_ops / BUILD_OPS_PER_S + pairs * (route_s + hops * ROUTE_S_PER_HOP)
     return Estimate(program_ops, simulated, nbytes, seconds)
+
+
+@lru_cache(maxsize=64)
+def route_hops(topo) -> int:
+    """Links on the route from rank 0 to the rank halfway round: the length a route can reach on this
+    topology (a few on switched and fat-tree machines, N/2 on a ring of N)."""
+    n = topo.nranks
+    return max(1, len(topo.route(0, n // 2))) if n > 1 else 1
 
 
 def _hub_factor(topo) -> float:

@@ -282,11 +282,25 @@ def chain_time_us(rings: Rings, first, pieces: int, wire_bytes: float, hop_laten
     rows = np.arange(nch)
     q = np.arange(pieces)
     ready = np.zeros((nch, pieces))
-    for h in range(rings.nranks - 1):
-        j = (first + h) % rings.nranks % rings.period
+    hops, period = rings.nranks - 1, rings.period
+    # hop h's class is (first + h) mod period on every channel, so the hops repeat every period; once the pieces
+    # leave the slowest class spaced by it, every period adds the same time to every piece (the periodic regime
+    # :func:`ring_time_us` also skips to), and the rest of the chain is that constant times the periods left.
+    # Hop by hop, a broadcast over 65,536 ranks took 15 s of 21 here; 131,072 ranks of gb200 over 3 minutes
+    periodic = rings.nranks % period == 0
+    history: list[np.ndarray] = []
+    skip, h = 0.0, 0
+    while h < hops:
+        j = (first + h) % rings.nranks % period
         b = (rings.us_per_byte[rows, j] * wire_bytes)[:, None]
         ready = (q + 1) * b + np.maximum.accumulate(ready - q * b, axis=1) + (rings.latency_us[rows, j] + hop_latency_us)[:, None]
-    return float(ready.max())
+        h += 1
+        if periodic and not skip and h % period == 0:
+            history = (history + [ready])[-3:]
+            if len(history) == 3 and _cycle([history[0], history[1]]) and (cycle := _cycle([history[1], history[2]])):
+                k = (hops - h) // period
+                skip, hops = k * cycle[1], hops - k * period
+    return float(ready.max()) + skip
 
 
 # ---- the model --------------------------------------------------------------------------------------

@@ -88,3 +88,41 @@ def test_plan_initial_broadcast_grows_with_the_chain():
     assert large["time_us"] > small["time_us"]
     one = sim.simulate("broadcast", 250 << 20, "dgx-h100:nodes=128", model="auto")
     assert large["time_us"] > one.explain["single_call_us"]
+
+
+def _chain_hop_by_hop(rings, first, pieces, wire, lat):
+    """The chain's recurrence run over every hop: the reference the periodic skip must reproduce."""
+    import numpy as np
+    nch = rings.us_per_byte.shape[0]
+    first = np.broadcast_to(np.asarray(first, dtype=np.int64), (nch,))
+    rows, q, ready = np.arange(nch), np.arange(pieces), np.zeros((nch, pieces))
+    for h in range(rings.nranks - 1):
+        j = (first + h) % rings.nranks % rings.period
+        b = (rings.us_per_byte[rows, j] * wire)[:, None]
+        ready = (q + 1) * b + np.maximum.accumulate(ready - q * b, axis=1) + (rings.latency_us[rows, j] + lat)[:, None]
+    return float(ready.max())
+
+
+def test_chain_skips_whole_periods_exactly():
+    import types
+
+    import numpy as np
+
+    from sim.prediction.flow import chain_time_us
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        period, nch = int(rng.integers(1, 9)), int(rng.integers(1, 5))
+        rings = types.SimpleNamespace(nranks=period * int(rng.integers(2, 150)), period=period,
+                                      us_per_byte=rng.uniform(1e-6, 1e-4, (nch, period)),
+                                      latency_us=rng.uniform(0, 5, (nch, period)))
+        first, pieces, wire = rng.integers(0, rings.nranks, nch), int(rng.integers(1, 40)), float(rng.uniform(1e3, 1e6))
+        want = _chain_hop_by_hop(rings, first, pieces, wire, 0.3)
+        assert chain_time_us(rings, first, pieces, wire, 0.3) == pytest.approx(want, rel=1e-12)
+
+
+def test_engine_runs_whose_routes_would_not_fit_are_refused_up_front():
+    # a tree on a ring of 65,536 GPUs routes over up to 32,768 hops each: once an out-of-memory error after 20 s
+    p = collsim("simulate", "-t", "ring:n=65536", "-b", "1M", "-e", "1M", timeout=120)
+    assert p.returncode != 0 and "-a ring" in p.stderr and "out of memory" not in p.stderr
+    r = collsim("simulate", "-t", "ring:n=65536", "-b", "1M", "-e", "1M", "-a", "ring", "--format", "json", timeout=120)
+    assert json.loads(r.stdout)["results"][0]["model"] == "flow"
