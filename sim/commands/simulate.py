@@ -122,7 +122,7 @@ def run(args) -> int:
     started, ledger = time.perf_counter(), LEDGER.snapshot()
     topo = with_gpus_per_process(load_topology(args.topology), args.gpus_per_process)
     coll = get_collective(args.collective)
-    sizes = sizes_from_args(args)
+    sizes = nccl_tests_sizes(sizes_from_args(args), coll, topo.nranks, DTYPE_BYTES[args.datatype])
     check_output_path(args.trace, "--trace", (".json",))
     # a bad size is refused before anything runs
     max_memory = None if args.max_memory is None else parse_memory(args.max_memory)
@@ -229,6 +229,34 @@ IDEAL_NOTE = ("the ideal latency-bandwidth protocol is a textbook model, not NCC
               "scores it; the range is the NCCL model's out-of-sample error")
 STOCHASTIC_NOTE = ("the range is widened by the stochastic mode's spread, which no public case validates "
                    "(docs/nccl-model.md, Known gaps)")
+
+
+def nccl_tests_sizes(sizes: list[int], coll, n: int, elem: int) -> list[int]:
+    """The sizes nccl-tests runs for ``sizes``: where a size is n shards or n blocks (all_gather, reduce_scatter,
+    all_to_all) it counts whole elements per rank (``count / nranks``, common.cu's *GetCollByteCount), so
+    all_gather -b 100 over 8 ranks of float runs 96 B, and -b 8 runs 0 B (a row of no data, left out here).
+    The changed sizes are named on stderr.
+
+    >>> from sim.collectives import get_collective
+    >>> nccl_tests_sizes([8, 100, 1024], get_collective("all_gather"), 8, 4), nccl_tests_sizes([100], get_collective("all_reduce"), 8, 4)
+    ([96, 1024], [100])
+    """
+    if not (coll.sharded or coll.pairwise) or n < 2:
+        return sizes
+    unit = n * elem
+    out = sorted({s - s % unit for s in sizes if s >= unit})
+    moved = [f"{s} -> {s - s % unit}" for s in sizes if s % unit and s >= unit]
+    dropped = [s for s in sizes if s < unit]
+    if moved or dropped:
+        print(f"collsim: {coll.name} over {n} ranks runs whole elements per rank, as nccl-tests counts them: "
+              + (f"sizes {', '.join(moved[:6])}{' ...' if len(moved) > 6 else ''} B" if moved else "")
+              + ("; " if moved and dropped else "")
+              + (f"{', '.join(map(str, dropped[:6]))} B hold under one element per rank (nccl-tests prints 0 B rows): "
+                 "left out" if dropped else ""), file=sys.stderr)
+    if not out:
+        raise CollsimError(f"every size is under one element per rank for {coll.name} over {n} ranks: give -e {unit} "
+                           "or more")
+    return out
 
 
 def _not_validated(args, in_nccl: bool, protocol: str, disabled: str | None) -> str | None:
@@ -488,12 +516,16 @@ def shorter_than_before(results) -> dict:
     channels, so such rows are its rule, said rather than printed bare."""
     before: dict = {}
     out = {}
+    last_pick = None   # one row per size (NCCL's pick): the row of the size before, whatever its pair
     for nbytes, group, _ in results:
         for r in group:
             prev = before.get((r.algorithm, r.protocol))
             before[(r.algorithm, r.protocol)] = (nbytes, r)
+            if prev is None and len(group) == 1 and last_pick is not None:
+                prev = last_pick   # NCCL switched pair at this size: its tuner's switch point, not where times cross
             if prev is not None and r.time_us < prev[1].time_us * (1 - SHORTER_TOLERANCE):
                 out[id(r)] = prev
+        last_pick = (nbytes, group[0]) if len(group) == 1 else None
     return out
 
 
@@ -517,7 +549,10 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     faster, ranges, picks = faster or {}, ranges or {}, picks or {}
     env = " ".join(f"{k}={v}" for k, v in cfg.env) if cfg is not None else ""
     lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)), model {args.model}"
-             + (f", NCCL {cfg.version}" if cfg is not None else "") + (f" with {env}" if env else ""),
+             + (f", NCCL {cfg.version}" if cfg is not None else "")
+             + (f" (the rules of {cfg.release.tag}, the nearest release collsim reads at or below it)"
+                if cfg is not None and cfg.version != cfg.release.version else "")
+             + (f" with {env}" if env else ""),
              f"# {'size':>10s} {'count':>12s} {'type':>6s} {'algorithm':>14s} {'protocol':>8s} {'steps':>6s} {'time':>10s} {'algbw':>8s} {'busbw':>8s}"
              f" {'busbw 80% range':^{RANGE_WIDTH}s}",
              f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"
@@ -533,8 +568,10 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
             if prev is not None:
                 mark += " v"
                 used = [x.explain.get("nccl_channels_threads_used", "").split(" channels")[0] for x in (prev[1], r)]
+                pair = (prev[1].algorithm, prev[1].protocol)
                 shorter.append(f"{prev[0]} -> {nbytes} B {r.algorithm}/{r.protocol}"
-                               + (f" on {used[0]} -> {used[1]} channels" if all(used) else ""))
+                               + (f" on {used[0]} -> {used[1]} channels" if all(used) and pair == (r.algorithm, r.protocol) else "")
+                               + (f" after {pair[0]}/{pair[1]}" if pair != (r.algorithm, r.protocol) else ""))
             iv = ranges.get(id(r))
             rng = busbw_range(*iv.busbw_GBps_range, validated=iv.validated) if iv else ""
             if iv is not None and not iv.validated:
@@ -577,10 +614,11 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
                      f"the chain from the root; one call alone takes longer ({'; '.join(alone[:4])}"
                      f"{'; ...' if len(alone) > 4 else ''}; JSON explain single_call_us)")
     if shorter:
-        lines.append(f"# v faster than the smaller size before it with the same algorithm and protocol ({'; '.join(shorter[:4])}"
+        lines.append(f"# v faster than the smaller size before it ({'; '.join(shorter[:4])}"
                      f"{'; ...' if len(shorter) > 4 else ''}): NCCL runs a small message on fewer of its channels "
                      "(enqueue.cc: as many as the message fills at a few bytes per thread), so a larger one can run on "
-                     "more of them and finish sooner; --explain gives each size's terms")
+                     "more of them and finish sooner; where the pair changes ('after'), NCCL's tuner, by its own model, "
+                     "kept the slower pair up to that size; --explain gives each size's terms")
     if args.model in MODEL_OMITS:
         lines.append(f"# model {args.model} leaves out: {MODEL_OMITS[args.model]}")
     if faster:
