@@ -177,7 +177,7 @@ def run(args) -> int:
             off = _disabled_here(r, coll, topo, cfg)
             if off:
                 row["nccl_disabled"] = off
-            why_not = _not_validated(args, row["in_nccl"], r.protocol, off)
+            why_not = _not_validated(args, row["in_nccl"], r.protocol, off, topo)
             if why_not and iv.validated:
                 iv = ranges[id(r)] = replace(iv, validated=False, note=why_not)
             row.update({"nccl_version": cfg.version, "time_us_range": list(iv.time_us_range),
@@ -221,6 +221,8 @@ UNVALIDATED_MODELS = {
     "tuner": "--model tuner is NCCL's own closed form, not cross-validated: the range is the engine's out-of-sample error",
     "alpha-beta": "--model alpha-beta is a textbook formula, not cross-validated: the range is the engine's out-of-sample error",
 }
+TEXTBOOK_NOTE = ("a textbook topology (ring, switch, fully-connected, a hand-written file without a GPU model), not a "
+                 "machine a published case ran on: the range is the NCCL model's out-of-sample error")
 DISABLED_NOTE = ("NCCL would not run this pair here (see ~), so no measurement of it exists; the range is the NCCL "
                  "model's out-of-sample error")
 NOT_NCCL_NOTE = ("not one of NCCL's algorithms: no published case (nccl-tests runs NCCL's) scores it; the range is the "
@@ -259,9 +261,11 @@ def nccl_tests_sizes(sizes: list[int], coll, n: int, elem: int) -> list[int]:
     return out
 
 
-def _not_validated(args, in_nccl: bool, protocol: str, disabled: str | None) -> str | None:
+def _not_validated(args, in_nccl: bool, protocol: str, disabled: str | None, topo) -> str | None:
     """Why a row is outside what the public cases validate, or None: they are nccl-tests runs of NCCL's own
-    algorithms and protocols, scored through the default models without the stochastic mode."""
+    algorithms and protocols on real machines, scored through the default models without the stochastic mode."""
+    if topo.hardware.gpu_arch is None and not topo.hardware.calibration:
+        return TEXTBOOK_NOTE
     if args.model in UNVALIDATED_MODELS:
         return UNVALIDATED_MODELS[args.model]
     if args.stochastic:

@@ -13,7 +13,8 @@ def register(sub) -> None:
                         "omit to list presets")
     p.add_argument("--from-nvidia-smi", metavar="FILE[:k=v,...]", default=None,
                    help="build the node from saved `nvidia-smi topo -m` output (GPU model from the text or gpu=NAME; "
-                        "other keys such as nodes=2 go to the preset)")
+                        "other keys such as nodes=2 go to the preset the node builds as; a PCIe server without NVLink builds as "
+                        "the one-server pcie preset, which takes no nodes=)")
     p.add_argument("--plot", metavar="FILE.png", help="draw the topology to an image file")
     p.add_argument("--format", default="text", choices=("text", "json"), help="json: the file format (loadable)")
     p.set_defaults(func=run)

@@ -150,12 +150,27 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
                                "all_to_all, broadcast, reduce)")
         print(f"collsim: {os.path.basename(path)!r} names no collective; its busbw/algbw, 2(n-1)/n on every row, says "
               "all_reduce (--collective to say otherwise)", file=sys.stderr)
+    _check_bus_factor(rows, coll, meta["nranks"], path)
     case = {"id": os.path.basename(path), "topology": topology, "collective": coll, "format": "nccl-tests",
             "nranks": meta["nranks"], "source": path, "gpus_per_process": meta["gpus_per_process"],
             "rows": [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r["busbw_GBps"] or 0.0} for r in rows]}
     if meta["nccl_version"]:   # the release that ran it ("NCCL version 2.22.3"): its rules, not the newest's
         case["nccl_version"] = meta["nccl_version"]
     return [case]
+
+
+def _check_bus_factor(rows: list[dict], coll: str, nranks: int | None, path: str) -> None:
+    """Say so (stderr) when the table's own busbw/algbw contradicts the collective it is scored as: nccl-tests
+    writes busbw = algbw x the collective's bus factor (2(n-1)/n for all_reduce, (n-1)/n for all_gather,
+    reduce_scatter and all_to_all, 1 for broadcast and reduce), so a file of another collective shows it."""
+    if not nranks:
+        return
+    want = get_collective(coll).bus_factor(nranks)
+    ratios = [r["busbw_GBps"] / r["algbw_GBps"] for r in rows if (r.get("algbw_GBps") or 0) >= 1.0 and r.get("busbw_GBps")]
+    if ratios and all(abs(x - want) > 0.02 for x in ratios):
+        print(f"collsim: warning: {os.path.basename(path)!r}: its busbw/algbw is {statistics.median(ratios):.3g}, where "
+              f"{coll} over {nranks} ranks gives {want:.3g}: the file measures another collective (or rank count) "
+              "than it is scored as", file=sys.stderr)
 
 
 # ---- scoring -------------------------------------------------------------------------------------
@@ -264,6 +279,10 @@ def run(args) -> int:
     if args.cross_validate:
         from .crossval import cross_validate
         from .residuals import coverage, residual_rows, write_residuals
+        if args.case:   # what "out of sample" means here: refitted on the other selected cases only
+            print(f"collsim: note: --cross-validate with --case: each left-out group is refitted on the other "
+                  f"{len(cases) - 1} selected case(s) only, and its ranges come from their residuals alone; the "
+                  "public set's out-of-sample figures need every case (drop --case)", file=sys.stderr)
         cv, refit = cross_validate(cases, score_case, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
                                    by=args.by, jobs=jobs)
         cv_total = summarize(cv)

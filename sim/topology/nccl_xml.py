@@ -305,6 +305,13 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bo
         if "sockets" in keys:
             read.append(f"PCIe: {node.sockets} socket(s), {keys['gpus_per_switch']} GPU(s) per PCIe switch or root port "
                         "(NCCL uses peer-to-peer only under one switch: the rest goes through host memory)")
+        if node.nics:
+            read.append(f"NICs: the pcie preset models one server, so its {len(node.nics)} NIC(s) carry nothing here")
+        clusterwide = sorted(k for k in params if k in ("nodes", "fabric", "nic_gbps", "nics_per_node", "sharp"))
+        if clusterwide:
+            raise CollsimError(f"{path}: a server of PCIe GPUs without NVLink builds as the pcie preset, which models "
+                               f"one server: {', '.join(clusterwide)} cannot be given to it (describe a cluster of such "
+                               "servers as a .yaml topology)")
     else:
         raise CollsimError(f"{path}: {arch} GPUs on NVSwitch have no preset to build from: describe the node as a .yaml topology")
     keys.update(params)          # the user's keys win: nodes=, fabric=, nic_gbps=...
