@@ -41,7 +41,6 @@ BUILD_OPS_PER_S = 8_000_000      # program ops built per second
 ROUTE_S_FAT_TREE = 3e-4          # one route on a preset's fat tree (Dijkstra over two hosts and the fabric)
 ROUTE_S_OTHER = 2e-5             # one route on a textbook topology (neighbours, found at once)
 ROUTE_BYTES_PER_HOP = 200        # a hop of a route: its (slot, serialisation, latency) tuple, then three table cells
-ROUTE_S_PER_HOP = 1e-6           # ... and the time to find and copy it
 AUTO_ENGINE_SECONDS = 1.0        # --model auto runs the engine when its estimate is below this
 AUTO_FALLBACK_SECONDS = 60.0     # ... or, where the flow model cannot run it, up to this (refused above)
 # Peak bytes per op while a one-piece program over every rank is built and its per-step link loads summed
@@ -327,7 +326,7 @@ def engine_estimate(algorithm: str, collective: str | Collective, topo, nchannel
     # asked for 224 GiB after 43 s of building, where this estimate now switches model or refuses up front
     hops = route_hops(topo) if algorithm != "ring" else 1
     nbytes += pairs * hops * ROUTE_BYTES_PER_HOP
-    seconds = simulated / ENGINE_OPS_PER_S + program_ops / BUILD_OPS_PER_S + pairs * (route_s + hops * ROUTE_S_PER_HOP)
+    seconds = simulated / ENGINE_OPS_PER_S + program_ops / BUILD_OPS_PER_S + pairs * route_s
     return Estimate(program_ops, simulated, nbytes, seconds)
 
 
