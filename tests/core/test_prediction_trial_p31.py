@@ -56,6 +56,8 @@ def test_simple_only_algorithms_refuse_other_protocols():
         sim.simulate("all_reduce", 1 << 20, "dgx-h100", "nvls", "LL")
     with pytest.raises(CollsimError, match="Simple protocol only"):
         sim.simulate("all_reduce", 1 << 20, "dgx-h100:nodes=2,sharp=1", "collnet_chain", "LL128")
+    with pytest.raises(CollsimError, match="point-to-point"):
+        sim.simulate("all_to_all", 1 << 20, "dgx-h100:nodes=2", "p2p", "LL128")
     assert sim.simulate("all_reduce", 1 << 20, "dgx-h100", "nvls", "auto").protocol == "Simple"
 
 

@@ -175,7 +175,8 @@ def test_a_one_gpu_matrix_says_so(tmp_path):
     with pytest.raises(CollsimError, match="lists one GPU"):
         node_preset_from_xml(one, {})
     assert len(parse_topology_xml(open(one).read()).gpus) == 1
-    assert node_preset_from_xml(one, {"nodes": "2"})[0].startswith("pcie:")   # two such nodes: the user's to build
+    with pytest.raises(CollsimError, match="models one server"):   # the pcie preset takes no nodes=
+        node_preset_from_xml(one, {"nodes": "2"})
 
 
 def test_simulate_names_nvidia_smi_text_and_file_parameters(tmp_path, monkeypatch, cli):
