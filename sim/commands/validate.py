@@ -336,7 +336,7 @@ def run(args) -> int:
              else f"no worst case (no size of {BW_MIN_BYTES >> 20} MiB or more with a busbw)")
     print(f"overall: busbw median error {pct(total['bw_median']).strip()} over {total['bw_points']} sizes, "
           f"small-size time median error {pct(total['lat_median']).strip()} over {total['lat_points']} sizes; "
-          f"{worst}; {total['seconds']:.1f} s")
+          f"{worst}; {total['seconds']:.1f} s of scoring, summed over the cases (with -j, more than the wall time)")
     if cv is not None:
         assert cv_total is not None and refit is not None
         what = "one system" if args.by == "system" else "one case"
