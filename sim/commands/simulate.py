@@ -236,28 +236,25 @@ STOCHASTIC_NOTE = ("the range is widened by the stochastic mode's spread, which 
 def nccl_tests_sizes(sizes: list[int], coll, n: int, elem: int) -> list[int]:
     """The sizes nccl-tests runs for ``sizes``: where a size is n shards or n blocks (all_gather, reduce_scatter,
     all_to_all) it counts whole elements per rank (``count / nranks``, common.cu's *GetCollByteCount), so
-    all_gather -b 100 over 8 ranks of float runs 96 B, and -b 8 runs 0 B (a row of no data, left out here).
-    The changed sizes are named on stderr.
+    all_gather -b 100 over 8 ranks of float runs 96 B. A size under one element per rank (nccl-tests runs 0 B)
+    is predicted as given. The changed sizes are named on stderr.
 
     >>> from sim.collectives import get_collective
     >>> nccl_tests_sizes([8, 100, 1024], get_collective("all_gather"), 8, 4), nccl_tests_sizes([100], get_collective("all_reduce"), 8, 4)
-    ([96, 1024], [100])
+    ([8, 96, 1024], [100])
     """
     if not (coll.sharded or coll.pairwise) or n < 2:
         return sizes
     unit = n * elem
-    out = sorted({s - s % unit for s in sizes if s >= unit})
+    out = sorted({s - s % unit if s >= unit else s for s in sizes})
     moved = [f"{s} -> {s - s % unit}" for s in sizes if s % unit and s >= unit]
-    dropped = [s for s in sizes if s < unit]
-    if moved or dropped:
+    tiny = [s for s in sizes if s < unit]
+    if moved or tiny:
         print(f"collsim: {coll.name} over {n} ranks runs whole elements per rank, as nccl-tests counts them: "
               + (f"sizes {', '.join(moved[:6])}{' ...' if len(moved) > 6 else ''} B" if moved else "")
-              + ("; " if moved and dropped else "")
-              + (f"{', '.join(map(str, dropped[:6]))} B hold under one element per rank (nccl-tests prints 0 B rows): "
-                 "left out" if dropped else ""), file=sys.stderr)
-    if not out:
-        raise CollsimError(f"every size is under one element per rank for {coll.name} over {n} ranks: give -e {unit} "
-                           "or more")
+              + ("; " if moved and tiny else "")
+              + (f"{', '.join(map(str, tiny[:6]))} B hold under one element per rank (nccl-tests runs them as 0 B rows); "
+                 "predicted as given" if tiny else ""), file=sys.stderr)
     return out
 
 
