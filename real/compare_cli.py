@@ -14,7 +14,7 @@ import json
 import os
 
 from sim.commands.common import check_output_dir
-from sim.commands.simulate import add_nccl_args, nccl_config_from_args
+from sim.commands.simulate import add_nccl_args, nccl_config_printed
 from sim.errors import CollsimError
 from sim.io.safe_io import check_not_input, check_output, write_output
 
@@ -79,23 +79,6 @@ def _measured_args(p) -> None:
     p.add_argument("--nranks", "-n", type=int, default=None, help="rank count of nccl-tests text that does not list its ranks")
 
 
-def _nccl_config(args, m):
-    """The NCCL release and variables to predict ``m`` with, and the note that says which: the flags where
-    given, else the release the measured output prints (as ``collsim validate`` does), clamped to the
-    releases collsim models; a collsim bench file (gloo) names none and gets the newest."""
-    from sim.nccl import config as nccl_config
-    if args.nccl_version is not None or args.nccl_env or args.nccl_env_from_shell:
-        cfg = nccl_config_from_args(args)
-        return cfg, f"NCCL {cfg.version}'s rules (--nccl-version/--nccl-env)"
-    printed = m.env.get("nccl_version") if isinstance(m.env.get("nccl_version"), str) else None
-    if not printed:
-        return nccl_config.current(), None
-    cfg = nccl_config.case_config({"id": m.source, "nccl_version": printed})
-    from sim.nccl.versions import parse_version
-    nearest = " (the nearest release collsim models)" if parse_version(cfg.version) != parse_version(printed) else ""
-    return cfg, f"the output prints NCCL {printed}: predicted with NCCL {cfg.version}'s rules{nearest}; --nccl-version to change"
-
-
 def run_compare(args) -> int:
     check_output_dir(args.report, "--report")
     from .compare.markdown_report import check_report_target
@@ -113,7 +96,10 @@ def run_compare(args) -> int:
     if warning:   # one line, before the numbers it qualifies (and in the JSON/report notes)
         import sys
         print(warning, file=sys.stderr)
-    cfg, release_note = _nccl_config(args, m)
+    printed = m.env.get("nccl_version") if isinstance(m.env.get("nccl_version"), str) else None
+    cfg, release_note = nccl_config_printed(args, printed, "the output")
+    if not printed and not (args.nccl_version or args.nccl_env or args.nccl_env_from_shell):
+        release_note = None   # a collsim bench file (gloo): no NCCL release to speak of
     from sim.nccl import config as nccl_config
     with nccl_config.use(cfg):
         c = compare(m, topo, algorithm=args.algorithm, protocol=args.protocol, model=args.model,

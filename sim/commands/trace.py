@@ -15,7 +15,7 @@ from ..errors import CollsimError
 from ..io.safe_io import write_output
 from ..presets import load_topology
 from .common import check_output_path
-from .simulate import add_nccl_args, nccl_config_from_args
+from .simulate import add_nccl_args, nccl_config_printed
 
 
 def register(sub) -> None:
@@ -56,23 +56,6 @@ def _topology(args, job):
     return load_topology(spec), spec, [f"topology from the NCCL log: {spec} ({'; '.join(why)})"]
 
 
-def _nccl_config(args, job):
-    """The NCCL release and variables to predict with, and the note that says which: the flags where given,
-    else the release the job's NCCL log prints (clamped to the releases collsim models), else the newest."""
-    from ..nccl import config as nccl_config
-    from ..nccl.versions import parse_version
-    if args.nccl_version is not None or args.nccl_env or args.nccl_env_from_shell:
-        cfg = nccl_config_from_args(args)
-        return cfg, f"predicted with NCCL {cfg.version}'s rules (--nccl-version/--nccl-env)"
-    printed = next((log.version for log in job.logs if log.version), None)
-    if printed is None:
-        cfg = nccl_config.current()
-        return cfg, f"predicted with NCCL {cfg.version}'s rules (no NCCL log names its release; --nccl-version to change)"
-    cfg = nccl_config.case_config({"id": "the NCCL log", "nccl_version": printed})
-    nearest = " (the nearest release collsim models)" if parse_version(cfg.version) != parse_version(printed) else ""
-    return cfg, f"the NCCL log prints {printed}: predicted with NCCL {cfg.version}'s rules{nearest}; --nccl-version to change"
-
-
 def _topology_only(args) -> bool:
     """``--topology-out`` from NCCL logs that hold set-up lines but no per-call ones: the spec is still
     derivable, so it is written (with a note) rather than refused."""
@@ -108,7 +91,8 @@ def run(args) -> int:
         raise
     topo, spec, notes = _topology(args, job)
     from ..nccl import config as nccl_config
-    cfg, release_note = _nccl_config(args, job)
+    printed = next((log.version for log in job.logs if log.version), None)
+    cfg, release_note = nccl_config_printed(args, printed, "the NCCL log" if job.logs else "the paths")
     with nccl_config.use(cfg):
         doc = compare_job(job, topo, args.algorithm, args.protocol)
     doc["topology_spec"] = spec

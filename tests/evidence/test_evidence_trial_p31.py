@@ -89,7 +89,7 @@ def test_trace_predicts_with_the_release_the_log_prints():
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["nccl_version"] == "2.22"
-    assert any("prints 2.22.3" in n for n in doc["notes"])
+    assert any("the NCCL log prints NCCL 2.22.3" in n for n in doc["notes"])
 
 
 def test_banner_without_a_record_still_names_the_release_and_p4d_has_four_nics():
