@@ -173,6 +173,7 @@ def run(args) -> int:
     where = regime(topo)
     bounds: dict[str, float | None] = {}
     ranges = {}
+    offs: dict = {}   # id(row's Result) -> why NCCL would not run its pair here (None: it would): JSON and table
     rows = []
     earlier = shorter_than_before(results)
     for nbytes, group, best in results:
@@ -191,7 +192,7 @@ def run(args) -> int:
                                                                  max(iv.time_us_range[1], st["time_us_p90"])),
                                              busbw_GBps_range=(min(iv.busbw_GBps_range[0], st["busbw_GBps_p10"]),
                                                                max(iv.busbw_GBps_range[1], st["busbw_GBps_p90"])))
-            off = _disabled_here(r, coll, topo, cfg)
+            off = offs[id(r)] = _disabled_here(r, coll, topo, cfg)
             if off:
                 row["nccl_disabled"] = off
             why_not = _not_validated(args, row["in_nccl"], r.protocol, off, topo)
@@ -221,6 +222,7 @@ def run(args) -> int:
     payload["stats"] = _stats(LEDGER.since(ledger), time.perf_counter() - started)
     with use(cfg):   # --explain reads NCCL's channel bounds from the configuration
         text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg,
+                      offs=offs, earlier=earlier,
                       picks=picks)
     if args.stochastic:
         text += (f"\n# stochastic mode: {args.stochastic} samples, seed {seed}, per-hop latency spread "
@@ -547,14 +549,13 @@ def shorter_than_before(results) -> dict:
     return out
 
 
-def _marks(r, fastest: bool, faster: bool, pick, coll, topo, cfg, disabled: dict) -> str:
+def _marks(r, fastest: bool, faster: bool, pick, coll, off: str | None, disabled: dict) -> str:
     """A row's marks: * fastest, + a faster NCCL pair exists, < NCCL's pick, ^ not NCCL's, ~ NCCL would not run
-    it here (the reason recorded in ``disabled`` for the footnote)."""
+    it here (``off``: why; recorded in ``disabled`` for the footnote)."""
     from ..algorithms import in_nccl
     mark = " *" if fastest else " +" if faster else ""
     mark += " <" if pick == (r.algorithm, r.protocol) else ""
     mark += "" if in_nccl(r.algorithm, coll) else " ^"
-    off = _disabled_here(r, coll, topo, cfg) if cfg is not None else None
     if off:
         mark += " ~"
         disabled.setdefault(f"{r.algorithm}/{r.protocol}: {off}", None)
@@ -562,7 +563,9 @@ def _marks(r, fastest: bool, faster: bool, pick, coll, topo, cfg, disabled: dict
 
 
 def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = None, ranges: dict | None = None,
-           cfg=None, picks: dict | None = None) -> str:
+           cfg=None, picks: dict | None = None, *, offs: dict, earlier: dict) -> str:
+    """The text table; ``offs`` (id(Result) -> why NCCL would not run the pair here) and ``earlier``
+    (:func:`shorter_than_before`) as the JSON rows were built from them."""
     from ..algorithms import in_nccl
     faster, ranges, picks = faster or {}, ranges or {}, picks or {}
     env = " ".join(f"{k}={v}" for k, v in cfg.env) if cfg is not None else ""
@@ -577,11 +580,10 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
              f" {'(GB/s, lo..hi)':^{RANGE_WIDTH}s}"]
     notes: dict[str, None] = {}
     disabled: dict[str, None] = {}   # NCCL's pairs that NCCL would not run here, and why
-    earlier = shorter_than_before(results)
     shorter: list[str] = []   # larger sizes predicted faster than the smaller one before them, same pair
     for nbytes, group, best in results:
         for r in group:
-            mark = _marks(r, r is best and multi, nbytes in faster, picks.get(nbytes), coll, topo, cfg, disabled)
+            mark = _marks(r, r is best and multi, nbytes in faster, picks.get(nbytes), coll, offs[id(r)], disabled)
             prev = earlier.get(id(r))
             if prev is not None:
                 mark += " v"
