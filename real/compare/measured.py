@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from sim.collectives import get_collective
 from sim.errors import CollsimError
-from sim.io.nccl_tests_format import collective_from_rows, parse_nccl_tests, parse_nccl_tests_meta
+from sim.io.nccl_tests_format import all_reduce_by_columns_note, collective_from_rows, parse_nccl_tests, parse_nccl_tests_meta
 from sim.io.safe_io import read_input
 from sim.io.validation import MAX_BYTES, MAX_RANKS
 
@@ -257,8 +257,7 @@ def read_measurement_text(text: str, source: str = "<text>", collective: str | N
         if coll is None:
             _missing("collective", source)
         import sys
-        print(f"collsim: {os.path.basename(source)!r} names no collective; its busbw/algbw, 2(n-1)/n on every row, says "
-              "all_reduce (--collective to say otherwise)", file=sys.stderr)
+        print(all_reduce_by_columns_note(os.path.basename(source)), file=sys.stderr)
     coll = get_collective(coll).name
     sizes = len({r["nbytes"] for r in raw})
     if sizes > MAX_SIZES:   # counted before any is simulated: each size is one prediction

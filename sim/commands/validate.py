@@ -28,7 +28,7 @@ import time
 from .. import api
 from ..collectives import get_collective
 from ..errors import CollsimError
-from ..io.nccl_tests_format import collective_from_rows, parse_nccl_tests, parse_nccl_tests_meta
+from ..io.nccl_tests_format import all_reduce_by_columns_note, collective_from_rows, parse_nccl_tests, parse_nccl_tests_meta
 from ..io.safe_io import read_input
 from ..io.validation import MAX_BYTES, MAX_GBPS, MAX_RANKS, MAX_US, number, whole
 from ..nccl import config as nccl_config
@@ -148,8 +148,7 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
             raise CollsimError(f"{os.path.basename(path)!r} does not say its collective (no *_perf name in it, and its "
                                "busbw/algbw fits several): pass --collective all_reduce (or all_gather, reduce_scatter, "
                                "all_to_all, broadcast, reduce)")
-        print(f"collsim: {os.path.basename(path)!r} names no collective; its busbw/algbw, 2(n-1)/n on every row, says "
-              "all_reduce (--collective to say otherwise)", file=sys.stderr)
+        print(all_reduce_by_columns_note(os.path.basename(path)), file=sys.stderr)
     _check_bus_factor(rows, coll, meta["nranks"], path)
     case = {"id": os.path.basename(path), "topology": topology, "collective": coll, "format": "nccl-tests",
             "nranks": meta["nranks"], "source": path, "gpus_per_process": meta["gpus_per_process"],

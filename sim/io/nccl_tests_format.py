@@ -270,6 +270,12 @@ def collective_from_rows(rows: list[dict], nranks: int | None = None) -> str | N
     return "all_reduce" if ratios and fits else None
 
 
+def all_reduce_by_columns_note(source: str) -> str:
+    """The line a reader prints when :func:`collective_from_rows` named the collective a table does not."""
+    return (f"collsim: {source!r} names no collective; its busbw/algbw, 2(n-1)/n on every row, says all_reduce "
+            "(--collective to say otherwise)")
+
+
 def parse_nccl_tests_meta(text: str) -> dict:
     """What the output says about the run: ``collective`` (from ``all_reduce_perf`` in the command line
     or banner, else None), ``nranks`` (the ``#  Rank  N ...`` device lines, else None), ``nccl_version``
