@@ -22,7 +22,6 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -330,10 +329,10 @@ def engine_estimate(algorithm: str, collective: str | Collective, topo, nchannel
     return Estimate(program_ops, simulated, nbytes, seconds)
 
 
-@lru_cache(maxsize=64)
 def route_hops(topo) -> int:
     """Links on the route from rank 0 to the rank halfway round: the length a route can reach on this
-    topology (a few on switched and fat-tree machines, N/2 on a ring of N)."""
+    topology (a few on switched and fat-tree machines, N/2 on a ring of N). The topology caches its routes,
+    so asking again costs nothing (and no cache here holds topologies alive)."""
     n = topo.nranks
     return max(1, len(topo.route(0, n // 2))) if n > 1 else 1
 
