@@ -98,8 +98,8 @@ def run_compare(args) -> int:
         print(warning, file=sys.stderr)
     printed = m.env.get("nccl_version") if isinstance(m.env.get("nccl_version"), str) else None
     cfg, release_note = nccl_config_printed(args, printed, "the output")
-    if not printed and not (args.nccl_version or args.nccl_env or args.nccl_env_from_shell):
-        release_note = None   # a collsim bench file (gloo): no NCCL release to speak of
+    if m.backend not in (None, "nccl"):
+        release_note = None   # a gloo sweep: NCCL's release has nothing to say about it
     from sim.nccl import config as nccl_config
     with nccl_config.use(cfg):
         c = compare(m, topo, algorithm=args.algorithm, protocol=args.protocol, model=args.model,
