@@ -429,7 +429,11 @@ def _ring_step_floor_us(m: Machine, p: str) -> float:
 
 def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig) -> tuple[float, int, dict]:
     graph = graph_for(m, a)
-    nch, ppn, ci, col = cfg.channels(graph.nchannels), m.ppn, m.cc_index, m.node_column
+    # tuning.cc: busBw = graphs[a]->nChannels x bw, the channels NCCL's search found. NCCL_MIN/MAX_NCHANNELS
+    # and NCCL_MIN/MAX_CTAS bound the channels it runs (connect.cc, after the search), not its estimate:
+    # ``nch`` (what runs) bounds the kernels below, ``found`` is what NCCL's tuner counts
+    found = graph.nchannels
+    nch, ppn, ci, col = cfg.channels(found), m.ppn, m.cc_index, m.node_column
     rel = cfg.release
     caps = {"ring_ll128": PER_CH_MAX_RING_LL128[ci][col], "tree_ll128": PER_CH_MAX_TREE_LL128[ci][col],
             "tree": PER_CH_MAX_TREE[ci][col]}
@@ -449,7 +453,8 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
         inter = graph.bw_inter * (2 if m.nnodes <= 2 and a == "nvls_tree" else 1)
         cap = rel.nvls_tree_caps.get(m.arch, (math.inf,) * 3)[col] if a == "nvls_tree" else math.inf
         bw = min(intra, inter, cap)
-    bus = links = nch * bw
+    bus = found * bw
+    links = nch * bw
     row = ci if m.nnodes == 1 else int(m.cpu == "amd")
     ll_max = rel.ll_max_hopper[col] if row == 2 else LL_MAX_BW[row][col]
     if a in ("ring", "p2p") and p == "LL":
@@ -458,17 +463,17 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
         share = (quarter if m.nnodes > 1 or coll.full_reduction else third) if rel.ring_ll_quarter else RING_LL_BW_FACTOR
         bus = min(ll_max, bus * share)
     if a == "ring" and p == "LL128":
-        bus = min(bus * (rel.ring_ll128_one_gpu if ppn < 2 else LL128_BW_FACTOR), nch * caps["ring_ll128"])
+        bus = min(bus * (rel.ring_ll128_one_gpu if ppn < 2 else LL128_BW_FACTOR), found * caps["ring_ll128"])
     detail: dict = {}
     if a == "tree" and NCCL_RULES[coll].allreduce_terms:
-        bus = min(bus * LL128_BW_FACTOR, nch * caps["tree"])
+        bus = min(bus * LL128_BW_FACTOR, found * caps["tree"])
         # perChMaxTreeBw: what one channel's tree kernel moves at most, whatever the links (the engine
         # honours it too: sim.nccl.execution.kernel_cap_us)
-        detail["kernel_cap_bus_GBps"] = nch * caps["tree"]
+        detail["kernel_cap_bus_GBps"] = nch * caps["tree"]      # a cap of the kernels that run
     if a == "tree" and p == "LL":
         bus = min(bus / TREE_LL_BW_DIVISOR, ll_max)
     if a == "tree" and p == "LL128":
-        bus = min(bus * TREE_LL128_BW_FACTOR[0 if m.nnodes == 1 else 1], nch * caps["tree_ll128"])
+        bus = min(bus * TREE_LL128_BW_FACTOR[0 if m.nnodes == 1 else 1], found * caps["tree_ll128"])
     if a == "tree" and tree_pattern(m) == "tree":
         # tuning.cc: "if (a == NCCL_ALGO_TREE && pattern == NCCL_TOPO_PATTERN_TREE) busBw *= .85" (NCCL's own
         # view of the simpler tree; not a kernel bound, so the engine does not honour it)
@@ -480,7 +485,7 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
         if coll.sharded:
             bus = ppn * min(graph.bw_intra, graph.bw_inter * NET_SHARE_FACTOR)
         else:
-            factor = ppn / nch
+            factor = ppn / found
             bus /= factor - (factor - 1) / 2
             if ci >= 2:
                 bus *= COLLNET_DIRECT_SM90_FACTOR
@@ -488,7 +493,7 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
             # the channels at the search's intra-node speed (x0.85 on Hopper+); the engine honours it as a
             # bound (sim.nccl.execution.kernel_cap_us)
             detail["kernel_cap_bus_GBps"] = bus
-    if nch < graph.nchannels:
+    if nch < found:
         # NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS below the search's channels: the channels left move at most
         # their search speed each, whatever the links could carry (the engine's links assume channels
         # enough to fill them, so it honours this bound: sim.nccl.execution.kernel_cap_us)
