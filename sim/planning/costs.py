@@ -44,6 +44,9 @@ class CollectiveCost:
     # back, as nccl-tests times them, where each call overlaps the next down the chain; the first call of a
     # series pays the chain's whole fill (sim.nccl.tuner._loop_latency_us). None: the same as ``time_us``
     single_call_us: float | None = None
+    # False where the model that timed it lays out no links (the large-scale flow model): its wire bytes are
+    # not in ``tier_bytes``, and a plan's per-tier total says how many such collectives it leaves out
+    counted: bool = True
 
     def series_us(self, calls: int) -> float:
         """``calls`` of this collective issued back to back on one stream: the first alone, then a period each."""
@@ -106,7 +109,8 @@ class CollectiveCosts:
                     tiers[tier_of[label]] = tiers.get(tier_of[label], 0.0) + b * scale
                 single = r.explain.get("single_call_us")
                 self._memo[key] = CollectiveCost(op, int(nbytes), ranks, r.time_us, r.algorithm, r.protocol, tiers,
-                                                 float(single) if isinstance(single, (int, float)) else None)
+                                                 float(single) if isinstance(single, (int, float)) else None,
+                                                 counted=bool(r.link_bytes) or r.time_us == 0)
         return self._memo[key]
 
 

@@ -63,6 +63,12 @@ def step_table(plan, steps: int | None = None, detail: bool = False) -> str:
     lines.append(f"# per rank             {by_op or 'no collectives'} (nccl-tests sizes); "
                  f"ring-equivalent sent {s['bus_bytes_per_rank'] / 1e9:.3f} GB")
     tiers = ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in s["tier_bytes"].items())
+    left = s["tier_bytes_uncounted_collectives"]
+    if left and not tiers:
+        tiers = (f"not counted: the flow model timed the {left} collective(s), and it lays out no links "
+                 f"(the engine does, where it fits its time budget)")
+    elif left:
+        tiers += f"; {left} collective(s) timed by the flow model not counted"
     lines.append(f"# wire bytes per step  {tiers or 'none'} (whole cluster, per link tier)")
     ib = plan.init_broadcast
     lines.append(f"# initial broadcast    {ib['nbytes'] / 1e9:.3f} GB in {ib['buckets']} bucket(s) over dp, "

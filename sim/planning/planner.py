@@ -47,6 +47,7 @@ class StepPlan:
     memory_GB: dict
     groups: dict
     tier_bytes: dict = field(default_factory=dict)
+    uncounted_collectives: int = 0   # collectives whose wire bytes no model laid out (the flow model's)
 
     # ---- totals -------------------------------------------------------------------------------
     @property
@@ -117,7 +118,8 @@ class StepPlan:
                 "comm_us": self.comm_us, "exposed_comm_us": self.exposed_comm_us,
                 "exposed_comm_share": self.exposed_comm_us / self.step_us if self.step_us else 0.0,
                 "collectives": len(self.collectives), "bus_bytes_per_rank": self.bus_bytes_per_rank,
-                "nbytes_by_op": self.nbytes_by_op, "tier_bytes": self.tier_bytes}
+                "nbytes_by_op": self.nbytes_by_op, "tier_bytes": self.tier_bytes,
+                "tier_bytes_uncounted_collectives": self.uncounted_collectives}
 
     def to_dict(self, steps: int | None = None) -> dict:
         lay = self.layout
@@ -169,13 +171,14 @@ def plan_step(workload, topology=None, *, algorithm: str = "auto", protocol: str
     tasks = tuple(b.tasks)
     times = run_streams(tasks)
     tiers = {k: 0.0 for k in TIERS}
+    uncounted = sum(1 for t in tasks if t.kind == "comm" and not t.cost.counted)
     for t in tasks:
         if t.kind == "comm":
             many = len(family[t.lane])  # every group of the family runs the same collective
             for k, v in t.cost.tier_bytes.items():
                 tiers[k] = tiers.get(k, 0.0) + v * many
     return StepPlan(w, topo.name, lay, tasks, times, _init_broadcast(w, lay, shape, costs, family["dp"]),
-                    _memory(w, lay), _group_table(lay, groups, tasks), {k: v for k, v in tiers.items() if v})
+                    _memory(w, lay), _group_table(lay, groups, tasks), {k: v for k, v in tiers.items() if v}, uncounted)
 
 
 def _group_table(lay: Layout, groups: dict, tasks) -> dict:
