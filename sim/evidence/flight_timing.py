@@ -78,7 +78,10 @@ def read_flight_dir(directory: str) -> Job:
                               group_size=len(members) or None, group_ranks=tuple(members) or None, seq=i,
                               launch_us=created / 1e3 if created else None,
                               start_us=started / 1e3 if started else None, duration_us=dur,
-                              backend=d.get("backend") or None))
+                              backend=d.get("backend") or None,
+                              # PyTorch numbers a group's collectives on every member alike; the k-th entry
+                              # of a rank's ring buffer is not its k-th call once older ones were evicted
+                              match=("flight", e["pg"], e["seq"]) if e["seq"] > 0 and not e["is_p2p"] else None))
     if damaged:
         rank, record, what = damaged[0]
         notes.append(f"{directory}: {len(damaged)} flight-recorder entr{'y has' if len(damaged) == 1 else 'ies have'} "

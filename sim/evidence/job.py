@@ -93,6 +93,10 @@ class Call:
     backend: str | None = None
     kernel: str | None = None
     device: object = None
+    # the call's identity across ranks where the evidence records one (flight recorder: the process group's
+    # name and its collective_seq_id): the same call on every rank of the group, whatever each rank's
+    # buffer kept. None: matched as the k-th call of the same kind on each rank
+    match: tuple | None = None
 
     @property
     def collective(self):

@@ -226,16 +226,21 @@ def step_shares(job: Job) -> dict:
 
 
 def stragglers(job: Job) -> dict:
-    """Ranks that issue calls late: the k-th call of each distinct collective is matched across ranks and
-    each rank's launch is compared with the earliest (a clock shared by the ranks is assumed: one host, or
-    hosts synchronised by NTP/PTP to well under the lateness reported)."""
+    """Ranks that issue calls late: each call is matched across ranks and each rank's launch is compared
+    with the earliest (a clock shared by the ranks is assumed: one host, or hosts synchronised by NTP/PTP to
+    well under the lateness reported). A call whose evidence names it (flight recorder: process group and
+    ``collective_seq_id``, :attr:`~sim.evidence.job.Call.match`) is matched by that name; others as the
+    k-th call of each distinct collective on each rank (a trace or log that kept every call)."""
     occurrences: dict = {}
+    matched: dict = {}
     for c in sorted(job.calls, key=lambda c: (c.rank, c.seq)):
         if c.launch_us is None:
             continue
+        if c.match is not None:
+            matched.setdefault(("named",) + c.match, {})[c.rank] = c
+            continue
         per = occurrences.setdefault((_key(c), c.rank), [])
         per.append(c)
-    matched: dict = {}
     for (key, rank), calls in occurrences.items():
         for k, c in enumerate(calls):
             matched.setdefault((key, k), {})[rank] = c

@@ -51,3 +51,20 @@ def test_timed_dump_gives_durations_and_stragglers(tmp_path, cli):
     assert doc["stragglers"]["named"] == [1]
     late = {t["rank"]: t["late_us_median"] for t in doc["stragglers"]["ranks"]}
     assert late == {0: 0.0, 1: 3000.0}
+
+
+def test_calls_are_matched_by_sequence_number_not_buffer_position(tmp_path, cli):
+    # PyTorch's ring buffer drops a rank's oldest entries: rank 1 kept calls 2-4, rank 0 calls 1-4, both
+    # issuing each call at the same instant. Paired by position, rank 1's k-th entry (call k+1, issued 10 ms
+    # later) made it a straggler; paired by collective_seq_id, nobody is late
+    for rank, seqs in ((0, (1, 2, 3, 4)), (1, (2, 3, 4))):
+        dump = {"version": "2.9", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+                "pg_status": {"0": {"last_enqueued_collective": 4, "last_started_collective": 4,
+                                    "last_completed_collective": 4}},
+                "entries": [_entry(s, 0.5, 10**12 + s * 10**7) for s in seqs]}
+        (tmp_path / f"rank_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
+    code, out, err = cli("trace", tmp_path, "--topology", "dgx-h100", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    late = {t["rank"]: (t["matched_calls"], t["late_us_median"]) for t in doc["stragglers"]["ranks"]}
+    assert doc["stragglers"]["named"] == [] and late == {0: (3, 0.0), 1: (3, 0.0)}
