@@ -71,6 +71,17 @@ def check_output_path(path: str | None, flag: str, suffixes: tuple[str, ...] = (
         raise CollsimError(f"{flag} {path}: use a file name ending in {' or '.join(suffixes)}")
 
 
+def check_model_choice(algorithm: str, protocol: str) -> None:
+    """Refuse an unknown ``-a``/``-p`` before any input is read (``auto`` and ``all`` pass): commands that
+    predict many collectives one by one would otherwise note the same error on every row."""
+    from ..algorithms import get_algorithm
+    from ..nccl.protocols import get_protocol
+    if algorithm not in ("auto", "all"):
+        get_algorithm(algorithm)
+    if protocol not in ("auto", "all"):
+        get_protocol(protocol)
+
+
 def check_output_dir(path: str | None, flag: str) -> None:
     """Refuse a report folder that is an existing file or whose parent folder does not exist."""
     if not path:

@@ -14,7 +14,7 @@ import os
 from ..errors import CollsimError
 from ..io.safe_io import write_output
 from ..presets import load_topology
-from .common import check_output_path
+from .common import check_model_choice, check_output_path
 from .simulate import add_nccl_args, nccl_config_printed
 
 
@@ -77,6 +77,7 @@ def run(args) -> int:
     from ..evidence import trace_report as report
     from ..evidence.job_compare import compare_job
     from ..evidence.load import read_job
+    check_model_choice(args.algorithm, args.protocol)
     for path, flag in ((args.out, "--out"), (args.topology_out, "--topology-out")):
         check_output_path(path, flag)
     if args.out and args.format == "markdown" and not args.out.lower().endswith(".md"):

@@ -11,7 +11,8 @@ flight-recorder dump, as is a pickle. A folder is a flight-recorder dump folder 
 refused in one line, naming the file: the comparison never silently drops what it was asked to read.
 
 One command reads one job: profiler traces or dump folders that state different world sizes, or traces
-of different GPU models, are refused (pooled, their calls would average two jobs' steps into one). A call
+of different GPU models, are refused (pooled, their calls would average two jobs' steps into one), and so are
+NCCL logs of two runs (two nccl-tests tables, or another release, world size, ring or channel count). A call
 read twice (the same rank's trace given twice: same op, size, start and duration) is counted once, with a
 note.
 """
@@ -88,6 +89,27 @@ def _check_one_job(part: Job, source: str, seen: dict) -> None:
             seen[k] = (v, source)
 
 
+def _check_one_run(log, runs: list) -> None:
+    """Refuse an NCCL log of another run than the logs read before it: two nccl-tests result tables (rank 0
+    prints one per run), or a different NCCL release, world size, ring count or channel count where both
+    logs state it. One run's logs per rank agree on all of these; two runs' pooled would give each size a
+    time that belongs to neither (a run at 24 rings and one at 2, averaged)."""
+    for other in runs:
+        differ = [f"{what} {a} vs {b}" for what, a, b in (
+            ("NCCL", other.version, log.version), ("ranks", other.nranks, log.nranks),
+            ("rings", other.rings, log.rings), ("coll channels", other.coll_channels, log.coll_channels))
+            if a is not None and b is not None and a != b]
+        if other.nccl_tests and log.nccl_tests:
+            if not differ and other.nccl_tests == log.nccl_tests:
+                raise CollsimError(f"{other.source} and {log.source} hold the same nccl-tests table (the same log "
+                                   "twice?): pass it once")
+            differ.append("each holds an nccl-tests result table")
+        if differ:
+            raise CollsimError(f"{other.source} and {log.source} are two runs ({'; '.join(differ)}): pass one "
+                               "run's logs per command (run collsim trace on each)")
+    runs.append(log)
+
+
 def _drop_repeats(part: Job, read: set) -> int:
     """Drop the calls of ``part`` already read from another file (the same rank's trace given twice: the
     same op, size, start and duration on the same rank); how many were dropped."""
@@ -128,6 +150,7 @@ def read_job(paths) -> Job:
     used_ranks: set = set()
     read_calls: set = set()
     kinds: set = set()
+    logs: list = []   # the NCCL logs read so far: one run's only
     for i, f in enumerate(files):
         kind = _sniff(f) if os.path.isfile(f) else "trace"
         kinds.add(kind)
@@ -137,7 +160,9 @@ def read_job(paths) -> Job:
             raise CollsimError(f"{f}: binary data, not a profiler trace (Chrome-trace JSON as torch.profiler "
                                "exports it), NCCL log or flight-recorder dump")
         if kind == "log":
-            part = log_job(read_log(f))
+            log = read_log(f)
+            _check_one_run(log, logs)
+            part = log_job(log)
             _check_one_job(part, f, seen)   # a log of another job would be pooled with the traces unseen
             job.extend(part)
             continue

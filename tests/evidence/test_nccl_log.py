@@ -139,3 +139,31 @@ def test_numeric_tuning_lines_of_older_nccl():
     assert log.nranks == 8
     assert [(c.op, c.nbytes, c.nccl_algorithm, c.nccl_protocol) for c in log.calls] == \
         [("all_reduce", 4096, "tree", "LL"), ("broadcast", 1048576, "ring", "Simple")]
+
+
+def _run_log(version: str, rings: int, time_us: float) -> str:
+    return "\n".join([
+        f"h1:5:5 [0] NCCL INFO NCCL version {version}+cuda12.4",
+        "h1:5:9 [0] NCCL INFO comm 0xa rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0",
+        f"h1:5:9 [0] NCCL INFO {rings} coll channels, 0 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer",
+        "# Collective test starting: all_reduce_perf",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+        f"     1048576        262144     float     sum      -1   {time_us:.2f}   1.00   1.00      0   {time_us:.2f}   1.00   1.00      0",
+        "h1:5:5 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..1}",
+    ]) + "\n"
+
+
+def test_two_runs_logs_are_refused_not_averaged(tmp_path, cli):
+    # two nccl-tests runs each print a table: pooled, 1 MiB would be measured at the mean of 40 and 300 us,
+    # which neither run took (a tester's trial: 170,262 us where the runs took 39,658 and 300,866)
+    a, b, c = tmp_path / "a.log", tmp_path / "b.log", tmp_path / "c.log"
+    a.write_text(_run_log("2.21.5", 24, 40.0))
+    b.write_text(_run_log("2.21.5", 2, 300.0))
+    c.write_text(_run_log("2.21.5", 24, 40.0))
+    code, out, err = cli("trace", a, b, "-t", "dgx-a100:gpus_per_node=2")
+    assert code == 2 and "two runs" in err and "coll channels 24 vs 2" in err and err.count("\n") == 1
+    code, out, err = cli("trace", a, c, "-t", "dgx-a100:gpus_per_node=2")
+    assert code == 2 and "the same log twice" in err
+    code, out, err = cli("trace", a, "-t", "dgx-a100:gpus_per_node=2", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["collectives"][0]["measured_us"] == 40.0
