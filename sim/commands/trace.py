@@ -93,7 +93,9 @@ def run(args) -> int:
     topo, spec, notes = _topology(args, job)
     from ..nccl import config as nccl_config
     printed = next((log.version for log in job.logs if log.version), None)
-    cfg, release_note = nccl_config_printed(args, printed, "the NCCL log" if job.logs else "the paths")
+    source = "the NCCL log" if printed else "the profiler trace (distributedInfo)" if job.nccl_version else \
+        "the NCCL log" if job.logs else "the paths"
+    cfg, release_note = nccl_config_printed(args, printed or job.nccl_version, source)
     with nccl_config.use(cfg):
         doc = compare_job(job, topo, args.algorithm, args.protocol)
     doc["topology_spec"] = spec

@@ -119,7 +119,8 @@ class Job:
     ``spans``: rank -> (first, last) microsecond of the recorded window (the step, for the shares);
     ``compute``: rank -> list of (start, end) of non-communication GPU kernels (for exposed time);
     ``logs``: parsed NCCL logs (:class:`sim.evidence.nccl_log.NcclLog`); ``notes``: what was skipped and why;
-    ``world_size`` and ``device`` (the GPU model): what the files say about the job, where they say it.
+    ``world_size``, ``device`` (the GPU model) and ``nccl_version``: what the files say about the job, where
+    they say it.
     """
 
     calls: list = field(default_factory=list)
@@ -131,6 +132,7 @@ class Job:
     notes: list = field(default_factory=list)
     world_size: int | None = None
     device: str | None = None
+    nccl_version: str | None = None   # the NCCL release the files record (a trace's distributedInfo, a dump)
 
     def extend(self, other: Job) -> None:
         """Merge another reader's findings (ranks are global ranks in both)."""
@@ -144,6 +146,7 @@ class Job:
         self.notes += other.notes
         self.world_size = max(filter(None, (self.world_size, other.world_size)), default=None)
         self.device = self.device or other.device
+        self.nccl_version = self.nccl_version or other.nccl_version
 
     def ranks(self) -> list[int]:
         return sorted({c.rank for c in self.calls})

@@ -340,7 +340,9 @@ def _read_trace(path: str, fallback_rank: int) -> Job:
     calls.sort(key=lambda c: c.launch_us if c.launch_us is not None else (c.start_us or 0.0))
     for i, c in enumerate(calls):
         c.seq = i
-    job = Job(calls=calls, sources=[path], world_size=world, device=_device(data), notes=sorted(notes))
+    version = info.get("nccl_version")   # torch writes NCCL's release here (distributedInfo, "2.17.1")
+    job = Job(calls=calls, sources=[path], world_size=world, device=_device(data), notes=sorted(notes),
+              nccl_version=version if isinstance(version, str) and version.strip() else None)
     if ev.steps:
         job.spans[rank] = (min(s for s, _ in ev.steps), max(e for _, e in ev.steps))
         job.steps[rank] = len(ev.steps)

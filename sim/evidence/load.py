@@ -76,7 +76,7 @@ def _is_flight_dir(path: str, names: list) -> bool:
 
 def _check_one_job(part: Job, source: str, seen: dict) -> None:
     """Refuse a trace or dump folder whose world size or GPU model differs from the first one that said them."""
-    said = {"world size": part.world_size, "GPU": part.device}
+    said = {"world size": part.world_size, "GPU": part.device, "NCCL": part.nccl_version}
     clash = [k for k, v in said.items() if v is not None and seen.get(k, (v,))[0] != v]
     if clash:
         first = ", ".join(f"{k} {seen[k][0]}" for k in clash)

@@ -96,3 +96,19 @@ def test_out_may_not_overwrite_the_input(cli, tmp_path):
     p = _tiny_trace(tmp_path / "t.json", GLOO_CALL)
     _one_line_error(cli, p, "--topology", "switch:n=2", "--format", "json", "--out", p)
     assert json.loads(p.read_text())["traceEvents"]
+
+
+def test_the_nccl_release_a_trace_records_is_the_one_predicted(cli, tmp_path):
+    # torch writes NCCL's release into distributedInfo: 2.17.1 is modelled with 2.18's rules, the nearest
+    # collsim reads, as validate scores a printed release; a second trace with another release is another job
+    def trace(path, version):
+        path.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 2, "nccl_version": version},
+                                    "traceEvents": GLOO_CALL}))
+        return path
+    a = trace(tmp_path / "a.json", "2.17.1")
+    code, out, err = cli("trace", a, "--topology", "dgx-a100:gpus_per_node=2", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["nccl_version"] == "2.18" and any("2.17.1" in n for n in doc["notes"])
+    b = trace(tmp_path / "b.json", "2.27.5")
+    assert "different jobs" in _one_line_error(cli, a, b, "--topology", "dgx-a100:gpus_per_node=2")
