@@ -175,6 +175,11 @@ def load_trace(path: str) -> dict:
     return data
 
 
+def _show(x) -> str:
+    """A JSON value as a short quoted text for an error line."""
+    return repr(x)[:40]
+
+
 def _real(x) -> float | None:
     """A JSON number as a float, infinities and NaN included (they are refused by :func:`_check_times`, not
     skipped); a 400-digit integer becomes inf. None for anything else."""
@@ -384,7 +389,13 @@ def _sort_events(events, path: str = "trace") -> _Events:
             continue
         ts, dur, name, cat = _real(e.get("ts")), _real(e.get("dur")), e.get("name"), e.get("cat")
         if ts is None or dur is None or not isinstance(name, str):
-            continue
+            # every complete event a profiler writes has a text name and numeric ts/dur: one that does not is
+            # damaged, and skipping it would quietly change a collective's median (docs/traces.md)
+            what = next(f"no {k}" if e.get(k) is None else f"{k} {_show(e.get(k))}" for k, ok in (("name", isinstance(name, str)), ("ts", ts is not None),
+                                                                ("dur", dur is not None)) if not ok)
+            label = repr(name[:80]) if isinstance(name, str) else "without a text name"
+            raise CollsimError(f"{path}: a complete event {label} has {what}: profilers write a text name and numeric "
+                               "ts and dur: the trace is damaged: export it again (or delete that event)")
         _check_times(name, ts, dur, path)
         args: dict = e["args"] if isinstance(e.get("args"), dict) else {}
         e = {"name": name, "ts": ts, "dur": dur, "pid": e.get("pid"), "tid": e.get("tid"), "args": args, "cat": cat}

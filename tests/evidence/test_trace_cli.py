@@ -112,3 +112,12 @@ def test_the_nccl_release_a_trace_records_is_the_one_predicted(cli, tmp_path):
     assert doc["nccl_version"] == "2.18" and any("2.17.1" in n for n in doc["notes"])
     b = trace(tmp_path / "b.json", "2.27.5")
     assert "different jobs" in _one_line_error(cli, a, b, "--topology", "dgx-a100:gpus_per_node=2")
+
+
+@pytest.mark.parametrize("field, value", [("ts", "abc"), ("dur", "1000"), ("dur", True), ("dur", None), ("name", 12345)])
+def test_a_damaged_complete_event_is_refused_not_skipped(cli, tmp_path, field, value):
+    # skipped, a damaged kernel quietly moved its collective's median (2,417 -> 2,289 us) with 'calls 3' unchanged
+    ev = [dict(e) for e in GLOO_CALL]
+    ev[1][field] = value
+    line = _one_line_error(cli, _tiny_trace(tmp_path / "t.json", ev), "--topology", "switch:n=2")
+    assert "damaged" in line and field in line
