@@ -43,12 +43,22 @@ def register(sub) -> None:
 
 def _topology(args, job):
     """The topology to predict on, and where it came from (None: no prediction)."""
+    from ..evidence.job import other_chip
     from ..evidence.nccl_log import read_log, topology_spec
     if args.topology and args.topology_from_log:
         raise CollsimError("give either --topology or --topology-from-log, not both")
     if args.topology:
         return load_topology(args.topology), args.topology, []
     logs = [read_log(args.topology_from_log)] if args.topology_from_log else list(job.logs)
+    if args.topology_from_log:
+        # the log must describe the job the evidence recorded: another job's machine would be compared unseen
+        log = logs[0]
+        clash = ([f"{log.nranks} ranks against {job.world_size}"] if log.nranks and job.world_size and
+                 log.nranks != job.world_size else []) + \
+                ([f"{log.gpu} against {job.device}"] if other_chip(job.device, log.gpu) else [])
+        if clash:
+            raise CollsimError(f"--topology-from-log {args.topology_from_log} describes another job than the evidence "
+                               f"({'; '.join(clash)}): give the NCCL log of the same run, or --topology SPEC")
     if not logs:
         raise CollsimError("no topology: pass --topology SPEC (e.g. dgx-h100:nodes=2), or an NCCL debug log "
                            "(NCCL_DEBUG=INFO) among the paths or as --topology-from-log LOG")

@@ -19,6 +19,7 @@ nccl-tests' ``size`` column instead (for all_gather the gathered output, ``nbyte
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
@@ -47,6 +48,21 @@ P2P = ("send", "recv")
 # (PyTorch's NCCL watchdog aborts a collective after 10 minutes by default), so a longer one is a damaged
 # value (1e300), not a slow job.
 MAX_EVENT_US = 86_400e6
+
+
+_GPU_MODEL = re.compile(r"([A-Z])(\d{3})")  # A100, V100, H100, B200 (GB200's B200): the chip, not the board
+
+
+def other_chip(recorded: str | None, modelled: str | None) -> bool:
+    """Whether the GPU a job recorded (``NVIDIA B200``) and the one a topology models (``A100-SXM4``) are
+    different chips; False where either does not say.
+
+    >>> other_chip("Tesla V100-SXM2-32GB", "A100-SXM4"), other_chip("NVIDIA GB200", "B200"), other_chip(None, "H100")
+    (True, False, False)
+    """
+    a = _GPU_MODEL.search((recorded or "").upper())
+    b = _GPU_MODEL.search((modelled or "").upper())
+    return bool(a and b and a.group(0) != b.group(0))
 
 
 def op_of(name: str) -> str | None:

@@ -26,7 +26,7 @@ from collections import Counter
 from ..errors import CollsimError
 from ..planning.costs import CollectiveCosts
 from ..topology import Topology
-from .job import Call, Job
+from .job import Call, Job, other_chip
 
 MAX_PREDICTED = 200       # distinct collectives predicted per report (each is one simulation)
 STRAGGLER_MIN_US = 20.0   # a median lateness below this is launch jitter, not a straggler
@@ -271,6 +271,9 @@ def stragglers(job: Job) -> dict:
 def compare_job(job: Job, topology: Topology | None, algorithm: str = "auto", protocol: str = "auto") -> dict:
     """The whole comparison as the JSON document of ``collsim trace --format json``."""
     notes = list(job.notes)
+    if topology is not None and other_chip(job.device, topology.hardware.gpu):
+        notes.append(f"the evidence ran on {job.device} while {topology.name} has {topology.hardware.gpu}: measured/pred "
+                     "compares two machines (give the job's own topology, e.g. --topology-from-log)")
     rows = collective_rows(job, topology, algorithm, protocol, notes)
     other = [r for r in rows if r["backend"] in NOT_NCCL and r["predicted_us"] is not None]
     if other:

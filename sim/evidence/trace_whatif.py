@@ -25,18 +25,16 @@ The what-if rows replace that waiting by the model's time.
 """
 from __future__ import annotations
 
-import re
 
 from ..planning.costs import CollectiveCosts
 from ..prediction.intervals import interval
 from ..topology import Topology
-from .job import Job
+from .job import Job, other_chip
 from .job_compare import group_ranks, overlap_us, union_intervals
 
 # share of the recorded communication that ran beside compute kernels above which the warning names
 # contention with compute as a likely part of the gap
 OVERLAP_WORTH_NAMING = 0.5
-_GPU_MODEL = re.compile(r"([A-Z])(\d{3})")  # A100, V100, H100, B200 (GB200's B200): the chip, not the board
 
 
 def _reference_rank(job: Job) -> int:
@@ -116,9 +114,7 @@ def trace_step(job: Job, topologies: list[tuple[str, Topology]], algorithm: str 
 
 def _other_gpu(job: Job, topo: Topology) -> str:
     """``, and the trace ran on V100s while TOPO has A100s ...`` where the two name different chips, else ``""``."""
-    a = _GPU_MODEL.search((job.device or "").upper())
-    b = _GPU_MODEL.search(str(topo.hardware.gpu or "").upper())
-    if a and b and a.group(0) != b.group(0):
+    if other_chip(job.device, topo.hardware.gpu):
         return f", and the trace ran on {job.device} while {topo.name} has {topo.hardware.gpu} (part of the gap is the hardware)"
     return ""
 

@@ -121,3 +121,19 @@ def test_a_damaged_complete_event_is_refused_not_skipped(cli, tmp_path, field, v
     ev[1][field] = value
     line = _one_line_error(cli, _tiny_trace(tmp_path / "t.json", ev), "--topology", "switch:n=2")
     assert "damaged" in line and field in line
+
+
+def test_a_trace_beside_another_machine_or_another_jobs_log_is_said_or_refused(cli, tmp_path):
+    # a 2-rank trace recorded on B200s: on an A100 topology measured/pred compares two machines (a note);
+    # a 16-rank H100 log as its topology describes another job (refused)
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"distributedInfo": {"rank": 0, "world_size": 2}, "traceEvents": GLOO_CALL,
+                                 "deviceProperties": [{"id": 0, "name": "NVIDIA B200"}]}))
+    code, out, err = cli("trace", trace, "--topology", "dgx-a100:gpus_per_node=2", "--format", "json")
+    assert code == 0, err
+    assert any("NVIDIA B200" in n and "two machines" in n for n in json.loads(out)["notes"])
+    log = tmp_path / "other.log"
+    log.write_text("h1:5:5 [0] NCCL INFO NCCL version 2.22.3+cuda12.4\n"
+                   "h1:5:9 [0] NCCL INFO comm 0xa rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n")
+    line = _one_line_error(cli, trace, "--topology-from-log", log)
+    assert "another job" in line and "16 ranks against 2" in line
