@@ -25,7 +25,6 @@ The what-if rows replace that waiting by the model's time.
 """
 from __future__ import annotations
 
-
 from ..planning.costs import CollectiveCosts
 from ..prediction.intervals import interval
 from ..topology import Topology
