@@ -4,6 +4,7 @@ A log whose first line is one long run of host-name characters (``[\\w.-]``) onc
 search retry the host name from every position: 10 KB took 1.6 s, 40 KB 15.6 s, 80 KB over a minute
 (quadratic). This reads such lines of growing length, and a long line of '#' device-line look-alikes,
 and prints each time as a ratio to the shortest: linear reading keeps the ratio near the length ratio.
+Then a gzip bomb read as a profiler trace: its peak memory as a ratio to the reader's alone.
 
     python benchmarks/bench_hostile_inputs.py            # about 10 s
 """
@@ -53,7 +54,34 @@ def main() -> int:
         print(f"{name:28s} " + " ".join(f"{r:8.1f}" for r in ratios) + f"   ({times[-1]:.2f} s at the longest)")
     print(f"growth beyond linear at {LENGTHS[-1] // LENGTHS[0]}x the length: {worst:.1f}x (quadratic reading would be "
           f"{LENGTHS[-1] // LENGTHS[0]}x)")
+    gzip_bomb()
     return 0
+
+
+def gzip_bomb() -> None:
+    """A 1 MB gzip of 1 GiB of spaces, read as a profiler trace in a child process: its peak memory against a
+    child that only imports the reader. Refusing it once held the 512 MiB the limit allows (1.1 GB peak);
+    counting its expanded size in pieces first holds one piece."""
+    import gzip
+    import subprocess
+    with tempfile.NamedTemporaryFile(suffix=".json.gz", delete=False) as f:
+        with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=9) as z:
+            piece = b" " * (16 << 20)
+            for _ in range(64):
+                z.write(piece)
+    code = ("import resource, sys; from sim.evidence.kineto import load_trace; from sim.errors import CollsimError\n"
+            "try:\n    load_trace(sys.argv[1]) if sys.argv[1] != '-' else None\nexcept CollsimError:\n    pass\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    size_mb = os.path.getsize(f.name) / 1e6
+    try:
+        peaks = [int(subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, cwd=root,
+                                    check=True).stdout) for arg in ("-", f.name)]
+    finally:
+        os.unlink(f.name)
+    print(f"gzip bomb ({size_mb:.1f} MB of gzip, 1 GiB expanded): "
+          f"peak {peaks[1] / 1024:.0f} MiB against {peaks[0] / 1024:.0f} MiB for the reader alone "
+          f"({peaks[1] / peaks[0]:.2f}x)")
 
 
 if __name__ == "__main__":

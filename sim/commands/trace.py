@@ -37,7 +37,7 @@ def register(sub) -> None:
     add_nccl_args(p, default_note="default: the release an NCCL log among PATHs prints, else the newest")
     p.add_argument("--format", default="table", choices=("table", "json", "markdown", "html"))
     p.add_argument("--out", metavar="FILE", default=None,
-                   help="write the output here instead of stdout (markdown: figures go beside it as FILE-*.png)")
+                   help="write the output here instead of stdout (markdown: figures go beside it, named after it without .md: r.md -> r-time.png, ...)")
     p.set_defaults(func=run)
 
 
@@ -125,7 +125,7 @@ def run(args) -> int:
                 png = make(doc)
                 if png:
                     path = f"{stem}-{name}.png"
-                    write_output(path, png, "--out")
+                    write_output(path, png, f"--out {args.out}'s figure")
                     figures[name] = os.path.basename(path)
         text = report.markdown(doc, figures)
     else:

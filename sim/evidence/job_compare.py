@@ -26,7 +26,7 @@ from collections import Counter
 from ..errors import CollsimError
 from ..planning.costs import CollectiveCosts
 from ..topology import Topology
-from .job import Call, Job, other_chip
+from .job import Call, Job, dtype_bytes, other_chip
 
 MAX_PREDICTED = 200       # distinct collectives predicted per report (each is one simulation)
 STRAGGLER_MIN_US = 20.0   # a median lateness below this is launch jitter, not a straggler
@@ -99,28 +99,37 @@ def collective_rows(job: Job, topology: Topology | None, algorithm: str = "auto"
                "backend": _most_common(c.backend for c in calls), "total_us": sum(durations) if durations else None}
         rows.append((row, calls))
     rows.sort(key=lambda rc: (-(rc[0]["total_us"] or 0.0), rc[0]["collective"], rc[0]["nbytes"] or 0))
-    unsized = 0
+    unsized: Counter = Counter()   # why a collective is not predicted -> how many
     for i, (row, calls) in enumerate(rows):
         if i >= MAX_PREDICTED:   # each distinct collective is one simulation: the work is bounded, the rest said
             notes.append(f"{len(rows) - MAX_PREDICTED:,} of {len(rows):,} distinct collectives are not predicted: only "
                          f"the {MAX_PREDICTED} with the most recorded time are (each is a simulation; a job has a few "
                          "dozen, so so many distinct sizes suggests varying message sizes or a damaged trace)")
             break
-        unsized += _predict(row, calls, costs, topology, notes)
+        why = _predict(row, calls, costs, topology, notes)
+        if why:
+            unsized[why] += 1
     if unsized:
-        notes.append(f"{unsized} distinct collective(s) are not predicted: the evidence gives no process-group size "
-                     "(a trace without 'Group size'/'Process Group Ranks'), no size or no known collective for them")
+        notes.append(f"{sum(unsized.values())} distinct collective(s) are not predicted: the evidence gives "
+                     + "; ".join(f"{n} {why}" for why, n in sorted(unsized.items())))
     return [row for row, _ in rows]
 
 
-def _predict(row: dict, calls: list, costs, topology, notes: list) -> bool:
-    """Predict ``row`` in place; True where the evidence lacks what a prediction needs (group, size, op)."""
+def _predict(row: dict, calls: list, costs, topology, notes: list) -> str:
+    """Predict ``row`` in place; what the evidence lacks for a prediction ("" where nothing is lacking, or
+    where the reason is noted otherwise)."""
     coll = calls[0].collective
     size, group = row["nccl_tests_nbytes"], row["group_size"]
     if costs is None:
-        return False
-    if coll is None or size is None or not group:
-        return True
+        return ""
+    if coll is None:
+        return "no known collective (point-to-point calls are not predicted)"
+    if size is None:
+        dtype = next((c.dtype for c in calls if c.dtype), None)
+        return (f"no size (element type {str(dtype)[:40]!r}, which collsim does not know)" if dtype and
+                dtype_bytes(dtype) is None else "no size (no input shape or element count)")
+    if not group:
+        return "no process-group size (a trace without 'Group size'/'Process Group Ranks')"
     ranks = group_ranks(calls, topology, notes)
     if ranks is None:
         if group > topology.nranks:
@@ -128,18 +137,18 @@ def _predict(row: dict, calls: list, costs, topology, notes: list) -> bool:
                     f"{topology.nranks} GPUs (give a larger --topology)")
             if note not in notes:
                 notes.append(note)
-        return group < 2
+        return "a group of one rank (nothing to communicate)" if group < 2 else ""
     try:
         cost = costs.get(coll.name, int(size), ranks)
     except CollsimError as e:
         notes.append(f"{row['collective']} of {size} B over {group} ranks: not predicted ({e})")
-        return False
+        return ""
     if cost.time_us > 0:
         row["predicted_us"] = cost.time_us
         row["model_algorithm"], row["model_protocol"] = cost.algorithm, cost.protocol
         if row["measured_us"]:
             row["ratio"] = row["measured_us"] / cost.time_us
-    return False
+    return ""
 
 
 def agreement(job: Job, rows: list) -> dict:

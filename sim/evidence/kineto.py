@@ -115,7 +115,25 @@ def _backend_of_kernel(name: str) -> str:
 
 
 # ---- reading a file ---------------------------------------------------------------------------------
+def _expanded_size(blob: bytes, path: str) -> int:
+    """How many bytes the gzip data expands to, counted in 16 MiB pieces that are thrown away (up to one
+    past the limit): a bomb is refused without first holding 512 MiB of it (a 1 MB bomb cost 1.1 GB)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    total, rest = 0, blob
+    try:
+        while rest and total <= MAX_JSON_BYTES:
+            total += len(d.decompress(rest, 16 << 20))
+            rest = d.unconsumed_tail
+            if d.eof:
+                break
+    except zlib.error as e:
+        raise CollsimError(f"{path}: a damaged gzip file ({e}): re-export the trace") from None
+    return total
+
+
 def _decompress(blob: bytes, path: str) -> bytes:
+    if _expanded_size(blob, path) > MAX_JSON_BYTES:
+        raise CollsimError(f"{path}: expands past {MAX_JSON_BYTES:,} bytes: too large to read (trim the profiled window)")
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         out = d.decompress(blob, MAX_JSON_BYTES + 1)
@@ -273,6 +291,8 @@ class _Launch:
             n, size = _whole_arg(a, "In msg nelems", e, 0), dtype_bytes(a.get("dtype"))
             if n is not None and size and info["nbytes"] is None:
                 info["nbytes"], info["dtype"] = n * size, a.get("dtype")
+            elif n is not None and not size and isinstance(a.get("dtype"), str) and info["dtype"] is None:
+                info["dtype"] = a["dtype"]   # kept without a size: the report names the element type it lacks
             if (g := _whole_arg(a, "Group size", e, 1)) is not None:
                 info["group_size"] = g
             info["group_ranks"] = info["group_ranks"] or _ranks_arg(a.get("Process Group Ranks"))
@@ -483,7 +503,8 @@ def _call_of(path: str, rank: int, world, described: dict, notes: set, launch, e
         dims = a.get("Input Dims")
         n = _shape_elems(dims[0]) if isinstance(dims, list) and dims else None
         size = dtype_bytes(_first_type(a))
-        nbytes, dtype = (n * size, _first_type(a)) if n is not None and size else (None, None)
+        if n is not None and size:
+            nbytes, dtype = n * size, _first_type(a)
     group = d.get("group_size") or _whole_arg(a, "Group size", e, 1)
     ranks = d.get("group_ranks") or _ranks_arg(a.get("Process Group Ranks"))
     if group and ranks and len(ranks) != group:

@@ -322,8 +322,11 @@ def log_job(log: NcclLog) -> Job:
             nbytes = r["nbytes"] // log.nranks if coll is not None and coll.input_is_shard else r["nbytes"]
             calls.append(Call(source=log.source, rank=0, op=log.nccl_tests_collective, nbytes=nbytes,
                               group_size=log.nranks, duration_us=r["time_us"], backend="nccl"))
-    return Job(calls=calls, logs=[log], sources=[log.source], world_size=log.nranks,
-               notes=[f"{log.source}: {n}" for n in log.notes])
+    notes = [f"{log.source}: {n}" for n in log.notes]
+    if any(c.duration_us is not None for c in calls):
+        notes.append(f"{log.source}: measured times are its nccl-tests table's out-of-place time per size (nccl-tests' "
+                     "average over its iterations), not a median of the calls")
+    return Job(calls=calls, logs=[log], sources=[log.source], world_size=log.nranks, notes=notes)
 
 
 def topology_spec(log: NcclLog) -> tuple[str, list[str]]:

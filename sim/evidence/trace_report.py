@@ -26,7 +26,7 @@ def _us(x) -> str:
 
 
 def _choice(a, p) -> str:
-    return f"{a}/{p}" if a else "-"
+    return (f"{a}/{p}" if p else a) if a else "-"   # NCCL's p2p names no protocol: "p2p", not "p2p/None"
 
 
 def _pct(x) -> str:

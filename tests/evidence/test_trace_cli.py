@@ -137,3 +137,17 @@ def test_a_trace_beside_another_machine_or_another_jobs_log_is_said_or_refused(c
                    "h1:5:9 [0] NCCL INFO comm 0xa rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n")
     line = _one_line_error(cli, trace, "--topology-from-log", log)
     assert "another job" in line and "16 ranks against 2" in line
+
+
+def test_an_unknown_element_type_is_named_as_what_is_missing(cli, tmp_path):
+    # the call's size is In msg nelems x the element's bytes: an element type collsim does not know leaves no
+    # size, and the note must say so (it blamed a missing process-group size)
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 100.0, "dur": 5.0, "pid": 1, "tid": 1,
+           "args": {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,
+                    "dtype": "Complex1024", "Group size": 2}},
+          {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "ts": 110.0, "dur": 40.0, "pid": 1,
+           "tid": 2, "args": {}}]
+    code, out, err = cli("trace", _tiny_trace(tmp_path / "t.json", ev), "--topology", "switch:n=2", "--format", "json")
+    assert code == 0, err
+    note = next(n for n in json.loads(out)["notes"] if "not predicted" in n)
+    assert "Complex1024" in note and "process-group" not in note
