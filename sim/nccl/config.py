@@ -57,8 +57,8 @@ PROTO_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 HONOURED = {
     "NCCL_ALGO": "algorithms NCCL may use (NCCL syntax: Ring,Tree / ^NVLS / allreduce:tree;allgather:ring)",
     "NCCL_PROTO": "protocols NCCL may use (LL, LL128, Simple; same syntax)",
-    "NCCL_MIN_NCHANNELS": "at least this many channels",
-    "NCCL_MAX_NCHANNELS": "at most this many channels",
+    "NCCL_MIN_NCHANNELS": "at least this many channels run (NCCL's estimate, and so its choice, counts its search's)",
+    "NCCL_MAX_NCHANNELS": "at most this many channels run (likewise)",
     "NCCL_MIN_CTAS": "at least this many CTAs (= channels)",
     "NCCL_MAX_CTAS": "at most this many CTAs (= channels)",
     "NCCL_NVLS_ENABLE": "0 disables NVLS and NVLSTree",
