@@ -28,7 +28,7 @@ import re
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
 from ..io.safe_io import write_output
-from .loader import RefusedDump, rank_of, read_raw
+from .loader import RefusedDump, dump_rank, read_raw
 from .rank_workload import DTYPES
 
 VERSION = "2.10"  # the flight-recorder format version torch 2.13 writes
@@ -68,11 +68,15 @@ def new_entry(record_id: int, pg_name: str, pg_desc: str, seq: int, op: str, nby
     }
 
 
-def dump(entries: list[dict], groups: dict, rank: int) -> dict:
-    """A rank's dump: ``groups`` maps pg name -> ProcessGroup; only groups holding ``rank`` appear."""
-    mine = {name: g for name, g in groups.items() if rank in g.ranks}
+def dump(entries: list[dict], groups: dict, rank: int, config: dict | None = None) -> dict:
+    """A rank's dump: ``groups`` maps pg name -> ProcessGroup; only groups holding ``rank`` appear.
+    ``config``: this rank's ``pg_config``, made by the caller (``RunResult.dumps`` shares one member list per
+    group between all its members' dumps, instead of writing and scanning it once per rank)."""
+    if config is None:
+        config = {name: {"name": name, "desc": g.desc, "ranks": json.dumps(list(g.ranks))}
+                  for name, g in groups.items() if rank in g.ranks}
     status = {}
-    for name in mine:
+    for name in config:
         seqs = [(e["collective_seq_id"], e["state"]) for e in entries if e["process_group"][0] == name]
         status[name] = {
             "last_enqueued_collective": max((s for s, _ in seqs), default=-1),
@@ -81,8 +85,7 @@ def dump(entries: list[dict], groups: dict, rank: int) -> dict:
         }
     return {
         "version": VERSION, "comm_lib_version": SIM_LIB,
-        "pg_config": {name: {"name": name, "desc": g.desc, "ranks": json.dumps(list(g.ranks))}
-                      for name, g in mine.items()},
+        "pg_config": {name: dict(cfg) for name, cfg in config.items()},
         "pg_status": status, "nccl_comm_state": {}, "entries": [dict(e) for e in entries],
     }
 
@@ -97,25 +100,31 @@ def _ours(path: str) -> bool:
         return False
 
 
-def check_dump_dir(directory: str) -> None:
-    """Refuse ``directory`` for simulated dumps when it holds dumps collsim did not simulate: the analyzer reads
+def check_dump_dir(directory: str, keep_simulated: bool = True, flag: str = "--dump") -> None:
+    """Refuse ``directory`` for new dumps when it holds dumps collsim did not simulate: the analyzer reads
     every file named like a rank's dump as one job's, so a real incident's ``_dump_3`` beside a simulated
     ``rank_3.json`` makes the folder unreadable, and a user's own ``rank_0.json`` would be replaced. An earlier
     simulation's ``rank_N.json`` may be replaced (``flight analyze`` names the ranks a smaller rerun left
-    behind as another job's); nothing else is touched."""
+    behind as another job's); nothing else is touched. ``keep_simulated=False`` (``flight demo``, whose gloo
+    job writes ``rank_N`` pickles that would sit beside a simulation's ``rank_N.json``) refuses every dump.
+    Called before any work, so a refused folder costs nothing and loses nothing."""
     if not os.path.exists(directory):
         return
     if not os.path.isdir(directory):
-        raise CollsimError(f"--dump {directory}: it is a file, not a folder: give a folder for the dumps")
+        raise CollsimError(f"{flag} {directory}: it is a file, not a folder: give a folder for the dumps")
     # the files load_dir would read as dumps (a FIFO or /dev/zero link is neither read there nor here)
-    present = sorted(n for n in os.listdir(directory) if not n.startswith(".") and rank_of(n) is not None
+    try:
+        names = os.listdir(directory)
+    except OSError as e:
+        raise CollsimError(f"{flag} {directory}: cannot list it ({e.strerror}): give a readable folder") from None
+    present = sorted(n for n in names if not n.startswith(".") and dump_rank(n) is not None
                      and os.path.isfile(os.path.join(directory, n)))
-    foreign = [n for n in present if not _ours(os.path.join(directory, n))]
+    foreign = [n for n in present if not (keep_simulated and _ours(os.path.join(directory, n)))]
     if foreign:
-        names = ", ".join(foreign[:4]) + (f", ... ({len(foreign)} files)" if len(foreign) > 4 else "")
-        raise CollsimError(f"--dump {directory} holds flight-recorder dumps collsim did not simulate ({names}): the "
-                           "simulated dumps would replace them or mix with them (flight analyze reads a folder as one "
-                           "job's dumps); give a new or empty folder")
+        names_text = ", ".join(foreign[:4]) + (f", ... ({len(foreign)} files)" if len(foreign) > 4 else "")
+        what = "flight-recorder dumps collsim did not simulate" if keep_simulated else "flight-recorder dumps"
+        raise CollsimError(f"{flag} {directory} holds {what} ({names_text}): the new dumps would replace them or "
+                           "mix with them (flight analyze reads a folder as one job's dumps); give a new or empty folder")
 
 
 def write_dumps(directory: str, dumps: dict[int, dict]) -> list[str]:

@@ -22,6 +22,9 @@ progress any more; the run records that time and goes on to the timeout.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -64,7 +67,15 @@ class RunResult:
 
     def dumps(self) -> dict[int, dict]:
         """Flight-recorder dumps of the ranks still alive (a crashed rank writes none)."""
-        return {r: dump(self.entries[r], self.workload.groups, r)
+        groups = self.workload.groups
+        # each group's member list is written once and shared by every member's dump: per-rank copies made
+        # the dumps of N ranks in one group N x N long (quadratic in time and memory)
+        shared = {name: {"name": name, "desc": g.desc, "ranks": json.dumps(list(g.ranks))} for name, g in groups.items()}
+        mine: dict[int, list] = {r: [] for r in range(self.workload.world_size)}
+        for name, g in groups.items():
+            for r in g.ranks:
+                mine[r].append(name)
+        return {r: dump(self.entries[r], groups, r, config={name: shared[name] for name in mine[r]})
                 for r in range(self.workload.world_size) if r not in self.crashed}
 
 
@@ -86,6 +97,12 @@ class _Model:
         self.stop = env.event()
         self.timeout = None
         self.procs: dict[int, list] = {r: [] for r in range(workload.world_size)}
+        # What the run loop asks after every simulation step, kept up to date as it changes rather than
+        # recounted over every rank and entry (that made a run quadratic in world size: 4,096 ranks took 60 s):
+        # live ranks that have not finished their program, and live ranks' entries not yet completed.
+        self.unfinished_live = workload.world_size
+        self.open_by_rank = {r: 0 for r in range(workload.world_size)}
+        self.open_live = 0
 
     def log(self, text: str):
         self.events.append((self.env.now, text))
@@ -113,6 +130,8 @@ class _Model:
                     outstanding = []
             yield self.env.all_of(outstanding)
             self.finished.add(r)
+            if r not in self.crashed:
+                self.unfinished_live -= 1
         except simpy.Interrupt:
             return
 
@@ -122,6 +141,9 @@ class _Model:
         e = new_entry(len(self.entries[r]), call.pg, g.desc, seq, call.op, call.nbytes, call.dtype,
                       len(g.ranks), self.env.now, self.timeout_ms)
         self.entries[r].append(e)
+        self.open_by_rank[r] += 1
+        if r not in self.crashed:
+            self.open_live += 1
         ev = self.env.event()
         self.queues[(r, call.pg)].put((call, e, ev))
         return ev
@@ -141,6 +163,9 @@ class _Model:
                     return
                 e.update(state="completed", retired=True, time_discovered_completed_ns=ns(inst.end_us),
                          duration_ms=(inst.end_us - inst.start_us) / 1e3)
+                self.open_by_rank[r] -= 1
+                if r not in self.crashed:
+                    self.open_live -= 1
                 ev.succeed()
         except simpy.Interrupt:
             return
@@ -207,13 +232,22 @@ class _Model:
     def crash(self, r: int, at_us: float):
         yield self.env.timeout(at_us)
         self.crashed[r] = self.env.now
+        # a dead rank's program and entries no longer count (its dump is never written)
+        self.open_live -= self.open_by_rank[r]
+        if r not in self.finished:
+            self.unfinished_live -= 1
         self.log(f"rank {r} crashes")
         for p in self.procs[r]:
             if p.is_alive:
                 p.interrupt()
 
     def pending(self) -> bool:
-        return any(e["state"] != "completed" for r, es in self.entries.items() if r not in self.crashed for e in es)
+        """Whether a live rank has an entry not completed (O(1): see ``open_live``)."""
+        return self.open_live > 0
+
+    def all_live_finished(self) -> bool:
+        """Whether every rank still alive ran its whole program (O(1): see ``unfinished_live``)."""
+        return self.unfinished_live == 0
 
 
 def check(workload: Workload) -> None:
@@ -228,6 +262,21 @@ def check(workload: Workload) -> None:
                                    f"use a size that is a multiple of {n} elements")
 
 
+@contextlib.contextmanager
+def no_cyclic_gc():
+    """Pause CPython's cyclic garbage collector (restored after, if it was on). A run allocates an entry,
+    several events and a few dicts per call and keeps them all, and the generational collector rescans that
+    growing heap again and again: with it on, 4,096 ranks of ``ddp_step`` took 6.7 s instead of 2.7 s. What a
+    run drops is freed by reference counting (peak memory 228 MB with the collector off, 199 MB with it on)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def run(workload: Workload, cost=None, link_faults=(), crashes=(), topology=None,
         timeout_ms: float = DEFAULT_TIMEOUT_MS, until_us: float = math.inf) -> RunResult:
     """Run ``workload`` (faulty programs already applied) and return what happened.
@@ -235,22 +284,32 @@ def run(workload: Workload, cost=None, link_faults=(), crashes=(), topology=None
     ``cost(op, nbytes, group_size) -> us`` (default :class:`AlphaBeta`); ``link_faults`` are
     :class:`~sim.flight.faults.LinkFault`; ``crashes`` are :class:`~sim.flight.faults.Crash`;
     ``topology`` (a ``sim.topology.Topology``) lets link faults find routes."""
+    with no_cyclic_gc():
+        return _run(workload, cost, link_faults, crashes, topology, timeout_ms, until_us)
+
+
+def _run(workload, cost, link_faults, crashes, topology, timeout_ms, until_us) -> RunResult:
     check(workload)
     env = simpy.Environment()
     m = _Model(env, workload, cost or AlphaBeta(), LinkModel(tuple(link_faults), topology), timeout_ms,
                [c for c in crashes if isinstance(c, Crash)])
+    # each rank's groups, in the groups' order (the processes' creation order orders simultaneous events);
+    # asking every group whether it holds every rank was N x N
+    groups_of: dict[int, list] = {r: [] for r in range(workload.world_size)}
+    for pg, g in workload.groups.items():
+        for r in g.ranks:
+            groups_of[r].append(pg)
     for r in range(workload.world_size):
         m.procs[r].append(env.process(m.rank(r)))
-        m.procs[r] += [env.process(m.stream(r, pg)) for pg, g in workload.groups.items() if r in g.ranks]
+        m.procs[r] += [env.process(m.stream(r, pg)) for pg in groups_of[r]]
     for r, t in m.crash_at.items():
         env.process(m.crash(r, t))
     for f in link_faults:
         env.process(_announce(env, m, f))
     hang_at = None
-    live = lambda: [r for r in range(workload.world_size) if r not in m.crashed]
     while not m.stop.triggered and env.peek() < until_us:
         env.step()
-        if all(r in m.finished for r in live()) and not m.pending():
+        if m.all_live_finished() and not m.pending():
             break
         # Only judge once every event of this instant has been processed.
         if hang_at is None and env.peek() > env.now and m.active == 0 and m.pending():
@@ -258,7 +317,7 @@ def run(workload: Workload, cost=None, link_faults=(), crashes=(), topology=None
             m.log("hang: collectives are pending and nothing is running, so none can progress")
     insts = sorted(m.instances.values(), key=lambda i: (i.start_us if i.start_us is not None
                                                         else min(t for t, _ in i.joined.values()), i.pg, i.seq))
-    return RunResult(workload, env.now, all(r in m.finished for r in live()), hang_at, m.timeout,
+    return RunResult(workload, env.now, m.all_live_finished(), hang_at, m.timeout,
                      dict(m.crashed), m.entries, tuple(insts), tuple(sorted(m.events, key=lambda x: x[0])))
 
 

@@ -24,13 +24,13 @@ from ..io.safe_io import load_yaml, read_input
 from ..io.validation import MAX_US, number, whole
 from ..units import format_size
 from . import recovery as rec
-from .analyze import analyze
+from .analyze import analyze, ranks_short
 from .cost import make_cost
 from .faults import LinkFault, apply_rank_faults, parse_faults
-from .loader import normalise
+from .loader import normalise, shown_names
 from .rank_workload import from_dict
 from .records import check_dump_dir, write_dumps
-from .replay import DEFAULT_TIMEOUT_MS, run
+from .replay import DEFAULT_TIMEOUT_MS, no_cyclic_gc, run
 
 _DDP = {"builtin": "ddp_step", "world_size": 4, "buckets": 3, "bucket_nbytes": "4M", "steps": 2}
 _TPDP = {"builtin": "tp_dp_step", "world_size": 8, "tp": 2, "layers": 3, "steps": 2}
@@ -84,6 +84,11 @@ def run_scenario(sc: dict, dump_dir: str | None = None) -> dict:
     """Run a scenario; returns a JSON-ready dict (see ``collsim flight simulate --format json``). The dumps go
     to ``dump_dir`` if given: not a folder holding dumps collsim did not simulate
     (:func:`~sim.flight.records.check_dump_dir`), refused before the run rather than after."""
+    with no_cyclic_gc():   # the dumps, their normalised copies and the analysis are large too (see replay)
+        return _run_scenario(sc, dump_dir)
+
+
+def _run_scenario(sc: dict, dump_dir: str | None) -> dict:
     out = {"scenario": sc.get("name", "scenario")}
     if dump_dir:
         check_dump_dir(dump_dir)
@@ -101,6 +106,7 @@ def run_scenario(sc: dict, dump_dir: str | None = None) -> dict:
         r = run(apply_rank_faults(w, faults), cost, [f for f in faults if isinstance(f, LinkFault)], faults,
                 topology=topo, timeout_ms=timeout_ms)
         dumps = r.dumps()
+        ranks_cache: dict = {}
         if dump_dir:
             out["dump_files"] = write_dumps(dump_dir, dumps)
         # With every rank dead the engine's "every live rank finished" is vacuously true: say what happened.
@@ -116,7 +122,8 @@ def run_scenario(sc: dict, dump_dir: str | None = None) -> dict:
                                  "waiting_for": [m for m in i.members if m not in i.joined],
                                  "start_us": i.start_us, "end_us": i.end_us, "stuck": i.stuck}
                                 for i in r.instances],
-                   diagnosis=analyze({k: normalise(v) for k, v in dumps.items()}))
+                   # one parsed member list per group, shared by its members' dumps (not one per rank)
+                   diagnosis=analyze({k: normalise(v, ranks_cache) for k, v in dumps.items()}))
         if all_crashed:
             out["diagnosis"] = _all_crashed(out["diagnosis"], r.crashed)
     if "recovery" in sc:
@@ -165,7 +172,7 @@ def format_text(out: dict, max_rows: int = 40) -> str:
                 continue
             joined = list(c["joined_us"].values())
             span = f"{_ms(min(joined))}..{_ms(max(joined))}"
-            note = c["stuck"] or (f"waiting for rank(s) {c['waiting_for']}" if c["waiting_for"] else "")
+            note = c["stuck"] or (f"waiting for rank(s) {ranks_short(c['waiting_for'])}" if c["waiting_for"] else "")
             lines.append(f"  {c['pg']:>3} {c['seq']:>4} {'/'.join(c['op']):<26} "
                          f"{'/'.join(format_size(b) for b in c['nbytes']):>8} {span:>18} {_ms(c['start_us']):>10} "
                          f"{_ms(c['end_us']):>10}  {note}")
@@ -181,13 +188,22 @@ def format_text(out: dict, max_rows: int = 40) -> str:
                          f"{extra:+.1%})")
         else:
             t = out["timeout"] or {}
-            lines.append(f"outcome: {out['outcome']} at {_ms(out['hang_at_us'])} ms; watchdog timeout at "
-                         f"{_ms(t.get('at_us'))} ms (rank {t.get('rank')}, pg {t.get('pg')}, seq {t.get('seq')}); "
-                         f"fault-free run takes {_ms(out['baseline_end_us'])} ms")
+            fired = (f"watchdog timeout at {_ms(t.get('at_us'))} ms (rank {t.get('rank')}, pg {t.get('pg')}, "
+                     f"seq {t.get('seq')})")
+            if out["hang_at_us"] is not None:
+                lines.append(f"outcome: {out['outcome']} at {_ms(out['hang_at_us'])} ms; {fired}; "
+                             f"fault-free run takes {_ms(out['baseline_end_us'])} ms")
+            else:   # no hang time to print: the watchdog fired while the job could still progress
+                lines.append(f"outcome: {out['outcome']} at {_ms(t.get('at_us'))} ms (the watchdog: rank {t.get('rank')}, "
+                             f"pg {t.get('pg')}, seq {t.get('seq')}), with no hang: a collective waited longer than "
+                             f"timeout_ms while the job could still progress; fault-free run takes "
+                             f"{_ms(out['baseline_end_us'])} ms")
         if out.get("dump_files"):
-            lines.append(f"dumps: {', '.join(out['dump_files'])}")
+            files = out["dump_files"]
+            lines.append(f"dumps: {len(files)} file(s) in {os.path.dirname(files[0]) or '.'}: "
+                         f"{shown_names(os.path.basename(f) for f in files)}")
         d = out["diagnosis"]
-        lines.append(f"diagnosis: {d['error_type']}; culprit rank(s) {d['culprits']}; "
+        lines.append(f"diagnosis: {d['error_type']}; culprit rank(s) {ranks_short(d['culprits'])}; "
                      f"pg {d['process_group']} seq {d['collective_seq_id']}")
         lines.append(f"  {d['details']}")
     if "recovery" in out:
