@@ -4,7 +4,7 @@ A log whose first line is one long run of host-name characters (``[\\w.-]``) onc
 search retry the host name from every position: 10 KB took 1.6 s, 40 KB 15.6 s, 80 KB over a minute
 (quadratic). This reads such lines of growing length, and a long line of '#' device-line look-alikes,
 and prints each time as a ratio to the shortest: linear reading keeps the ratio near the length ratio.
-Then a gzip bomb read as a profiler trace: its peak memory as a ratio to the reader's alone.
+Then a gzip bomb read as a profiler trace and as a flight dump: its peak memory as a ratio to the reader's alone.
 
     python benchmarks/bench_hostile_inputs.py            # about 10 s
 """
@@ -69,19 +69,21 @@ def gzip_bomb() -> None:
             piece = b" " * (16 << 20)
             for _ in range(64):
                 z.write(piece)
-    code = ("import resource, sys; from sim.evidence.kineto import load_trace; from sim.errors import CollsimError\n"
-            "try:\n    load_trace(sys.argv[1]) if sys.argv[1] != '-' else None\nexcept CollsimError:\n    pass\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     size_mb = os.path.getsize(f.name) / 1e6
+    readers = {"profiler trace": ("from sim.evidence.kineto import load_trace as read", "CollsimError"),
+               "flight dump": ("from sim.flight.loader import read_raw as read", "Exception")}
     try:
-        peaks = [int(subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, cwd=root,
-                                    check=True).stdout) for arg in ("-", f.name)]
+        for what, (imp, caught) in readers.items():
+            code = (f"import resource, sys; {imp}; from sim.errors import CollsimError\n"
+                    f"try:\n    read(sys.argv[1]) if sys.argv[1] != '-' else None\nexcept {caught}:\n    pass\n"
+                    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+            peaks = [int(subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, cwd=root,
+                                        check=True).stdout) for arg in ("-", f.name)]
+            print(f"gzip bomb read as a {what} ({size_mb:.1f} MB of gzip, 1 GiB expanded): peak {peaks[1] / 1024:.0f} "
+                  f"MiB against {peaks[0] / 1024:.0f} MiB for the reader alone ({peaks[1] / peaks[0]:.2f}x)")
     finally:
         os.unlink(f.name)
-    print(f"gzip bomb ({size_mb:.1f} MB of gzip, 1 GiB expanded): "
-          f"peak {peaks[1] / 1024:.0f} MiB against {peaks[0] / 1024:.0f} MiB for the reader alone "
-          f"({peaks[1] / peaks[0]:.2f}x)")
 
 
 if __name__ == "__main__":

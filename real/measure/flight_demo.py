@@ -5,7 +5,9 @@ call: ``skip`` (it does not call it), ``size`` (512 elements), ``dtype`` (float6
 ``broadcast``). Ranks give up after ``timeout_s`` (gloo's timeout), then each writes the dump that
 ``torch._C._distributed_c10d._dump_fr_trace`` (pickle) or ``_dump_fr_trace_json`` returns to
 ``DIR/rank_<r>`` (``.json`` for JSON). torch 2.13 records gloo collectives by default (the buffer,
-``TORCH_FR_BUFFER_SIZE``, defaults to 2000 entries).
+``TORCH_FR_BUFFER_SIZE``, defaults to 2000 entries). A ``DIR`` already holding dumps is refused before any
+rank starts (:func:`sim.flight.records.check_dump_dir`), and so are more ranks than the machine sensibly
+runs (:func:`nprocs_limit`).
 
 >>> info = run_demo("/tmp/fr-demo", nprocs=3, fault="skip")   # doctest: +SKIP
 >>> info["injected"]                                           # doctest: +SKIP
@@ -19,6 +21,38 @@ import os
 import socket
 
 FAULTS = ("skip", "size", "dtype", "type")
+# Each rank is a process that imports torch (~2 s of CPU and a few hundred MB each): 8 ranks on 2 cores
+# took 6 s; 500 ranks printed nothing in 100 s. A fault shows with 3 ranks.
+PROCS_PER_CPU = 4
+MAX_NPROCS = 64
+
+
+def usable_cpus() -> int:
+    """CPU cores this process may run on (a container's or taskset's limit, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def nprocs_limit() -> int:
+    """The most ranks the demo starts here: :data:`PROCS_PER_CPU` per usable core, at most
+    :data:`MAX_NPROCS`, and never fewer than the 3 that name a culprit."""
+    return max(3, min(MAX_NPROCS, PROCS_PER_CPU * usable_cpus()))
+
+
+def check_nprocs(nprocs: int) -> None:
+    """Refuse a rank count the demo cannot use (under 2) or this machine cannot sensibly run (see
+    :func:`nprocs_limit`), before any process starts."""
+    from sim.errors import CollsimError
+
+    if nprocs < 2:
+        raise CollsimError(f"--nprocs {nprocs}: a collective fault needs at least 2 ranks (3 to name a culprit)")
+    limit = nprocs_limit()
+    if nprocs > limit:
+        raise CollsimError(f"--nprocs {nprocs}: over this machine's limit of {limit} ranks ({PROCS_PER_CPU} per usable "
+                           f"CPU core, {usable_cpus()} here, at most {MAX_NPROCS}), as each rank is a process that "
+                           f"imports torch: use --nprocs {limit} or fewer (3 names a culprit)")
 
 
 def _free_port() -> int:
@@ -78,14 +112,19 @@ def run_demo(directory: str, nprocs: int = 3, fault: str = "skip", timeout_s: fl
     Returns ``{"injected", "faulty_rank", "exitcodes", "files"}``. Takes about ``timeout_s`` plus a few
     seconds of start-up."""
     from sim.errors import CollsimError
+    from sim.flight.records import check_dump_dir
 
     if fault not in FAULTS:
         raise CollsimError(f"unknown fault {fault!r}: use one of {', '.join(FAULTS)}")
-    if nprocs < 2:
-        raise CollsimError(f"--nprocs {nprocs}: a collective fault needs at least 2 ranks (3 to name a culprit)")
+    check_nprocs(nprocs)
     if form not in ("pickle", "json"):
         raise CollsimError(f"form {form!r}: use pickle or json")
-    os.makedirs(directory, exist_ok=True)
+    # before any rank starts: the ranks write rank_<r> straight into the folder, over a real incident's dumps
+    check_dump_dir(directory, keep_simulated=False)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise CollsimError(f"--dump {directory}: cannot create it ({e.strerror}): pick a writable path") from None
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per rank, as torchrun gives
     port = _free_port()
     procs = [ctx.Process(target=_worker, args=(r, nprocs, directory, port, fault, timeout_s, form))

@@ -12,23 +12,53 @@ All exit 0 when the work was done (whatever it found), 2 on bad input.
 from __future__ import annotations
 
 import json
-import os
+import sys
 import tempfile
 import time
 
 from ..errors import CollsimError
-from ..flight.analyze import rank_text
+from ..flight.analyze import rank_text, ranks_short
+from ..flight.loader import NAMING, shown_names
 from ..flight.scenarios import BUILTIN
 from ..io.printable import printable_lines
 
 
 def _print_json(obj) -> None:
-    print(json.dumps(obj, indent=1, default=str))
+    # written as it is encoded: the JSON keeps every rank of every group (3,000,000-rank groups are 100 MB),
+    # and building it as one string first doubled the peak memory
+    batch: list[str] = []
+    for chunk in json.JSONEncoder(indent=1, default=str).iterencode(obj):
+        batch.append(chunk)
+        if len(batch) >= 65536:   # one write per chunk (millions of them) tripled the time
+            sys.stdout.write("".join(batch))
+            batch.clear()
+    sys.stdout.write("".join(batch) + "\n")
+
+
+def _evidence_lines(d: dict) -> list[str]:
+    """The evidence, one line per distinct observation with the ranks that show it compacted (``rank(s)
+    [0-1022]: op=all_reduce, ...``): one line per rank made a 1,024-rank run's answer 93 KB. Keys that are
+    not single ranks (a run of ranks with no dump, ``4-2999999``) are printed as they are."""
+    if d["error_type"] == "slow_link":   # keyed by process group: each group's median time
+        return [f"  group {name!r}: median {ms:.3f} ms" for name, ms in d["evidence"].items()]
+    by_text: dict[str, list] = {}
+    lines = []
+    for key, ev in d["evidence"].items():
+        text = ev if not isinstance(ev, dict) else ", ".join(f"{k}={v}" for k, v in ev.items())
+        if key.isdigit():
+            by_text.setdefault(text, []).append(int(key))
+        else:
+            lines.append(f"  rank(s) {key}: {text}")
+    return [f"  rank {ranks[0]}: {text}" if len(ranks) == 1 else f"  rank(s) {rank_text(ranks)}: {text}"
+            for text, ranks in by_text.items()] + lines
 
 
 def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
     """The analyzer's answer as a few lines and a per-rank table."""
     lines = [f"ranks read: {rank_text(d['ranks'])}" + (f"; refused: {len(d['refused'])} file(s)" if d["refused"] else "")]
+    if d.get("skipped"):   # a dump under another name is otherwise a "missing" rank with no word of why
+        lines.append(f"  skipped {len(d['skipped'])} file(s) or folder(s) not named like a rank's dump ({NAMING}): "
+                     f"{shown_names(d['skipped'])}")
     for why in d["refused"].values():
         lines.append(f"  refused {why}")
     for path, why in (d.get("other_job") or {}).items():
@@ -38,19 +68,18 @@ def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
     for name, g in d["process_groups"].items():
         lines.append(f"process group {name!r} ({g['desc'] or 'no description'}): ranks {rank_text(g['ranks'])}")
     lines.append(f"diagnosis: {d['error_type']}")
-    lines.append(f"culprit rank(s): {d['culprits'] or 'none named'}")
+    lines.append(f"culprit rank(s): {ranks_short(d['culprits']) if d['culprits'] else 'none named'}")
     if d["collective_seq_id"] is not None:
         lines.append(f"where: process group {d['process_group']!r} ({d['pg_desc']}), collective_seq_id {d['collective_seq_id']}")
     lines.append(f"why: {d['details']}")
     if d["evidence"]:
         lines.append("evidence:")
-        for rank, ev in d["evidence"].items():
-            lines.append(f"  rank {rank}: {ev if not isinstance(ev, dict) else ', '.join(f'{k}={v}' for k, v in ev.items())}")
+        lines += _evidence_lines(d)
     for f in d["secondary"]:
         lines.append(f"also (explained by the above): {f['error_type']} in group {f['process_group']} seq "
                      f"{f['collective_seq_id']}: {f['details']}")
     for f in d["other_findings"]:
-        lines.append(f"also: {f['error_type']} culprits {f['culprits']} in group {f['process_group']} seq "
+        lines.append(f"also: {f['error_type']} culprits {ranks_short(f['culprits'])} in group {f['process_group']} seq "
                      f"{f['collective_seq_id']}: {f['details']}")
     if elapsed_s is not None:
         lines.append(f"(analyzed in {elapsed_s:.2f} s)")
@@ -86,15 +115,20 @@ def _simulate(args) -> int:
 
 def _demo(args) -> int:
     try:
-        from real.measure.flight_demo import run_demo  # imports torch: only here
+        from real.measure.flight_demo import check_nprocs, run_demo  # its ranks import torch; this module does not
     except ImportError as e:
         raise CollsimError(f"the demo needs torch and the real/ package ({e}): pip install torch==2.13.0") from None
     from ..flight.analyze import analyze
     from ..flight.loader import load_dir
+    from ..flight.records import check_dump_dir
     from ..io.validation import number
+    # every refusal before anything runs or is written: the gloo job's ranks write rank_<r> into --dump, and a
+    # folder of a real incident's dumps was overwritten, then left unreadable (the check simulate --dump makes)
     number(args.timeout_s, "--timeout-s", low=0, low_open=True, high=3600, example="5")
+    check_nprocs(args.nprocs)
+    if args.dump:
+        check_dump_dir(args.dump, keep_simulated=False)
     directory = args.dump or tempfile.mkdtemp(prefix="collsim-flight-")
-    os.makedirs(directory, exist_ok=True)
     info = run_demo(directory, nprocs=args.nprocs, fault=args.fault, timeout_s=args.timeout_s)
     d = analyze(load_dir(directory))
     if args.format == "json":
@@ -127,9 +161,11 @@ def register(subparsers) -> None:
                    "dumps collsim did not simulate (a real job's) is refused")
     s.set_defaults(func=_simulate)
     d = sub.add_parser("demo", help="a real gloo job with one faulty rank, its dumps, and their analysis (needs torch)")
-    d.add_argument("--nprocs", type=int, default=3)
+    d.add_argument("--nprocs", type=int, default=3,
+                   help="ranks (processes) of the gloo job (default 3; at most 4 per CPU core, and 64)")
     d.add_argument("--fault", choices=("skip", "size", "dtype", "type"), default="skip")
-    d.add_argument("--dump", metavar="DIR", help="write the dumps here (default: a new temporary directory)")
+    d.add_argument("--dump", metavar="DIR", help="write the dumps here (default: a new temporary directory); a folder "
+                   "already holding dumps is refused")
     d.add_argument("--timeout-s", type=float, default=5.0, help="gloo timeout: how long ranks wait (default 5)")
     d.add_argument("--format", choices=("text", "json"), default="text")
     d.set_defaults(func=_demo)

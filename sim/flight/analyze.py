@@ -42,6 +42,7 @@ the cause: that finding is *secondary* and the analyzer follows it to the group 
 """
 from __future__ import annotations
 
+import bisect
 import json
 import statistics
 
@@ -49,6 +50,60 @@ from .loader import DumpSet
 
 _NO_SIZE_CHECK = {"all_to_all", "gather", "scatter", "send", "recv", "recv_anysource"}
 _ERRORS = ("collective_type_mismatch", "size_mismatch", "dtype_mismatch", "missing_rank", "extra_collective")
+SHOWN = 16   # ranks (or pieces of rank ranges, or items) one line of a finding shows
+
+
+def ranks_short(ranks) -> str:
+    """A rank list for a finding's text: as a list up to :data:`SHOWN` ranks (``[0, 1, 2]``), beyond that in
+    ranges (:func:`rank_text`): 4 dumps whose default group lists 3,000,000 ranks once printed 148 MB.
+
+    >>> ranks_short([2, 0, 1]), ranks_short(range(1024))
+    ('[0, 1, 2]', '[0-1023]')
+    """
+    ranks = sorted(ranks)
+    return str(ranks) if len(ranks) <= SHOWN else rank_text(ranks)
+
+
+def _some(items, shown: int = SHOWN) -> str:
+    """Text pieces joined for one line: the first ``shown``, then how many more."""
+    items = list(items)
+    return ", ".join(items[:shown]) + (f", ... {len(items) - shown:,} more" if len(items) > shown else "")
+
+
+def _lost_evidence(pg) -> dict:
+    """Evidence for the group's ranks that left no readable dump, one key per run of consecutive ranks with the
+    same reason (``"4-2999999"``; a single rank keeps its own key, ``"4"``), at most :data:`SHOWN` keys: one key
+    per rank made the evidence of a 3,000,000-rank group with 4 dumps 3,000,000 lines long. Made once per group."""
+    if pg.lost_evidence is None:
+        out: dict = {}
+        unread = sorted(pg.unreadable)   # few (files that were refused): split the runs where the reason changes
+        done = 0
+        for part in _split(pg.no_dump, unread):
+            pieces, more = _runs(part, SHOWN - len(out))
+            for a, b in pieces:
+                out[str(a) if a == b else f"{a}-{b}"] = _lost(pg, a)
+            done += len(part) - more
+            if len(out) >= SHOWN:
+                break
+        if len(pg.no_dump) > done:
+            out["..."] = f"{len(pg.no_dump) - done:,} more rank(s) left no readable dump"
+        pg.lost_evidence = out
+    return pg.lost_evidence
+
+
+def _split(ranks: list, unread: list) -> list:
+    """``ranks`` (sorted) cut into pieces of one kind: each unreadable rank on its own, the others between."""
+    parts, start = [], 0
+    for u in unread:
+        i = bisect.bisect_left(ranks, u, start)
+        if i < len(ranks) and ranks[i] == u:
+            if i > start:
+                parts.append(ranks[start:i])
+            parts.append([u])
+            start = i + 1
+    if start < len(ranks):
+        parts.append(ranks[start:])
+    return parts
 
 
 def _members(dumps: dict, refused: tuple) -> dict[str, tuple]:
@@ -111,6 +166,7 @@ class _Pg:
         # findings, never a reason to say "every collective matches"
         self.no_dump = [r for r in members if r not in dumps]
         self.unreadable = {r for r in members if r in refused}
+        self.lost_evidence: dict | None = None   # made once (_lost_evidence), not at every sequence id
         self.desc = next((e["pg_desc"] for es in self.by_rank.values() for e in es.values()), "")
         self.last, self.status = {}, {}
         for r, es in self.by_rank.items():
@@ -126,15 +182,16 @@ def _lost(pg: _Pg, r: int) -> str:
 
 
 def _lost_text(pg: _Pg) -> str:
-    bad = sorted(r for r in pg.no_dump if r in pg.unreadable)
-    none = sorted(r for r in pg.no_dump if r not in pg.unreadable)
-    return "; ".join(([f"dump of rank(s) {bad} unreadable"] if bad else []) + ([f"no dump from rank(s) {none}"] if none else []))
+    bad = [r for r in pg.no_dump if r in pg.unreadable]
+    none = [r for r in pg.no_dump if r not in pg.unreadable]
+    return "; ".join(([f"dump of rank(s) {ranks_short(bad)} unreadable"] if bad else [])
+                     + ([f"no dump from rank(s) {ranks_short(none)}"] if none else []))
 
 
 def _finding(kind, pg, seq, culprits, details, evidence, tie=False, silent=False):
     """One finding. ``silent``: it rests only on ranks having left no readable dump, which a crash explains but
     so does a lost file: weaker than any record that disagrees, so it is ranked after those."""
-    unknown = "" if silent or not pg.no_dump else f"; unknown for rank(s) {sorted(pg.no_dump)} ({_lost_text(pg)})"
+    unknown = "" if silent or not pg.no_dump else f"; unknown for rank(s) {ranks_short(pg.no_dump)} ({_lost_text(pg)})"
     return {"error_type": kind, "culprits": sorted(culprits), "collective_seq_id": seq,
             "process_group": pg.name, "pg_desc": pg.desc, "details": details + (
                 " (a tie: the records cannot say which side is wrong)" if tie else "") + unknown,
@@ -168,13 +225,26 @@ def _shift(pg: _Pg, culprits, ref_rank: int, seq: int) -> int:
     return 0
 
 
+def _waiting(present: dict, op: str) -> str:
+    """What the ranks that reached a sequence id some member never reached did there. Their records may say
+    the call completed: gloo retires a call that failed or timed out (a rank went missing) as well, so
+    "wait in" would contradict the evidence printed beside it."""
+    done = [r for r, e in present.items() if e["completed"]]
+    if not done:
+        return f"wait in {op}"
+    if len(done) == len(present):
+        return f"called {op}, which their records mark completed (a call that failed or timed out is retired too)"
+    return (f"called {op}: rank(s) {ranks_short(done)} mark it completed (a call that failed or timed out is "
+            "retired too), the others wait in it")
+
+
 def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
     present = {r: es[s] for r, es in pg.by_rank.items() if s in es}
     absent = [r for r in pg.by_rank if s not in pg.by_rank[r] and pg.last[r] < s]
     ev = {str(r): {"op": e["op"], "input_sizes": e["input_sizes"], "dtypes": e["input_dtypes"],
                    "completed": e["completed"]} for r, e in present.items()}
     ev.update({str(r): {"last_enqueued_collective": pg.last[r]} for r in absent})
-    ev.update({str(r): _lost(pg, r) for r in pg.no_dump})
+    ev.update(_lost_evidence(pg))
     for what, kind in (("op", "collective_type_mismatch"), ("size", "size_mismatch"), ("dtype", "dtype_mismatch")):
         if what == "size" and any(e["op"] in _NO_SIZE_CHECK for e in present.values()):
             continue
@@ -183,7 +253,7 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
             groups.setdefault(_sig(e, what), []).append(r)
         if len(groups) > 1:
             culprits, major, tie = _minority(groups)
-            said = "; ".join(f"rank(s) {v} {what} {k}" for k, v in groups.items())
+            said = "; ".join(f"rank(s) {ranks_short(v)} {what} {k}" for k, v in groups.items())
             if tie:  # e.g. a rank with no dump left two against one: ask the group's other records
                 seen = {k: sum(1 for es in pg.by_rank.values() for q, e in es.items() if q != s and _sig(e, what) == k)
                         for k in groups}
@@ -195,10 +265,10 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
             if not tie:
                 k = _shift(pg, culprits, groups[major][0], s)
                 if k > 0:
-                    return _finding("missing_rank", pg, s, culprits, f"rank(s) {culprits} skipped {k} collective(s) "
+                    return _finding("missing_rank", pg, s, culprits, f"rank(s) {ranks_short(culprits)} skipped {k} collective(s) "
                                     f"at seq {s}: their calls from seq {s} match the others' from seq {s + k} ({said})", ev)
                 if k < 0:
-                    return _finding("extra_collective", pg, s, culprits, f"rank(s) {culprits} made {-k} extra call(s) "
+                    return _finding("extra_collective", pg, s, culprits, f"rank(s) {ranks_short(culprits)} made {-k} extra call(s) "
                                     f"at seq {s}: the others' calls from seq {s} match theirs from seq {s - k} ({said})", ev)
             hint = ""
             if what == "op" and not tie:  # a skipped call also shows up as one call of that kind fewer
@@ -207,23 +277,28 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
                 fewer = [r for r in culprits if count(r) < ref]
                 if fewer:
                     mine = pg.by_rank[fewer[0]][s]["op"]
-                    hint = (f"; rank(s) {fewer} made fewer {major} calls up to seq {s} ({count(fewer[0])} vs {ref}):"
+                    hint = (f"; rank(s) {ranks_short(fewer)} made fewer {major} calls up to seq {s} ({count(fewer[0])} vs {ref}):"
                             f" called {mine} in place of one, or skipped one and went on to {mine}")
             return _finding(kind, pg, s, culprits, f"at seq {s} {said}{hint}", ev, tie)
     if absent:
         here = sorted(present)
+        op = next(iter(present.values()))["op"]
         if len(absent) > len(here):
-            return _finding("extra_collective", pg, s, here, f"only rank(s) {here} called seq {s} "
-                            f"({next(iter(present.values()))['op']}); rank(s) {sorted(absent)} never did", ev)
-        last = ", ".join(str(pg.last[r]) if pg.last[r] >= 0 else "none recorded" for r in sorted(absent))
-        return _finding("missing_rank", pg, s, absent, f"rank(s) {sorted(absent)} never reached seq {s} "
-                        f"(last enqueued: {last}); rank(s) {here} wait in "
-                        f"{next(iter(present.values()))['op']}", ev, len(absent) == len(here))
+            return _finding("extra_collective", pg, s, here, f"only rank(s) {ranks_short(here)} called seq {s} "
+                            f"({op}); rank(s) {ranks_short(absent)} never did", ev)
+        said = lambda v: str(v) if v >= 0 else "none recorded"
+        lasts = sorted({pg.last[r] for r in absent})
+        # each absent rank's own number while they are few; past that the distinct numbers (bounded text)
+        last = (", ".join(said(pg.last[r]) for r in sorted(absent)) if len(absent) <= SHOWN
+                else f"{said(lasts[0])} on each" if len(lasts) == 1 else f"between {said(lasts[0])} and {lasts[-1]}")
+        return _finding("missing_rank", pg, s, absent, f"rank(s) {ranks_short(absent)} never reached seq {s} "
+                        f"(last enqueued: {last}); rank(s) {ranks_short(here)} {_waiting(present, op)}", ev,
+                        len(absent) == len(here))
     if present and not all(e["completed"] for e in present.values()):
         if pg.no_dump:
-            return _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no readable dump "
-                            f"({_lost_text(pg)}: crashed or killed, or the file was lost) while rank(s) "
-                            f"{sorted(present)} wait at seq {s}", ev, silent=True)
+            return _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {ranks_short(pg.no_dump)} left no readable "
+                            f"dump ({_lost_text(pg)}: crashed or killed, or the file was lost) while rank(s) "
+                            f"{ranks_short(present)} wait at seq {s}", ev, silent=True)
         if completed_lowest and len(present) == len(pg.members) and not any(e["completed"] for e in present.values()):
             return _finding("stuck_collective", pg, s, list(pg.members), f"every member of group {pg.name} "
                             f"joined seq {s} ({next(iter(present.values()))['op']}), the calls match and none "
@@ -247,8 +322,9 @@ def _status_only(pg: _Pg):
     behind = all(pg.last[r] < major for r in culprits)
     seq = min(pg.last[r] for r in culprits) + 1 if behind else major + 1
     return _finding("missing_rank" if behind else "extra_collective", pg, seq, culprits,
-                    f"no entries recorded; pg_status says rank(s) {culprits} last enqueued "
-                    f"{sorted({pg.last[r] for r in culprits})} while the others reached {major}", ev, tie)
+                    f"no entries recorded; pg_status says rank(s) {ranks_short(culprits)} last enqueued "
+                    f"[{_some(str(v) for v in sorted({pg.last[r] for r in culprits}))}] while the others reached {major}",
+                    ev, tie)
 
 
 def _blocked_elsewhere(r: int, pg_name: str, dumps: dict, found: dict) -> tuple | None:
@@ -278,7 +354,7 @@ def _lag_findings(pgs, threshold_ns):
     if best is None:
         return None
     _, pg, s, late = best
-    return _finding("straggler", pg, s, list(late), "rank(s) " + ", ".join(
+    return _finding("straggler", pg, s, list(late), "rank(s) " + _some(
         f"{r} enqueued seq {s} {v / 1e6:.3f} ms after the median member" for r, v in sorted(late.items()))
         + "; the others waited for it", {str(r): {"late_ms": v / 1e6} for r, v in late.items()})
 
@@ -313,11 +389,29 @@ def _slow_groups(pgs, slow_factor):
     key, slow, med, fastest, _ = found[0]
     pg = next(p for p in pgs if p.name == slow[0])
     worst = max(by_sig[key][slow[0]])[1]  # the sequence id where the slow group took longest
-    return _finding("slow_link", pg, worst, culprits, f"group(s) {sorted(n for _, s, *_ in found for n in s)} "
+    return _finding("slow_link", pg, worst, culprits, f"group(s) [{_some(repr(n) for n in sorted(n for _, s, *_ in found for n in s))}] "
                     f"take up to {max(med.values()) / fastest:.1f}x as long as the fastest group running the same "
                     f"{key[1]} ({med[slow[0]] / 1e6:.3f} ms vs {fastest / 1e6:.3f} ms): a link of rank(s) "
-                    f"{sorted(culprits)} is slow", {n: m / 1e6 for n, m in med.items()})
+                    f"{ranks_short(culprits)} is slow", {n: m / 1e6 for n, m in med.items()})
 
+
+
+def _runs(ranks: list, shown: int) -> tuple[list, int]:
+    """([first, last] of the first ``shown`` runs of consecutive ranks, how many ranks follow them) for a sorted
+    list without repeats. Each run's end is found by bisection (``ranks[j] - j`` is constant along a run and
+    grows after it), so 16 runs of 3,000,000 ranks cost a few hundred steps, not a pass over the list."""
+    pieces, i, n = [], 0, len(ranks)
+    while i < n and len(pieces) < shown:
+        lo, hi, key = i, n - 1, ranks[i] - i
+        while lo < hi:   # the last j with ranks[j] - j == key
+            mid = (lo + hi + 1) // 2
+            if ranks[mid] - mid == key:
+                lo = mid
+            else:
+                hi = mid - 1
+        pieces.append([ranks[i], ranks[lo]])
+        i = lo + 1
+    return pieces, n - i
 
 
 def rank_text(ranks, shown: int = 16) -> str:
@@ -327,15 +421,8 @@ def rank_text(ranks, shown: int = 16) -> str:
     >>> rank_text([0, 1, 2, 3, 8, 10, 11]), rank_text(range(2_000_000)), rank_text([5])
     ('[0-3, 8, 10-11]', '[0-1999999]', '[5]')
     """
-    ranks = sorted(set(ranks))
-    pieces: list = []
-    for r in ranks:
-        if pieces and r == pieces[-1][1] + 1:
-            pieces[-1][1] = r
-        else:
-            pieces.append([r, r])
-    text = [f"{a}-{b}" if b > a else str(a) for a, b in pieces[:shown]]
-    more = sum(b - a + 1 for a, b in pieces[shown:])
+    pieces, more = _runs(sorted(set(ranks)), shown)
+    text = [f"{a}-{b}" if b > a else str(a) for a, b in pieces]
     return "[" + ", ".join(text) + (f", ... {more:,} more" if more else "") + "]"
 
 
@@ -343,15 +430,16 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     """Diagnose ``dumps`` ({rank: normalised dump} or a :class:`~sim.flight.loader.DumpSet`).
 
     Returns ``{"error_type", "culprits", "collective_seq_id", "process_group", "details", "evidence",
-    "secondary", "other_findings", "ranks", "missing_dumps", "refused", "damaged"}`` (``missing_dumps``: ranks a
-    group lists whose dump was not read, unknown rather than culprits; ``damaged``: dump path -> its entries whose
-    values no recorder writes, which were not used); ``error_type`` is ``"none"`` when nothing is
+    "secondary", "other_findings", "ranks", "missing_dumps", "refused", "damaged", "skipped"}`` (``missing_dumps``:
+    ranks a group lists whose dump was not read, unknown rather than culprits; ``damaged``: dump path -> its entries
+    whose values no recorder writes, which were not used; ``skipped``: the folder's other files, not read);
+    ``error_type`` is ``"none"`` when nothing is
     wrong. ``straggler_ms``: lateness that counts as straggling; ``slow_factor``: how much slower a
     group must be than its peers to blame a link."""
-    refused_files, refused, other_job, damaged = ({}, (), {}, {})
+    refused_files, refused, other_job, damaged, skipped = ({}, (), {}, {}, ())
     if isinstance(dumps, DumpSet):
-        refused_files, refused, other_job, damaged, dumps = (dumps.refused, dumps.refused_ranks, dumps.other_job,
-                                                             dumps.damaged, dumps.dumps)
+        refused_files, refused, other_job, damaged, skipped, dumps = (
+            dumps.refused, dumps.refused_ranks, dumps.other_job, dumps.damaged, dumps.skipped, dumps.dumps)
     members = _members(dumps, refused)
     pgs = [_Pg(n, m, dumps, refused) for n, m in sorted(members.items(), key=lambda x: (len(x[0]), x[0]))]
     findings = []
@@ -371,19 +459,25 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
         else:
             if pg.no_dump and pg.seqs:  # without a recorded collective of this group there is nothing to weigh
                 s = max(pg.last.values()) + 1
-                f = _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {pg.no_dump} left no readable dump "
-                             f"({_lost_text(pg)}); the others completed every collective of this group they "
+                f = _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {ranks_short(pg.no_dump)} left no readable "
+                             f"dump ({_lost_text(pg)}); the others completed every collective of this group they "
                              f"recorded, up to seq {s - 1} (it failed after them, or its dump was lost)",
-                             {str(r): _lost(pg, r) for r in pg.no_dump}, silent=True)
+                             dict(_lost_evidence(pg)), silent=True)
                 f["_t"] = float("inf")
                 findings.append(f)
     primary, secondary = [], []
     found = {f["process_group"]: f for f in findings}
     for f in findings:
-        blocked = {r: _blocked_elsewhere(r, f["process_group"], dumps, found) for r in f["culprits"]}
-        if f["error_type"] == "missing_rank" and f["culprits"] and all(blocked.values()):
-            f["details"] += "; but " + ", ".join(f"rank {r} is blocked in group {b[0]} seq {b[1]}"
-                                                 for r, b in blocked.items())
+        blocked: dict | None = {}
+        for r in f["culprits"] if f["error_type"] == "missing_rank" else ():
+            b = _blocked_elsewhere(r, f["process_group"], dumps, found)
+            if b is None:   # one culprit not blocked elsewhere keeps the finding primary: stop looking
+                blocked = None
+                break
+            blocked[r] = b
+        if f["error_type"] == "missing_rank" and f["culprits"] and blocked:
+            f["details"] += "; but " + _some(f"rank {r} is blocked in group {b[0]} seq {b[1]}"
+                                             for r, b in blocked.items())
             secondary.append(f)
         else:
             primary.append(f)
@@ -408,5 +502,6 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     secondary, primary = [strip(f) for f in secondary], [strip(f) for f in primary]
     out.update(secondary=[f for f in secondary if f != out], other_findings=primary[1:],
                ranks=sorted(dumps), missing_dumps=unseen, refused=refused_files, other_job=other_job, damaged=damaged,
+               skipped=list(skipped),
                process_groups={p.name: {"desc": p.desc, "ranks": list(p.members)} for p in pgs})
     return out

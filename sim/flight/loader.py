@@ -6,7 +6,11 @@ then every value is checked to be dict/list/tuple/str/int/float/bool/None/bytes.
 
 Dumps are normalised so the analyzer sees one shape whatever wrote them:
 
-- the rank comes from the file name (``rank_3``, ``rank_3.json``, ``nccl_trace_rank_3``);
+- the rank comes from the file name (:func:`rank_of`): ``rank`` and its number (``rank_3``, ``rank3``,
+  ``nccl_trace_rank_3``, ``rank3_node7``), else a number after a final ``_`` or ``-`` (``_dump_3``, as
+  NVIDIA's resiliency tools write), else a bare number (``3``); then ``.json``, ``.pkl``, ``.pickle`` or ``.bin``,
+  and ``.gz`` when compressed (read with a bounded decompressed size). Other files (``train.log.3``) are
+  skipped and listed (``DumpSet.skipped``);
 - ``pg_config`` ranks (a string ``"[0, 1]"`` in PyTorch) become lists; ``pg_status`` numbers (strings in
   the JSON form) become ints; ``time_discovered_*`` of 0 (the JSON form's "none") become ``None``;
 - ``pg_status``, which PyTorch keys by each rank's *local* process-group uid, is re-keyed by the group's
@@ -38,6 +42,7 @@ import json
 import os
 import pickle
 import re
+import zlib
 from dataclasses import dataclass, field
 
 from ..errors import CollsimError
@@ -59,6 +64,10 @@ _OPS = {  # profiling names PyTorch uses (nccl and gloo, old and new) -> one voc
 
 class RefusedDump(CollsimError):
     """A file that is not a dump we will read (hostile or foreign pickle, bad JSON, not a dump)."""
+
+
+class _TooLarge(RefusedDump):
+    """A gzip file that decompresses past the limit."""
 
 
 class PlainUnpickler(pickle.Unpickler):
@@ -107,8 +116,57 @@ def _check_plain(root) -> None:
         stack.extend((c, depth + 1, False) for c in children if not (isinstance(c, (dict, list, tuple)) and id(c) in expanded))
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 1 << 20
+
+
+def _gunzip(blob: bytes, path: str, keep: bool = True, limit: int = MAX_DUMP_BYTES) -> tuple[int, bytes]:
+    """(decompressed size, data) of a gzip file's bytes (every member, as ``gzip`` reads them), ``data``
+    only when ``keep``. Decompressed a megabyte at a time and refused past ``limit``: a 1 MB gzip bomb
+    stands for 1 GB, and must cost a bounded amount of time and memory, not its full expansion."""
+    parts, total, rest = [], 0, blob
+    try:
+        while rest:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            tail = rest
+            while not d.eof:
+                chunk = d.decompress(tail, _CHUNK)
+                tail = d.unconsumed_tail
+                total += len(chunk)
+                if total > limit:
+                    raise _TooLarge(f"{path}: it decompresses to more than {limit >> 20} MiB, more than any "
+                                      "flight-recorder dump; not read")
+                if keep:
+                    parts.append(chunk)
+                if not chunk and not tail:
+                    raise RefusedDump(f"{path}: the gzip data is truncated: copy the file again")
+            rest = d.unused_data.lstrip(b"\x00")   # gzip allows zero padding after a member
+    except zlib.error as e:
+        raise RefusedDump(f"{path}: damaged gzip data ({e}): copy the file again") from None
+    return total, b"".join(parts)
+
+
+def dump_size(path: str) -> int:
+    """Bytes ``path`` holds once decompressed (gzip data counted without being kept, and counted as
+    ``MAX_DUMP_BYTES + 1`` past that limit); for folder totals, before anything is parsed."""
+    size = os.path.getsize(path)
+    if size > MAX_DUMP_BYTES:
+        return size
+    with open(path, "rb") as f:
+        if f.read(2) != _GZIP_MAGIC:
+            return size
+        f.seek(0)
+        blob = f.read()
+    try:
+        return _gunzip(blob, path, keep=False)[0]
+    except _TooLarge:
+        return MAX_DUMP_BYTES + 1
+    except RefusedDump:   # damaged: read_raw refuses it and says why
+        return size
+
+
 def read_raw(path: str) -> dict:
-    """The raw dump in ``path`` (JSON if it starts with ``{``, else a plain-data pickle)."""
+    """The raw dump in ``path`` (JSON if it starts with ``{``, else a plain-data pickle; either gzip'd)."""
     try:
         size = os.path.getsize(path)
         if size > MAX_DUMP_BYTES:
@@ -117,6 +175,9 @@ def read_raw(path: str) -> dict:
             blob = f.read()
     except OSError as e:
         raise RefusedDump(f"{path}: cannot read it ({e.strerror})") from None
+    if blob[:2] == _GZIP_MAGIC:
+        _gunzip(blob, path, keep=False)   # sized first, keeping nothing: a bomb is refused in constant memory
+        blob = _gunzip(blob, path)[1]
     if blob.lstrip()[:1] == b"{":
         try:
             data = json.loads(blob)
@@ -327,7 +388,8 @@ def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
 
 @dataclass(frozen=True)
 class DumpSet:
-    """Normalised dumps by rank, plus files that were refused (path -> reason) or skipped."""
+    """Normalised dumps by rank, plus files that were refused (path -> reason) or skipped (names in the folder
+    not read: not named like a dump, subfolders, hidden files)."""
     dumps: dict
     refused: dict = field(default_factory=dict)
     refused_ranks: tuple = ()
@@ -336,49 +398,121 @@ class DumpSet:
     damaged: dict = field(default_factory=dict)     # path -> which entries hold values no recorder writes (not used)
 
 
-_RANK = re.compile(r"(\d+)$")
+_EXTENSIONS = (".json", ".pkl", ".pickle", ".bin")
+# The names dumps are given (see the module docstring), in order of preference. "rank" and its number win
+# over any other number (rank0_node7 is rank 0); without it, only a number after a final "_" or "-" (a
+# TORCH_NCCL_DEBUG_INFO_TEMP_FILE prefix such as "/dumps/_dump_") or a bare number. A "." never precedes the
+# number: the last number of any name made train.log.3 a second dump of rank 3.
+_RANK_NAMES = (re.compile(r"[A-Za-z0-9_-]*?rank[_-]?([0-9]+)(?:[_-][A-Za-z0-9_-]*)?", re.I),
+               re.compile(r"[A-Za-z0-9_-]*[_-]([0-9]+)"),
+               re.compile(r"([0-9]+)"))
+NAMING = "rank_0, rank0.json, nccl_trace_rank_0, _dump_0, optionally .gz"
 
 
 def rank_of(filename: str) -> int | None:
-    """The rank a dump file is for: the number its name ends with, extensions aside."""
+    """The rank a dump file is for, from its name (``rank_3.json``, ``nccl_trace_rank_3``, ``_dump_3``,
+    ``rank3_node7.pkl``), or None when the name is not a dump's. Compressed names (``.gz``) are
+    :func:`dump_rank`'s.
+
+    >>> [rank_of(n) for n in ("rank_3.json", "rank0_node7.json", "_dump_12", "train.log.3", "rank_3.gz")]
+    [3, 0, 12, None, None]
+    """
     stem = os.path.basename(filename)
-    for ext in (".json", ".pkl", ".pickle", ".bin"):
+    for ext in _EXTENSIONS:
         if stem.lower().endswith(ext):
             stem = stem[: -len(ext)]
-    m = _RANK.search(stem)
-    return int(m.group(1)) if m else None
+            break
+    for pattern in _RANK_NAMES:
+        m = pattern.fullmatch(stem)
+        if m:
+            return int(m.group(1))
+    return None
 
 
-def _check_total_size(directory: str) -> None:
-    """Refuse, before reading any, a folder whose dumps total more than :data:`MAX_DIR_BYTES`: each file is
-    bounded (:data:`MAX_DUMP_BYTES`), and a folder of them must be too (four 134 MB dumps took 52 s and 2.6 GB)."""
-    total = 0
-    for name in os.listdir(directory):
+def dump_rank(filename: str) -> int | None:
+    """:func:`rank_of`, for compressed dumps too (``_dump_3.gz``, ``rank_3.json.gz``)."""
+    name = os.path.basename(filename)
+    return rank_of(name[:-3] if name.lower().endswith(".gz") else name)
+
+
+def _dump_names(directory: str) -> tuple[dict, list]:
+    """({rank: file name}, skipped names) of a folder: one dump per rank, every other entry skipped. Two
+    names for one rank are refused, naming both (which to keep is the user's call)."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as e:
+        raise CollsimError(f"cannot list {directory!r} ({e.strerror}): give a readable folder") from None
+    by_rank: dict[int, str] = {}
+    skipped = []
+    for name in names:
+        rank = dump_rank(name)
+        if name.startswith(".") or rank is None or not os.path.isfile(os.path.join(directory, name)):
+            skipped.append(name)
+        elif rank in by_rank:
+            raise CollsimError(f"two dumps for rank {rank} in {directory!r}: {by_rank[rank]} and {name}: keep one "
+                               "file per rank (move the other out of the folder)")
+        else:
+            by_rank[rank] = name
+    return by_rank, skipped
+
+
+def _check_total_size(directory: str, names) -> set[str]:
+    """Refuse, before reading any, a folder whose dumps total more than :data:`MAX_DIR_BYTES` (decompressed):
+    each file is bounded (:data:`MAX_DUMP_BYTES`), and a folder of them must be too (four 134 MB dumps took
+    52 s and 2.6 GB). Returns the names of gzip files that decompress past :data:`MAX_DUMP_BYTES` (bombs),
+    so that they are refused without being expanded a second time."""
+    total, bombs = 0, set()
+    for name in names:
         path = os.path.join(directory, name)
-        if not name.startswith(".") and rank_of(name) is not None and os.path.isfile(path):
-            total += os.path.getsize(path)
-    if total > MAX_DIR_BYTES:
-        raise CollsimError(f"the dumps in {directory!r} total {total / 2**30:.1f} GiB, over the {MAX_DIR_BYTES >> 30} GiB "
-                           "collsim reads per folder (PyTorch's default 2,000-entry buffer writes 1-5 MB per rank): copy "
-                           "the ranks of interest to a folder of their own, or record with a smaller "
-                           "TORCH_NCCL_TRACE_BUFFER_SIZE")
+        try:
+            size = dump_size(path)
+            if size > MAX_DUMP_BYTES >= os.path.getsize(path):
+                bombs.add(name)
+        except OSError:
+            continue   # read_raw refuses it and says why
+        total += min(size, MAX_DUMP_BYTES + 1)   # a file over the limit is refused, not read
+        if total > MAX_DIR_BYTES:
+            raise CollsimError(f"the dumps in {directory!r} total over {MAX_DIR_BYTES >> 30} GiB (decompressed), more "
+                               "than collsim reads per folder (PyTorch's default 2,000-entry buffer writes 1-5 MB per "
+                               "rank): copy the ranks of interest to a folder of their own, or record with a smaller "
+                               "TORCH_NCCL_TRACE_BUFFER_SIZE")
+    return bombs
+
+
+def _subfolders_with_dumps(directory: str, names) -> list[str]:
+    """The subfolders of ``directory`` that hold files named like dumps (a parent of several jobs' folders)."""
+    out = []
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.startswith(".") or not os.path.isdir(path):
+            continue
+        try:
+            if any(dump_rank(n) is not None for n in os.listdir(path)):
+                out.append(name)
+        except OSError:
+            continue
+    return out
+
+
+def shown_names(names, shown: int = 8) -> str:
+    """File names for one line: the first ``shown``, then how many more."""
+    names = list(names)
+    return ", ".join(names[:shown]) + (f", ... ({len(names) - shown:,} more)" if len(names) > shown else "")
 
 
 def load_dir(directory: str) -> DumpSet:
-    """Every rank's dump in ``directory`` (one file per rank, the rank at the end of its name)."""
+    """Every rank's dump in ``directory`` (one file per rank, named as :func:`rank_of` reads)."""
     if not os.path.isdir(directory):
         raise CollsimError(f"{directory!r} is not a directory: give the directory holding rank_0, rank_1, ... dumps")
-    dumps, refused, refused_ranks, skipped, ranks_cache, paths = {}, {}, [], [], {}, {}
-    _check_total_size(directory)
-    for name in sorted(os.listdir(directory)):
+    dumps, refused, refused_ranks, ranks_cache, paths = {}, {}, [], {}, {}
+    by_rank, skipped = _dump_names(directory)
+    bombs = _check_total_size(directory, by_rank.values())
+    for rank, name in sorted(by_rank.items()):
         path = os.path.join(directory, name)
-        rank = rank_of(name)
-        if name.startswith(".") or not os.path.isfile(path) or rank is None:
-            skipped.append(name)
-            continue
-        if rank in dumps:
-            raise CollsimError(f"two dumps for rank {rank} in {directory!r}: keep one file per rank")
         try:
+            if name in bombs:   # known from the size pass: not expanded a second time
+                raise RefusedDump(f"{path}: it decompresses to more than {MAX_DUMP_BYTES >> 20} MiB, more than any "
+                                  "flight-recorder dump; not read")
             raw = read_raw(path)
             try:
                 dumps[rank] = normalise(raw, ranks_cache)
@@ -393,7 +527,15 @@ def load_dir(directory: str) -> DumpSet:
             refused[path] = str(e)
             refused_ranks.append(rank)
     if not dumps:
-        why = "; ".join(refused.values()) or "no file named like rank_0, rank_1, ..."
+        reasons = list(refused.values())   # every file refused: the first few reasons, then how many more
+        why = "; ".join(reasons[:3]) + (f"; ... {len(reasons) - 3:,} more refused" if len(reasons) > 3 else "")
+        if not by_rank:
+            why = f"no file named like a rank's dump ({NAMING})"
+            inner = _subfolders_with_dumps(directory, skipped)
+            if inner:
+                why += f"; its subfolder(s) {shown_names(inner)} hold dumps: give one of them"
+            elif skipped:
+                why += f"; skipped: {shown_names(skipped)}"
         raise CollsimError(f"no readable flight-recorder dump in {directory!r} ({why})")
     dumps, other = split_jobs(dumps, paths)
     check_one_job(dumps, directory)
