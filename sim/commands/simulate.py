@@ -112,7 +112,7 @@ def nccl_config_from_args(args):
     return cfg
 
 
-def nccl_config_printed(args, printed: str | None, where: str):
+def nccl_config_printed(args, printed: str | None, where: str, verb: str = "prints"):
     """(the NCCL configuration, the note that says which) for a command reading measured output (``trace``,
     ``compare``): --nccl-version/--nccl-env where given, else the release ``printed`` by ``where`` (clamped to
     the releases collsim models, as ``validate`` scores it), else the one in force."""
@@ -126,7 +126,7 @@ def nccl_config_printed(args, printed: str | None, where: str):
         return cfg, f"predicted with NCCL {cfg.version}'s rules (no release printed in {where}; --nccl-version to change)"
     cfg = nccl_config.case_config({"id": where, "nccl_version": printed})
     nearest = " (the nearest release collsim models)" if parse_version(cfg.version) != parse_version(printed) else ""
-    return cfg, f"{where} prints NCCL {printed}: predicted with NCCL {cfg.version}'s rules{nearest}; --nccl-version to change"
+    return cfg, f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.version}'s rules{nearest}; --nccl-version to change"
 
 
 def run(args) -> int:

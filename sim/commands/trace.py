@@ -103,9 +103,10 @@ def run(args) -> int:
     topo, spec, notes = _topology(args, job)
     from ..nccl import config as nccl_config
     printed = next((log.version for log in job.logs if log.version), None)
-    source = "the NCCL log" if printed else "the profiler trace (distributedInfo)" if job.nccl_version else \
+    source = "the NCCL log" if printed else "the evidence (profiler trace or flight dumps)" if job.nccl_version else \
         "the NCCL log" if job.logs else "the paths"
-    cfg, release_note = nccl_config_printed(args, printed or job.nccl_version, source)
+    cfg, release_note = nccl_config_printed(args, printed or job.nccl_version, source,
+                                            "prints" if printed or not job.nccl_version else "records")
     with nccl_config.use(cfg):
         doc = compare_job(job, topo, args.algorithm, args.protocol)
     doc["topology_spec"] = spec

@@ -90,4 +90,8 @@ def read_flight_dir(directory: str) -> Job:
         notes.append(f"{directory}: {untimed} of {len(calls)} flight-recorder entries have no timing (record with "
                      "TORCH_NCCL_ENABLE_TIMING=1 for durations)")
     world = max((len(c.get("ranks") or []) for d in dumps.dumps.values() for c in d["pg_config"].values()), default=0)
-    return Job(calls=calls, sources=[directory], notes=notes, world_size=world or None)
+    versions = sorted({d.get("nccl_version") for d in dumps.dumps.values()} - {None})
+    if len(versions) > 1:
+        notes.append(f"{directory}: the dumps record NCCL {', '.join(versions)}: predicted with the first")
+    return Job(calls=calls, sources=[directory], notes=notes, world_size=world or None,
+               nccl_version=versions[0] if versions else None)

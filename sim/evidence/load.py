@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 
 from ..errors import CollsimError
-from ..flight.loader import rank_of
+from ..flight.loader import dump_rank, rank_of
 from .flight_timing import read_flight_dir
 from .job import Job
 from .kineto import read_trace
@@ -65,6 +65,8 @@ def _sniff(path: str) -> str:
 
 def _is_flight_dir(path: str, names: list) -> bool:
     def dump(n: str) -> bool:
+        if n.lower().endswith(".gz") and not n.lower().endswith(".json.gz"):
+            return dump_rank(n) is not None   # _dump_3.gz: PyTorch's pickle, gzipped (the loader reads it)
         if rank_of(n) is None:
             return False
         if n.endswith(".json"):  # rank_3.json: a JSON dump (collsim's, PyTorch's) or one rank's profiler trace

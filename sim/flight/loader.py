@@ -382,8 +382,10 @@ def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
             "damaged": damaged,
         })
     backend = next((e["profiling_name"].split(":")[0] for e in entries if ":" in e["profiling_name"]), "")
+    version = raw.get("nccl_version")   # PyTorch records NCCL's release beside the dump's own version
     return {"version": str(raw.get("version", "")), "backend": backend, "pg_config": config,
-            "pg_status": status, "pg_status_unmapped": unmapped, "entries": entries}
+            "pg_status": status, "pg_status_unmapped": unmapped, "entries": entries,
+            "nccl_version": version.strip()[:32] if isinstance(version, str) and version.strip() else None}
 
 
 @dataclass(frozen=True)

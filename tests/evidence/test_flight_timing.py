@@ -68,3 +68,21 @@ def test_calls_are_matched_by_sequence_number_not_buffer_position(tmp_path, cli)
     doc = json.loads(out)
     late = {t["rank"]: (t["matched_calls"], t["late_us_median"]) for t in doc["stragglers"]["ranks"]}
     assert doc["stragglers"]["named"] == [] and late == {0: (3, 0.0), 1: (3, 0.0)}
+
+
+def test_the_dumps_nccl_release_is_the_one_predicted_and_gzipped_dumps_are_read(tmp_path, cli):
+    # PyTorch records NCCL's release beside the dump's version ('nccl_version': '2.21.5'): modelled with
+    # 2.21's rules; the same dumps gzipped (_dump_N.gz) are the same job
+    import gzip
+    for rank in (0, 1):
+        dump = {"version": "2.9", "nccl_version": "2.21.5",
+                "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+                "pg_status": {"0": {"last_enqueued_collective": 1, "last_started_collective": 1,
+                                    "last_completed_collective": 1}},
+                "entries": [_entry(1, 0.5, 10**12)]}
+        (tmp_path / f"_dump_{rank}.gz").write_bytes(gzip.compress(pickle.dumps(dump, protocol=2)))
+    code, out, err = cli("trace", tmp_path, "--topology", "dgx-h100", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["nccl_version"] == "2.21" and any("records NCCL 2.21.5" in n for n in doc["notes"])
+    assert doc["collectives"][0]["ranks"] == [0, 1]
