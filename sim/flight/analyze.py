@@ -491,11 +491,22 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
                 "pg_desc": "", "details": "every collective matches on every rank and none is stuck, late or slow",
                 "evidence": {}}
     strip = lambda f: {k: v for k, v in f.items() if k not in ("_t", "_silent")}
-    out = strip(main)
-    # the ranks some group lists but whose dump was not read: say so once, up front, so a reader knows which
-    # ranks the diagnosis could not see (they are unknown, not healthy and not guilty)
+    # the ranks some group lists but whose dump was not read (unknown, not healthy and not guilty)
     unseen = sorted({r for p in pgs for r in p.no_dump})
-    if unseen:
+    if unseen and primary and all(f["error_type"] == "stuck_collective" for f in primary):
+        # every stuck group among the ranks read has all its members in matching calls: no rank read is
+        # behind, so picking one group's members as culprits (and the transport as the cause) is a tie broken
+        # by order; the rank that stopped first is likelier among those without a dump (a trial's 4 of 16
+        # dumps blamed ranks 2-3 where rank 12's GPU had failed)
+        primary = [dict(f, _silent=False) for f in primary]
+        main = {"error_type": "stuck_collective", "culprits": [], "collective_seq_id": None, "process_group": None,
+                "pg_desc": "", "evidence": {},
+                "details": (f"{len(primary)} group(s) are stuck with every member read in matching calls and none "
+                            "completed: no rank read is behind the others, so the cause is likely among the ranks "
+                            "without a dump (read them all before suspecting the transport)")}
+        primary = [main] + primary
+    out = strip(main)
+    if unseen:   # said once, up front, so a reader knows which ranks the diagnosis could not see
         lost = sorted(r for r in unseen if r in refused)
         out["details"] += (f"; no dump read from rank(s) {rank_text(unseen)}" + (f" ({rank_text(lost)} refused)" if lost else "")
                            + ": what they did is unknown")

@@ -369,3 +369,17 @@ def test_builtin_scenarios_still_give_the_documented_answers():
     assert (out["diagnosis"]["error_type"], out["diagnosis"]["culprits"]) == ("missing_rank", [2])
     crash = run_scenario(load_scenario("ddp-crash"))   # rank 1 crashes at 45 ms and writes no dump
     assert crash["diagnosis"]["culprits"] == [1] and list(crash["crashed"]) == [1]
+
+
+def test_four_of_sixteen_dumps_name_no_culprit_where_every_group_read_matches(tmp_path, cli):
+    # the published job's rank 12 lost its GPU (the reference names 12). With only ranks 0-3's dumps, every
+    # stuck group among them has all its members in matching calls: no rank read is behind, so naming one
+    # group's members (and the transport) was a tie broken by order; the answer points at the unread ranks
+    src = _published()
+    for r in range(4):
+        shutil.copy(src / f"_dump_{r}", tmp_path / f"_dump_{r}")
+    code, out, _ = cli("flight", "analyze", tmp_path, "--format", "json")
+    got = json.loads(out)
+    assert code == 0 and got["error_type"] == "stuck_collective" and got["culprits"] == []
+    assert got["missing_dumps"] == list(range(4, 16)) and "without a dump" in got["details"]
+    assert {f["process_group"] for f in got["other_findings"]} >= {"35", "36"}   # the tie, still reported
