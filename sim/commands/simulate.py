@@ -240,6 +240,23 @@ def run(args) -> int:
     return 0
 
 
+# a busbw range whose top is more than this many times its bottom decides nothing a planner asks (a footnote says so)
+WIDE_RANGE = 4.0
+
+
+def _range_notes(results, ranges: dict) -> list[str]:
+    """The footnotes of the busbw range column: where it comes from, and where it is too wide to decide on."""
+    lines = ["# busbw 80% range lo..hi: from the out-of-sample errors of the public cases nearest in regime "
+             "(docs/nccl-model.md, Intervals)"]
+    wide = [n for n, group, _ in results for r in group if (iv := ranges.get(id(r))) is not None
+            and iv.busbw_GBps_range[0] > 0 and iv.busbw_GBps_range[1] / iv.busbw_GBps_range[0] > WIDE_RANGE]
+    if wide:   # a planner asking "will we reach X GB/s?" gets no answer from such a range: say so
+        lines.append(f"# the range spans more than {WIDE_RANGE:g}x at {len(wide)} size(s) ({wide[0]} B first): too wide "
+                     "to decide whether a target busbw is met; measure a few nodes and fit them (collsim calibrate), "
+                     "or read it as the model's uncertainty there")
+    return lines
+
+
 # models whose numbers no cross-validation scored: their rows keep the range the engine's and the flow model's
 # out-of-sample errors give (a scale for the question), said so, and are not validated
 UNVALIDATED_MODELS = {
@@ -611,8 +628,7 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
                     lines.append(f"#     faster: {f.algorithm}/{f.protocol} {f.time_us:.2f} us ({f.explain['faster_by']:.0%} "
                                  f"faster): set {f.explain['nccl_env']}")
     if ranges:
-        lines.append("# busbw 80% range lo..hi: from the out-of-sample errors of the public cases nearest in regime "
-                     "(docs/nccl-model.md, Intervals)")
+        lines += _range_notes(results, ranges)
     for note in notes:
         lines.append(f"# ! not validated: {note}")
     if multi:

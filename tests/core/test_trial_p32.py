@@ -93,3 +93,16 @@ def test_plan_says_when_no_model_counted_the_wire_bytes(cli):
     code, out, err = cli("plan", "examples/workloads/ddp-1b.yaml", "--topology", "dgx-h100:nodes=2")
     line = next(ln for ln in out.splitlines() if ln.startswith("# wire bytes per step"))
     assert "nic" in line and "not counted" not in line
+
+
+def test_a_range_too_wide_to_decide_on_is_said(cli):
+    # 2,048 DGX H100 nodes is 32x the largest InfiniBand server count measured (64): the widened range of a
+    # 1 GiB all_reduce spans 57..400 GB/s, which cannot answer "will we reach 350?": the table says so
+    code, out, err = cli("simulate", "-t", "dgx-h100:nodes=2048", "-b", "1G", "-e", "1G", "--format", "json")
+    lo, hi = json.loads(out)["results"][0]["busbw_GBps_range"]
+    code, text, err = cli("simulate", "-t", "dgx-h100:nodes=2048", "-b", "1G", "-e", "1G")
+    assert code == 0, err
+    assert (hi / lo > 4) == ("too wide to decide" in text)
+    assert hi / lo > 4
+    code, text, err = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1G", "-e", "1G")
+    assert "too wide to decide" not in text
