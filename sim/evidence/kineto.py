@@ -38,12 +38,11 @@ import gc
 import math
 import os
 import re
-import zlib
 from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
-from ..io.safe_io import load_json, read_input
+from ..io.safe_io import GZIP_MAGIC, GzipDamaged, GzipTooLarge, gunzip, load_json, read_input
 from .job import MAX_EVENT_US, P2P, Call, Job, dtype_bytes, op_of
 
 MAX_FILE_BYTES = 512 << 20    # the largest published trace is 1.8 MB gzipped; real multi-step traces reach ~1 GB
@@ -115,35 +114,15 @@ def _backend_of_kernel(name: str) -> str:
 
 
 # ---- reading a file ---------------------------------------------------------------------------------
-def _expanded_size(blob: bytes, path: str) -> int:
-    """How many bytes the gzip data expands to, counted in 16 MiB pieces that are thrown away (up to one
-    past the limit): a bomb is refused without first holding 512 MiB of it (a 1 MB bomb cost 1.1 GB)."""
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    total, rest = 0, blob
-    try:
-        while rest and total <= MAX_JSON_BYTES:
-            total += len(d.decompress(rest, 16 << 20))
-            rest = d.unconsumed_tail
-            if d.eof:
-                break
-    except zlib.error as e:
-        raise CollsimError(f"{path}: a damaged gzip file ({e}): re-export the trace") from None
-    return total
-
-
 def _decompress(blob: bytes, path: str) -> bytes:
-    if _expanded_size(blob, path) > MAX_JSON_BYTES:
-        raise CollsimError(f"{path}: expands past {MAX_JSON_BYTES:,} bytes: too large to read (trim the profiled window)")
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
-        out = d.decompress(blob, MAX_JSON_BYTES + 1)
-    except zlib.error as e:
-        raise CollsimError(f"{path}: a damaged gzip file ({e}): re-export the trace") from None
-    if len(out) > MAX_JSON_BYTES:
-        raise CollsimError(f"{path}: expands past {MAX_JSON_BYTES:,} bytes: too large to read (trim the profiled window)")
-    if not d.eof:
-        raise CollsimError(f"{path}: the gzip file is truncated: copy it again")
-    return out
+        gunzip(blob, MAX_JSON_BYTES, keep=False)   # sized first, keeping nothing: a bomb costs a megabyte
+        return gunzip(blob, MAX_JSON_BYTES)[1]
+    except GzipTooLarge:
+        raise CollsimError(f"{path}: expands past {MAX_JSON_BYTES:,} bytes: too large to read (trim the profiled window)") from None
+    except GzipDamaged as e:
+        raise CollsimError(f"{path}: the gzip file is truncated: copy it again" if e.truncated else
+                           f"{path}: a damaged gzip file ({e}): re-export the trace") from None
 
 
 def _check_counts(text: str, path: str) -> None:
@@ -161,7 +140,7 @@ def _check_counts(text: str, path: str) -> None:
 def load_trace(path: str) -> dict:
     """The trace's JSON object, refused in one line when it is not a profiler trace."""
     blob = read_input(path, "profiler trace", MAX_FILE_BYTES, binary=True)
-    if blob[:2] == b"\x1f\x8b":
+    if blob[:2] == GZIP_MAGIC:
         blob = _decompress(blob, path)
     try:
         text = blob.decode("utf-8")

@@ -22,6 +22,7 @@ import os
 
 from ..errors import CollsimError
 from ..flight.loader import dump_rank, rank_of
+from ..io.safe_io import GZIP_MAGIC
 from .flight_timing import read_flight_dir
 from .job import Job
 from .kineto import read_trace
@@ -47,7 +48,7 @@ def _sniff(path: str) -> str:
     except OSError as e:
         raise CollsimError(f"cannot read {path!r}: {e.strerror}") from None
     start = head.lstrip()
-    if head[:2] == b"\x1f\x8b":
+    if head[:2] == GZIP_MAGIC:
         return "trace"
     if head[:1] == b"\x80":
         return "flight"

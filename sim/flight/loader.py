@@ -42,10 +42,10 @@ import json
 import os
 import pickle
 import re
-import zlib
 from dataclasses import dataclass, field
 
 from ..errors import CollsimError
+from ..io.safe_io import GZIP_MAGIC, GzipDamaged, GzipTooLarge, gunzip
 
 MAX_DUMP_BYTES = 256 << 20  # PyTorch's default 2,000-entry buffer dumps ~1-5 MB; 256 MiB is 50x its largest
 MAX_DIR_BYTES = 1 << 30     # a folder's dumps together: 1,024 ranks of PyTorch's default buffer at ~1 MB each
@@ -116,34 +116,17 @@ def _check_plain(root) -> None:
         stack.extend((c, depth + 1, False) for c in children if not (isinstance(c, (dict, list, tuple)) and id(c) in expanded))
 
 
-_GZIP_MAGIC = b"\x1f\x8b"
-_CHUNK = 1 << 20
-
-
 def _gunzip(blob: bytes, path: str, keep: bool = True, limit: int = MAX_DUMP_BYTES) -> tuple[int, bytes]:
-    """(decompressed size, data) of a gzip file's bytes (every member, as ``gzip`` reads them), ``data``
-    only when ``keep``. Decompressed a megabyte at a time and refused past ``limit``: a 1 MB gzip bomb
-    stands for 1 GB, and must cost a bounded amount of time and memory, not its full expansion."""
-    parts, total, rest = [], 0, blob
+    """(decompressed size, data) of a dump's gzip bytes (:func:`sim.io.safe_io.gunzip`), refused as a dump
+    past ``limit`` or when damaged."""
     try:
-        while rest:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            tail = rest
-            while not d.eof:
-                chunk = d.decompress(tail, _CHUNK)
-                tail = d.unconsumed_tail
-                total += len(chunk)
-                if total > limit:
-                    raise _TooLarge(f"{path}: it decompresses to more than {limit >> 20} MiB, more than any "
-                                      "flight-recorder dump; not read")
-                if keep:
-                    parts.append(chunk)
-                if not chunk and not tail:
-                    raise RefusedDump(f"{path}: the gzip data is truncated: copy the file again")
-            rest = d.unused_data.lstrip(b"\x00")   # gzip allows zero padding after a member
-    except zlib.error as e:
-        raise RefusedDump(f"{path}: damaged gzip data ({e}): copy the file again") from None
-    return total, b"".join(parts)
+        return gunzip(blob, limit, keep)
+    except GzipTooLarge:
+        raise _TooLarge(f"{path}: it decompresses to more than {limit >> 20} MiB, more than any "
+                        "flight-recorder dump; not read") from None
+    except GzipDamaged as e:
+        raise RefusedDump(f"{path}: the gzip data is truncated: copy the file again" if e.truncated else
+                          f"{path}: damaged gzip data ({e}): copy the file again") from None
 
 
 def dump_size(path: str) -> int:
@@ -153,7 +136,7 @@ def dump_size(path: str) -> int:
     if size > MAX_DUMP_BYTES:
         return size
     with open(path, "rb") as f:
-        if f.read(2) != _GZIP_MAGIC:
+        if f.read(2) != GZIP_MAGIC:
             return size
         f.seek(0)
         blob = f.read()
@@ -175,7 +158,7 @@ def read_raw(path: str) -> dict:
             blob = f.read()
     except OSError as e:
         raise RefusedDump(f"{path}: cannot read it ({e.strerror})") from None
-    if blob[:2] == _GZIP_MAGIC:
+    if blob[:2] == GZIP_MAGIC:
         _gunzip(blob, path, keep=False)   # sized first, keeping nothing: a bomb is refused in constant memory
         blob = _gunzip(blob, path)[1]
     if blob.lstrip()[:1] == b"{":

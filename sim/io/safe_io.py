@@ -20,6 +20,7 @@ import json
 import os
 import stat
 import tempfile
+import zlib
 from itertools import chain, compress
 
 import yaml
@@ -145,6 +146,49 @@ def _too_deep(data) -> bool:
         level = list(compress(values, map(_CONTAINERS.__contains__, map(type, values))))
         depth += 1
     return False
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_PIECE = 1 << 20
+
+
+class GzipTooLarge(CollsimError):
+    """gzip data that expands past the reader's limit (a bomb: 1 MB can stand for 1 GB)."""
+
+
+class GzipDamaged(CollsimError):
+    """gzip data zlib cannot read (``truncated``: it ends before its member does)."""
+
+    def __init__(self, reason: str, truncated: bool = False):
+        super().__init__(reason)
+        self.truncated = truncated
+
+
+def gunzip(blob: bytes, limit: int, keep: bool = True) -> tuple[int, bytes]:
+    """(expanded size, data) of gzip bytes (every member, zero padding between them allowed, as ``gzip``
+    reads them; ``data`` only when ``keep``), expanded a megabyte at a time and refused past ``limit``
+    (:class:`GzipTooLarge`). Called once with ``keep=False`` before the pass that keeps, a bomb costs a
+    megabyte of memory, not ``limit`` (a 1 MB trace gzip once held 512 MiB before its refusal, 1.1 GB peak):
+    the profiler-trace and flight-dump readers share this."""
+    parts, total, rest = [], 0, blob
+    try:
+        while rest:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            tail = rest
+            while not d.eof:
+                piece = d.decompress(tail, _GZIP_PIECE)
+                tail = d.unconsumed_tail
+                total += len(piece)
+                if total > limit:
+                    raise GzipTooLarge(f"expands past {limit:,} bytes")
+                if keep:
+                    parts.append(piece)
+                if not piece and not tail:
+                    raise GzipDamaged("the gzip data is truncated", truncated=True)
+            rest = d.unused_data.lstrip(b"\x00")
+    except zlib.error as e:
+        raise GzipDamaged(str(e)) from None
+    return total, b"".join(parts)
 
 
 def load_json(text: str, source: str):
