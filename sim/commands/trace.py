@@ -103,10 +103,11 @@ def run(args) -> int:
     topo, spec, notes = _topology(args, job)
     from ..nccl import config as nccl_config
     printed = next((log.version for log in job.logs if log.version), None)
-    source = "the NCCL log" if printed else "the evidence (profiler trace or flight dumps)" if job.nccl_version else \
-        "the NCCL log" if job.logs else "the paths"
-    cfg, release_note = nccl_config_printed(args, printed or job.nccl_version, source,
-                                            "prints" if printed or not job.nccl_version else "records")
+    if printed or not job.nccl_version:   # an NCCL log's banner, else what a trace or the dumps record
+        release = printed, ("the NCCL log" if job.logs else "the paths"), "prints"
+    else:
+        release = job.nccl_version, "the evidence (profiler trace or flight dumps)", "records"
+    cfg, release_note = nccl_config_printed(args, *release)
     with nccl_config.use(cfg):
         doc = compare_job(job, topo, args.algorithm, args.protocol)
     doc["topology_spec"] = spec

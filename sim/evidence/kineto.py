@@ -390,8 +390,9 @@ def _sort_events(events, path: str = "trace") -> _Events:
         if ts is None or dur is None or not isinstance(name, str):
             # every complete event a profiler writes has a text name and numeric ts/dur: one that does not is
             # damaged, and skipping it would quietly change a collective's median (docs/traces.md)
-            what = next(f"no {k}" if e.get(k) is None else f"{k} {_show(e.get(k))}" for k, ok in (("name", isinstance(name, str)), ("ts", ts is not None),
-                                                                ("dur", dur is not None)) if not ok)
+            bad = next(k for k, ok in (("name", isinstance(name, str)), ("ts", ts is not None), ("dur", dur is not None))
+                       if not ok)
+            what = f"no {bad}" if e.get(bad) is None else f"{bad} {_show(e.get(bad))}"
             label = repr(name[:80]) if isinstance(name, str) else "without a text name"
             raise CollsimError(f"{path}: a complete event {label} has {what}: profilers write a text name and numeric "
                                "ts and dur: the trace is damaged: export it again (or delete that event)")
