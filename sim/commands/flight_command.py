@@ -18,7 +18,7 @@ import time
 
 from ..errors import CollsimError
 from ..flight.analyze import rank_text, ranks_short
-from ..flight.loader import NAMING, shown_names
+from ..flight.loader import NAMING, shown_items
 from ..flight.scenarios import BUILTIN
 from ..io.printable import printable_lines
 
@@ -58,7 +58,7 @@ def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
     lines = [f"ranks read: {rank_text(d['ranks'])}" + (f"; refused: {len(d['refused'])} file(s)" if d["refused"] else "")]
     if d.get("skipped"):   # a dump under another name is otherwise a "missing" rank with no word of why
         lines.append(f"  skipped {len(d['skipped'])} file(s) or folder(s) not named like a rank's dump ({NAMING}): "
-                     f"{shown_names(d['skipped'])}")
+                     f"{shown_items(d['skipped'])}")
     for why in d["refused"].values():
         lines.append(f"  refused {why}")
     for path, why in (d.get("other_job") or {}).items():

@@ -46,7 +46,7 @@ import bisect
 import json
 import statistics
 
-from .loader import DumpSet
+from .loader import DumpSet, shown_items
 
 _NO_SIZE_CHECK = {"all_to_all", "gather", "scatter", "send", "recv", "recv_anysource"}
 _ERRORS = ("collective_type_mismatch", "size_mismatch", "dtype_mismatch", "missing_rank", "extra_collective")
@@ -62,12 +62,6 @@ def ranks_short(ranks) -> str:
     """
     ranks = sorted(ranks)
     return str(ranks) if len(ranks) <= SHOWN else rank_text(ranks)
-
-
-def _some(items, shown: int = SHOWN) -> str:
-    """Text pieces joined for one line: the first ``shown``, then how many more."""
-    items = list(items)
-    return ", ".join(items[:shown]) + (f", ... {len(items) - shown:,} more" if len(items) > shown else "")
 
 
 def _lost_evidence(pg) -> dict:
@@ -323,7 +317,7 @@ def _status_only(pg: _Pg):
     seq = min(pg.last[r] for r in culprits) + 1 if behind else major + 1
     return _finding("missing_rank" if behind else "extra_collective", pg, seq, culprits,
                     f"no entries recorded; pg_status says rank(s) {ranks_short(culprits)} last enqueued "
-                    f"[{_some(str(v) for v in sorted({pg.last[r] for r in culprits}))}] while the others reached {major}",
+                    f"[{shown_items((str(v) for v in sorted({pg.last[r] for r in culprits})), SHOWN)}] while the others reached {major}",
                     ev, tie)
 
 
@@ -354,8 +348,8 @@ def _lag_findings(pgs, threshold_ns):
     if best is None:
         return None
     _, pg, s, late = best
-    return _finding("straggler", pg, s, list(late), "rank(s) " + _some(
-        f"{r} enqueued seq {s} {v / 1e6:.3f} ms after the median member" for r, v in sorted(late.items()))
+    return _finding("straggler", pg, s, list(late), "rank(s) " + shown_items(
+        (f"{r} enqueued seq {s} {v / 1e6:.3f} ms after the median member" for r, v in sorted(late.items())), SHOWN)
         + "; the others waited for it", {str(r): {"late_ms": v / 1e6} for r, v in late.items()})
 
 
@@ -389,7 +383,7 @@ def _slow_groups(pgs, slow_factor):
     key, slow, med, fastest, _ = found[0]
     pg = next(p for p in pgs if p.name == slow[0])
     worst = max(by_sig[key][slow[0]])[1]  # the sequence id where the slow group took longest
-    return _finding("slow_link", pg, worst, culprits, f"group(s) [{_some(repr(n) for n in sorted(n for _, s, *_ in found for n in s))}] "
+    return _finding("slow_link", pg, worst, culprits, f"group(s) [{shown_items((repr(n) for n in sorted(n for _, s, *_ in found for n in s)), SHOWN)}] "
                     f"take up to {max(med.values()) / fastest:.1f}x as long as the fastest group running the same "
                     f"{key[1]} ({med[slow[0]] / 1e6:.3f} ms vs {fastest / 1e6:.3f} ms): a link of rank(s) "
                     f"{ranks_short(culprits)} is slow", {n: m / 1e6 for n, m in med.items()})
@@ -476,8 +470,8 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
                 break
             blocked[r] = b
         if f["error_type"] == "missing_rank" and f["culprits"] and blocked:
-            f["details"] += "; but " + _some(f"rank {r} is blocked in group {b[0]} seq {b[1]}"
-                                             for r, b in blocked.items())
+            f["details"] += "; but " + shown_items((f"rank {r} is blocked in group {b[0]} seq {b[1]}"
+                                                  for r, b in blocked.items()), SHOWN)
             secondary.append(f)
         else:
             primary.append(f)

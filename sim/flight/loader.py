@@ -479,10 +479,10 @@ def _subfolders_with_dumps(directory: str, names) -> list[str]:
     return out
 
 
-def shown_names(names, shown: int = 8) -> str:
-    """File names for one line: the first ``shown``, then how many more."""
-    names = list(names)
-    return ", ".join(names[:shown]) + (f", ... ({len(names) - shown:,} more)" if len(names) > shown else "")
+def shown_items(items, shown: int = 8) -> str:
+    """Text pieces (file names, findings) for one line: the first ``shown``, then how many more."""
+    items = list(items)
+    return ", ".join(items[:shown]) + (f", ... ({len(items) - shown:,} more)" if len(items) > shown else "")
 
 
 def load_dir(directory: str) -> DumpSet:
@@ -518,9 +518,9 @@ def load_dir(directory: str) -> DumpSet:
             why = f"no file named like a rank's dump ({NAMING})"
             inner = _subfolders_with_dumps(directory, skipped)
             if inner:
-                why += f"; its subfolder(s) {shown_names(inner)} hold dumps: give one of them"
+                why += f"; its subfolder(s) {shown_items(inner)} hold dumps: give one of them"
             elif skipped:
-                why += f"; skipped: {shown_names(skipped)}"
+                why += f"; skipped: {shown_items(skipped)}"
         raise CollsimError(f"no readable flight-recorder dump in {directory!r} ({why})")
     dumps, other = split_jobs(dumps, paths)
     check_one_job(dumps, directory)

@@ -27,7 +27,7 @@ from . import recovery as rec
 from .analyze import analyze, ranks_short
 from .cost import make_cost
 from .faults import LinkFault, apply_rank_faults, parse_faults
-from .loader import normalise, shown_names
+from .loader import normalise, shown_items
 from .rank_workload import from_dict
 from .records import check_dump_dir, write_dumps
 from .replay import DEFAULT_TIMEOUT_MS, no_cyclic_gc, run
@@ -201,7 +201,7 @@ def format_text(out: dict, max_rows: int = 40) -> str:
         if out.get("dump_files"):
             files = out["dump_files"]
             lines.append(f"dumps: {len(files)} file(s) in {os.path.dirname(files[0]) or '.'}: "
-                         f"{shown_names(os.path.basename(f) for f in files)}")
+                         f"{shown_items(os.path.basename(f) for f in files)}")
         d = out["diagnosis"]
         lines.append(f"diagnosis: {d['error_type']}; culprit rank(s) {ranks_short(d['culprits'])}; "
                      f"pg {d['process_group']} seq {d['collective_seq_id']}")
