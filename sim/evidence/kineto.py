@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
+from ..io.printable import short_repr
 from ..io.safe_io import GZIP_MAGIC, GzipDamaged, GzipTooLarge, gunzip, load_json, read_input
 from .job import MAX_EVENT_US, P2P, Call, Job, dtype_bytes, op_of
 
@@ -170,11 +171,6 @@ def load_trace(path: str) -> dict:
     if len(data["traceEvents"]) > MAX_EVENTS:
         raise CollsimError(f"{path}: {len(data['traceEvents']):,} events, over the {MAX_EVENTS:,} limit: profile fewer steps")
     return data
-
-
-def _show(x) -> str:
-    """A JSON value as a short quoted text for an error line."""
-    return repr(x)[:40]
 
 
 def _real(x) -> float | None:
@@ -392,7 +388,7 @@ def _sort_events(events, path: str = "trace") -> _Events:
             # damaged, and skipping it would quietly change a collective's median (docs/traces.md)
             bad = next(k for k, ok in (("name", isinstance(name, str)), ("ts", ts is not None), ("dur", dur is not None))
                        if not ok)
-            what = f"no {bad}" if e.get(bad) is None else f"{bad} {_show(e.get(bad))}"
+            what = f"no {bad}" if e.get(bad) is None else f"{bad} {short_repr(e.get(bad))}"
             label = repr(name[:80]) if isinstance(name, str) else "without a text name"
             raise CollsimError(f"{path}: a complete event {label} has {what}: profilers write a text name and numeric "
                                "ts and dur: the trace is damaged: export it again (or delete that event)")

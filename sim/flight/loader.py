@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import CollsimError
+from ..io.printable import short_repr
 from ..io.safe_io import GZIP_MAGIC, GzipDamaged, GzipTooLarge, gunzip
 
 MAX_DUMP_BYTES = 256 << 20  # PyTorch's default 2,000-entry buffer dumps ~1-5 MB; 256 MiB is 50x its largest
@@ -196,12 +197,6 @@ MAX_DURATION_MS = 86_400_000.0   # a day, as sim.evidence.job.MAX_EVENT_US: no c
 _DIGITS = re.compile(r"\s*-?\d{1,19}\s*")
 
 
-def _show(v) -> str:
-    """A value for a message, short (a 400-digit integer is not printed whole)."""
-    text = repr(v)
-    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
-
-
 def _whole(v, what: str, low: int = 0) -> int:
     """``v`` as PyTorch writes a counter or a size (an int; in the JSON form maybe a string of digits), at
     least ``low``; anything else (NaN, -5, 1.5, 10**30, "abc") makes the dump malformed: ValueError naming
@@ -210,7 +205,7 @@ def _whole(v, what: str, low: int = 0) -> int:
         v = int(v)
     if isinstance(v, int) and not isinstance(v, bool) and low <= v <= MAX_INT64:
         return v
-    raise ValueError(f"{what} is {_show(v)}, not a whole number from {low} to 2**63-1 as PyTorch writes it")
+    raise ValueError(f"{what} is {short_repr(v)}, not a whole number from {low} to 2**63-1 as PyTorch writes it")
 
 
 def _shapes(v, what: str) -> list:
@@ -218,7 +213,7 @@ def _shapes(v, what: str) -> list:
     if v is None:
         return []
     if not isinstance(v, (list, tuple)) or not all(isinstance(s, (list, tuple)) for s in v):
-        raise ValueError(f"{what} is {_show(v)}, not a list of tensor shapes like [[1024, 16]]")
+        raise ValueError(f"{what} is {short_repr(v)}, not a list of tensor shapes like [[1024, 16]]")
     return [[_whole(d, f"{what} dimension") for d in s] for s in v]
 
 
@@ -232,7 +227,7 @@ def _clock(v, key: str, damaged: dict) -> int | None:
         v = int(v)
     if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_INT64:
         return v
-    damaged[key] = _show(v)
+    damaged[key] = short_repr(v)
     return None
 
 
@@ -242,7 +237,7 @@ def _duration_ms(v, damaged: dict):
         return None
     if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_DURATION_MS:  # NaN fails both
         return v
-    damaged["duration_ms"] = _show(v)
+    damaged["duration_ms"] = short_repr(v)
     return None
 
 
@@ -259,9 +254,9 @@ def _ranks(text, cache: dict | None = None) -> list[int]:
         try:
             out = [int(r) for r in (json.loads(text) if text else [])]
         except (ValueError, TypeError):   # "[0, 1" or "abc": read as "no members", the group would lose its ranks
-            raise ValueError(f"pg_config ranks {_show(text)} is not a list of ranks like \"[0, 1, 2]\"") from None
+            raise ValueError(f"pg_config ranks {short_repr(text)} is not a list of ranks like \"[0, 1, 2]\"") from None
     if any(r < 0 for r in out):
-        raise ValueError(f"pg_config ranks {_show(text)} holds a negative rank")
+        raise ValueError(f"pg_config ranks {short_repr(text)} holds a negative rank")
     if cache is not None and key is not None:
         cache[key] = out
     return out
@@ -337,7 +332,7 @@ def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
     for i, e in enumerate(raw_entries):
         if not isinstance(e, dict):
             raise TypeError(f"entry #{i} is a {type(e).__name__}, not a mapping")
-        where = f"entry #{i} (record {_show(e.get('record_id'))})"
+        where = f"entry #{i} (record {short_repr(e.get('record_id'))})"
         pg = e.get("process_group")
         name = _entry_group(e)
         desc = str(pg[1]) if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
@@ -349,7 +344,7 @@ def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
             try:
                 _whole(e["timeout_ms"], "timeout_ms")
             except ValueError:
-                damaged["timeout_ms"] = _show(e["timeout_ms"])
+                damaged["timeout_ms"] = short_repr(e["timeout_ms"])
         entries.append({
             "pg": name, "pg_desc": desc, "seq": seq, "is_p2p": bool(e.get("is_p2p", False)),
             "profiling_name": str(e.get("profiling_name", "")), "op": op_name(e.get("profiling_name")),

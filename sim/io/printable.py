@@ -29,3 +29,15 @@ def printable_lines(lines) -> str:
     """``lines`` (each one report line) made :func:`printable` and joined with newlines: a line break inside
     a line is shown escaped, so only the report's own lines start a line."""
     return "\n".join(printable(line) for line in lines)
+
+
+def short_repr(value: object, limit: int = 24) -> str:
+    """A value read from an untrusted file, quoted for an error line and kept short: its ``repr`` (which
+    escapes what :func:`printable` escapes), cut past ``limit`` characters with the length said (a
+    400-digit integer or a 1 MB string is not printed whole).
+
+    >>> short_repr("abc"), short_repr(10 ** 400)
+    ("'abc'", '100000000000... (401 characters)')
+    """
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit // 2]}... ({len(text)} characters)"
