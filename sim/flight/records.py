@@ -28,7 +28,7 @@ import re
 from ..collectives import COLLECTIVES
 from ..errors import CollsimError
 from ..io.safe_io import write_output
-from .loader import RefusedDump, dump_rank, read_raw
+from .loader import RefusedDump, dump_rank, read_raw, shown_items
 from .rank_workload import DTYPES
 
 VERSION = "2.10"  # the flight-recorder format version torch 2.13 writes
@@ -121,7 +121,7 @@ def check_dump_dir(directory: str, keep_simulated: bool = True, flag: str = "--d
                      and os.path.isfile(os.path.join(directory, n)))
     foreign = [n for n in present if not (keep_simulated and _ours(os.path.join(directory, n)))]
     if foreign:
-        names_text = ", ".join(foreign[:4]) + (f", ... ({len(foreign)} files)" if len(foreign) > 4 else "")
+        names_text = shown_items(foreign, 4)
         what = "flight-recorder dumps collsim did not simulate" if keep_simulated else "flight-recorder dumps"
         raise CollsimError(f"{flag} {directory} holds {what} ({names_text}): the new dumps would replace them or "
                            "mix with them (flight analyze reads a folder as one job's dumps); give a new or empty folder")
