@@ -171,9 +171,10 @@ def plan_step(workload, topology=None, *, algorithm: str = "auto", protocol: str
     tasks = tuple(b.tasks)
     times = run_streams(tasks)
     tiers = {k: 0.0 for k in TIERS}
-    uncounted = sum(1 for t in tasks if t.kind == "comm" and not t.cost.counted)
+    uncounted = 0
     for t in tasks:
         if t.kind == "comm":
+            uncounted += not t.cost.counted
             many = len(family[t.lane])  # every group of the family runs the same collective
             for k, v in t.cost.tier_bytes.items():
                 tiers[k] = tiers.get(k, 0.0) + v * many

@@ -197,9 +197,9 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
         note = (f"{nodes} nodes is over {EXTRAPOLATION_LIMIT}x the largest node count validated on {where_words}: "
                 f"{max(measured_nodes)}; extrapolated, range widened")
     if validated:
-        missed = _missed_nearby(mine, b, nodes, collective)
+        missed = _missed_nearby(mine, b, nodes, collective, where_words)
         if missed:
-            validated, note = False, missed.replace("{where}", where_words)
+            validated, note = False, missed
     if not pool:
         return Interval((time_us, time_us), (busbw_GBps, busbw_GBps), False,
                         note or "no residuals: run collsim validate --cross-validate --by system --write-intervals", 0)
@@ -273,15 +273,20 @@ def _where(where: tuple) -> tuple[str, int, str]:
     return (str(where[0]), int(where[1]), str(where[2]) if len(where) > 2 else "node")
 
 
+def _of_family(row: tuple, family: str) -> bool:
+    """Whether a residual row is of a collective of kind ``family`` (:data:`FAMILIES`); a row that does not say
+    its collective counts as any."""
+    return len(row) <= 6 or not row[6] or FAMILIES.get(row[6], row[6]) == family
+
+
 def _family_measured(collective: str, rows: list, domain_: str) -> bool:
     """Whether ``rows`` (of one fabric) hold a case of ``collective``'s kind (:data:`FAMILIES`) with that kind
-    of node; a row that does not say its collective counts as any."""
+    of node."""
     family = FAMILIES.get(collective, collective)
-    return any(len(r) <= 6 or not r[6] or FAMILIES.get(r[6], r[6]) == family
-               for r in rows if _row_domain(r) == domain_)
+    return any(_of_family(r, family) for r in rows if _row_domain(r) == domain_)
 
 
-def _missed_nearby(mine: list, b: str, nodes: int, collective: str | None) -> str:
+def _missed_nearby(mine: list, b: str, nodes: int, collective: str | None, where_words: str) -> str:
     """The note for a question whose nearest measured cases the model misses (:data:`MISSED_BAR`), else "".
 
     ``mine``: residual rows of the question's fabric and kind of node (other systems' only, in a
@@ -292,7 +297,7 @@ def _missed_nearby(mine: list, b: str, nodes: int, collective: str | None) -> st
     (20 GB200 racks: validated, with 5 of its 6 measured rows outside their ranges, a planner's trial)."""
     family = FAMILIES.get(collective, collective) if collective else None
     near = [r for r in mine if r[3] == b and abs(math.log2(nodes) - math.log2(r[2])) <= 1
-            and (family is None or len(r) <= 6 or not r[6] or FAMILIES.get(r[6], r[6]) == family)]
+            and (family is None or _of_family(r, family))]
     if len(near) < MISSED_MIN_ROWS:
         return ""
     errs = [abs(math.expm1(r[4])) if b == "large" else abs(math.expm1(-r[4])) for r in near]
@@ -304,7 +309,7 @@ def _missed_nearby(mine: list, b: str, nodes: int, collective: str | None) -> st
     lo, hi = min(r[2] for r in near), max(r[2] for r in near)
     span = f"{lo}" if lo == hi else f"{lo}-{hi}"
     what = "busbw" if b == "large" else f"{b}-size time"
-    return (f"the public cases measured nearest this ({named}: {{where}}, {span} nodes) are predicted {miss:.0%} off "
+    return (f"the public cases measured nearest this ({named}: {where_words}, {span} nodes) are predicted {miss:.0%} off "
             f"out of sample ({what}, median): docs/nccl-model.md, Known gaps")
 
 
