@@ -149,8 +149,10 @@ def dump_size(path: str) -> int:
         return size
 
 
-def read_raw(path: str) -> dict:
-    """The raw dump in ``path`` (JSON if it starts with ``{``, else a plain-data pickle; either gzip'd)."""
+def read_raw(path: str, sized: bool = False) -> dict:
+    """The raw dump in ``path`` (JSON if it starts with ``{``, else a plain-data pickle; either gzip'd).
+    ``sized``: the caller has already counted its decompressed size within the limit (:func:`load_dir`'s
+    folder total), so gzip data is expanded once, still refused past the limit while kept."""
     try:
         size = os.path.getsize(path)
         if size > MAX_DUMP_BYTES:
@@ -160,7 +162,8 @@ def read_raw(path: str) -> dict:
     except OSError as e:
         raise RefusedDump(f"{path}: cannot read it ({e.strerror})") from None
     if blob[:2] == GZIP_MAGIC:
-        _gunzip(blob, path, keep=False)   # sized first, keeping nothing: a bomb is refused in constant memory
+        if not sized:
+            _gunzip(blob, path, keep=False)   # sized first, keeping nothing: a bomb is refused in constant memory
         blob = _gunzip(blob, path)[1]
     if blob.lstrip()[:1] == b"{":
         try:
@@ -493,7 +496,7 @@ def load_dir(directory: str) -> DumpSet:
             if name in bombs:   # known from the size pass: not expanded a second time
                 raise RefusedDump(f"{path}: it decompresses to more than {MAX_DUMP_BYTES >> 20} MiB, more than any "
                                   "flight-recorder dump; not read")
-            raw = read_raw(path)
+            raw = read_raw(path, sized=True)   # _check_total_size counted it: expanded once more, not twice
             try:
                 dumps[rank] = normalise(raw, ranks_cache)
                 paths[rank] = path
