@@ -641,6 +641,27 @@ def small_message_share(nbytes: int, topo: Topology, algorithm: str, proto: str,
     return min(1.0, nc / full), nc, nt
 
 
+def used_channel_pieces(pieces: int, wire_bytes: float, small_share: float) -> tuple[int, float]:
+    """(pieces, wire bytes each) of one chain call on the channels NCCL actually runs.
+
+    On a small message NCCL runs ``small_share`` of its channels (:func:`small_message_share`),
+    each carrying ``1 / small_share`` times the bytes at its own full rate; the plan folds that into a payload
+    efficiency, every channel at ``small_share`` of its rate. Both load the busiest link alike (what the
+    period, :func:`loop_period_us`, reads), but a chain's fill is n - 1 hops of *one* piece,
+    and a piece moves at its channel's rate: folded, the fill took ``1 / small_share`` times too long, and one
+    call grew shorter as the size doubled and NCCL added channels (64 nodes, LL: 47.6 ms at 2 MiB, 25.0 ms
+    at 4 MiB). Here the same bytes go as ``1 / small_share`` times the pieces, each at the full rate: one call
+    on the channels NCCL runs costs what the call on all of them costs for ``1 / small_share`` times the bytes.
+
+    >>> used_channel_pieces(8, 800.0, 0.125), used_channel_pieces(8, 800.0, 1.0)
+    ((64, 100.0), (8, 800.0))
+    """
+    if small_share >= 1:
+        return pieces, wire_bytes
+    more = max(pieces, math.ceil(pieces / small_share - 1e-9))
+    return more, wire_bytes * pieces / more
+
+
 def simulate_with_plan(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, nchannels=None, pipeline=None, root: int = 0,
         trace: bool = False, engine: str = "default"):
     """The engine's prediction of ``algorithm`` with NCCL protocol ``proto``; a :class:`~sim.engine.result.Result`.
@@ -684,7 +705,7 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
     if plan.single_call_latency_us is not None:
         # nccl-tests' back-to-back calls overlap down the chain: a call costs its busiest link's time, not the
         # chain's fill and drain (loop_period_us); one call alone costs the chain's latency and fill
-        single_call = plan.single_call_latency_us + data_us
+        single_call = plan.single_call_latency_us + _single_call_data_us(plan, args, data_us)
         data_us = loop_period_us(runs.link_busy_us, frac)
     head = {"latency_us": lat, "bandwidth_term_us": data_us,
             "effective_busbw_GBps": analytic.busbw_GBps(coll.name, topo.nranks, nbytes, data_us) if data_us > 0 else 0.0,
@@ -712,6 +733,25 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
         tail["single_call_us"] = single_call
         tail["nccl_tests_loop"] = NCCL_TESTS_LOOP_NOTE
     return EngineTiming(algorithm, plan.protocol, plan.steps, nch, pieces, prog, runs, lat, data_us, frac, head, tail)
+
+
+def _single_call_data_us(plan: NcclPlan, args: tuple, data_us: float) -> float:
+    """One rooted call's data time alone, on the channels NCCL runs (:func:`used_channel_pieces`).
+
+    ``data_us`` is the engine's time with every channel at ``small_share`` of its rate: right for the
+    busiest link's load (the period), but a chain's fill is n - 1 hops of one piece, each then
+    ``1 / small_share`` times too slow, so one call grew shorter as the size doubled and NCCL added
+    channels (16 nodes, ring/LL: 3,701 us at 512 KiB, 1,156 at 4 MiB). Here the engine runs the same
+    bytes as ``1 / small_share`` times the pieces at the full rate, as the flow model does."""
+    if plan.small_share >= 1:
+        return data_us
+    algorithm, coll, topo, nch, pieces, _, root, spread, nbytes, protocol, engine, duplex = args
+    more, _ = used_channel_pieces(pieces, 1.0, plan.small_share)
+    full = replace(protocol, payload_efficiency=plan.payload_share * plan.tree_correction)
+    sim_more = steady_state_pieces(more, _program(algorithm, coll, topo, nch, 1, root, spread))
+    _, t = _data_runs_cached(algorithm, coll, topo, nch, more, sim_more, root, spread, nbytes, full, engine, duplex,
+                             calibration.current().links)
+    return t
 
 
 NCCL_TESTS_LOOP_NOTE = ("nccl-tests times back-to-back calls, which overlap down a rooted chain: the time is one call's "

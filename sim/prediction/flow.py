@@ -458,7 +458,14 @@ def _ideal(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) 
 def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -> Result:
     """:func:`sim.nccl.execution.simulate_with_plan`'s recipe (:func:`sim.nccl.execution.plan_nccl`): its latency term plus data
     movement at effective bandwidths."""
-    from ..nccl.execution import NCCL_TESTS_LOOP_NOTE, channel_order, link_efficiency, plan_nccl, software_overlap_shift_us
+    from ..nccl.execution import (
+        NCCL_TESTS_LOOP_NOTE,
+        channel_order,
+        link_efficiency,
+        plan_nccl,
+        software_overlap_shift_us,
+        used_channel_pieces,
+    )
     n = topo.nranks
     chain = coll.rooted
     steps = coll.ring_steps(n)
@@ -489,27 +496,6 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
     return _result(coll, nbytes, topo, proto, lat + data, steps, nch, pieces, rings,
                    {"latency_us": lat, "bandwidth_term_us": data, "payload_share": plan.payload_share * plan.small_share,
                     "channels_spread_over_nics": spread, **extra})
-
-
-def used_channel_pieces(pieces: int, wire_bytes: float, small_share: float) -> tuple[int, float]:
-    """(pieces, wire bytes each) of one chain call on the channels NCCL actually runs.
-
-    On a small message NCCL runs ``small_share`` of its channels (:func:`sim.nccl.execution.small_message_share`),
-    each carrying ``1 / small_share`` times the bytes at its own full rate; the plan folds that into a payload
-    efficiency, every channel at ``small_share`` of its rate. Both load the busiest link alike (what the
-    period, :func:`sim.nccl.execution.loop_period_us`, reads), but a chain's fill is n - 1 hops of *one* piece,
-    and a piece moves at its channel's rate: folded, the fill took ``1 / small_share`` times too long, and one
-    call grew shorter as the size doubled and NCCL added channels (64 nodes, LL: 47.6 ms at 2 MiB, 25.0 ms
-    at 4 MiB). Here the same bytes go as ``1 / small_share`` times the pieces, each at the full rate: one call
-    on the channels NCCL runs costs what the call on all of them costs for ``1 / small_share`` times the bytes.
-
-    >>> used_channel_pieces(8, 800.0, 0.125), used_channel_pieces(8, 800.0, 1.0)
-    ((64, 100.0), (8, 800.0))
-    """
-    if small_share >= 1:
-        return pieces, wire_bytes
-    more = max(pieces, math.ceil(pieces / small_share - 1e-9))
-    return more, wire_bytes * pieces / more
 
 
 def _first(coll, n: int, roots) -> tuple[int, ...]:

@@ -20,6 +20,18 @@ def test_one_call_alone_never_gets_shorter_as_the_size_grows(coll):
     assert all(b >= a * (1 - 1e-12) for a, b in zip(calls, calls[1:])), calls
 
 
+@pytest.mark.parametrize("coll", ["broadcast", "reduce"])
+def test_the_engines_one_call_alone_never_gets_shorter_as_the_size_grows(coll):
+    # 16 nodes, ring LL: NCCL runs 1, 2, 4, 8 channels from 512 KiB to 4 MiB. The engine folded the unused
+    # channels into a slower rate on all of them, so one call's fill took 1 / share too long: 3,701 us at
+    # 512 KiB, 1,156 at 4 MiB
+    calls = [sim.simulate(coll, s << 10, "dgx-h100:nodes=16", "ring", "LL", model="engine").explain["single_call_us"]
+             for s in (256, 512, 1024, 2048, 4096, 8192)]
+    assert all(b >= a * (1 - 1e-12) for a, b in zip(calls, calls[1:])), calls
+    periods = [sim.simulate(coll, s << 10, "dgx-h100:nodes=16", "ring", "LL", model="engine") for s in (256, 4096)]
+    assert all(r.explain["single_call_us"] >= r.time_us for r in periods)
+
+
 def test_one_call_alone_costs_at_least_the_period():
     for s in (1, 4, 32):
         r = sim.simulate("broadcast", s << 20, "dgx-h100:nodes=64", "ring", "LL", model="flow")
