@@ -334,7 +334,9 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
 
     GPU model (nccl-tests' device lines) and GPUs per node pick the platform preset; nodes, NICs per node,
     NVLS and the fabric (EFA, Slingshot/cxi, RoCE, IB) come from NCCL's own lines. A log that names no GPU
-    model is mapped by its shape (4 GPUs per node: hgx-a100-4; 8 with NVLS: dgx-h100; 8 without: dgx-a100).
+    model is mapped by its shape (4 GPUs per node: hgx-a100-4; 8 with NVLS: dgx-h100; 8 without: dgx-a100). A GH200
+    is ``gh200-4``; an H100 with 4 per node where NCCL says NVLS multicast is not available is the 4-GPU HGX board
+    (``hgx-h100-4``), which has no NVSwitch.
     """
     if not log.nranks:
         raise CollsimError(f"{log.source}: the log names no rank count (no 'comm ... nRanks' line): pass --topology SPEC")
@@ -342,7 +344,11 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
     nodes = log.nnodes or 1
     per_node = log.gpus_per_node or (log.nranks // nodes if log.nranks % nodes == 0 else log.nranks)
     gpu = (log.gpu or "").upper()
-    if "H200" in gpu:
+    if "GH200" in gpu:
+        preset = "gh200-4"
+    elif ("H100" in gpu or "H800" in gpu) and per_node == 4 and log.nvls is False:
+        preset = "hgx-h100-4"   # 4 per node and no NVLS multicast: the 4-GPU board's direct mesh, not NVSwitch
+    elif "H200" in gpu:
         preset = "dgx-h200"
     elif "H100" in gpu or "H800" in gpu:
         preset = "dgx-h100"
@@ -365,7 +371,7 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
     if preset == "pcie":
         return f"pcie:gpus={per_node},gen=4,arch=ampere", why
     params = [f"nodes={nodes}"]
-    if per_node != (4 if preset == "hgx-a100-4" else 8):
+    if per_node != (4 if preset in ("hgx-a100-4", "hgx-h100-4", "gh200-4") else 8):
         params.append(f"gpus_per_node={per_node}")
     fabric = {"efa": "efa", "cxi": "slingshot", "roce": "roce"}.get(log.provider or "")
     if fabric is None and log.network == "IB":

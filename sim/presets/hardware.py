@@ -176,6 +176,27 @@ HGX_A100_4 = Platform(
     mesh_links=4, default_fabric="slingshot", nic_path="PHB", far_gpus=(0, 2))
 
 
+HGX_H100_4 = Platform(
+    preset="hgx-h100-4", gpu="H100-SXM", gpu_arch="hopper", gpus=4, nvlink_links=18, nvlink_link_GBps=25.0,
+    nvswitch=False, nvls_capable=False, pcie_gen=5, nics=4, nic_gbps=400.0, cpu="amd", nodes_per_leaf=32,
+    summary="4 H100 on a direct NVLink4 mesh (6 links = 150 GB/s/dir per pair), x86 host, 4x 400G NICs",
+    sources="""HGX H100 4-GPU nodes: four H100-SXM5 joined all-to-all by NVLink on the board, no NVSwitch, on an x86
+    host (NREL Kestrel's GPU nodes, MareNostrum 5's accelerated partition). Sources: NVIDIA HGX H100
+    datasheet (the 4-GPU board: "fully connected" H100s, 900 GB/s NVLink per GPU bidirectional = 18 links of
+    25 GB/s per direction, 6 to each of its 3 peers = 150 GB/s per direction per pair, PCIe Gen5 to the
+    host); NREL's Kestrel system configuration (132 nodes of 4 H100 SXM 80 GB and 2 AMD Genoa sockets, two
+    200 Gb/s HPE Slingshot 11 NICs each: ``nics_per_node=2,nic_gbps=200,fabric=slingshot,nic_path=PHB``).
+    The default of four 400 Gb/s NICs behind the GPUs' PCIe switches (``nic_path=PXB``) is one per GPU, as
+    on InfiniBand builds of the board; say the cluster's own NICs. Unlike ``gh200-4`` (a Grace host, each
+    NIC reached over NVLink-C2C) the GPUs reach their NICs and host over PCIe, and the host is x86.
+
+    >>> from sim.presets import load_topology
+    >>> t = load_topology("hgx-h100-4:nodes=2,nics_per_node=2,nic_gbps=200,fabric=slingshot,nic_path=PHB")
+    >>> t.nranks, t.meta["cpu"], t.meta["nvswitch"]
+    (8, 'amd', False)
+    """,
+    mesh_links=6)
+
 GH200_4 = Platform(
     preset="gh200-4", gpu="GH200", gpu_arch="hopper", gpus=4, nvlink_links=18, nvlink_link_GBps=25.0,
     nvswitch=False, nvls_capable=False, pcie_gen=5, nics=4, nic_gbps=200.0, cpu="arm", nodes_per_leaf=32,
@@ -194,7 +215,7 @@ GH200_4 = Platform(
     mesh_links=6, default_fabric="slingshot", nic_path="PHB")
 
 
-PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4, GH200_4)
+PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4, HGX_H100_4, GH200_4)
 
 
 def _far_gpus(pf: Platform, nodes: int, gpn: int, nics: int, path: str) -> int | None:
@@ -364,6 +385,8 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     params += [f"nvls={int(use_nvls)}"] if use_nvls != pf.nvls_capable else []
     params += ["nvls_sharp=1"] if nvls_sharp else []
     params += [f"oversubscription={oversubscription:g}"] if oversubscription != 1 else []
+    # the leaves decide which flows cross the spine: a name that dropped them named two clusters alike
+    params += [f"nodes_per_leaf={per_leaf}"] if per_leaf != pf.nodes_per_leaf and nodes > 1 else []
     return Topology.build(name + (":" + ",".join(params) if params else ""), node_list, links, hardware)
 
 

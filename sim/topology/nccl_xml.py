@@ -46,20 +46,23 @@ MAX_XML_BYTES = 8 << 20
 SM_ARCH = {7: "volta", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell"}
 # gpu= names for files without <gpu sm=>: the architecture and the preset of that platform
 GPU_NAMES = {"v100": "volta", "a100": "ampere", "a800": "ampere", "h100": "hopper", "h200": "hopper", "h800": "hopper",
-             "h20": "hopper",
+             "h20": "hopper", "gh200": "hopper",
              "b200": "blackwell", "gb200": "blackwell", "ampere": "ampere", "hopper": "hopper", "blackwell": "blackwell"}
 NVSWITCH_PRESET = {"ampere": "dgx-a100", "hopper": "dgx-h100", "blackwell": "dgx-b200"}
 H200_NAMES = ("h200",)
-# direct-mesh boards (no NVSwitch) of at most MESH_GPUS GPUs: the preset of each architecture's board
+# direct-mesh boards (no NVSwitch) of at most MESH_GPUS GPUs: the preset of each architecture's board. A Hopper
+# mesh is a Grace Hopper node (gh200-4) unless gpu= names a PCIe Hopper (H100, H200, ...: hgx-h100-4, an x86 host)
 MESH_PRESET = {"ampere": "hgx-a100-4", "hopper": "gh200-4"}
+PCIE_HOPPER_MESH = "hgx-h100-4"
+SUPERCHIP_NAMES = ("gh200",)
 MESH_GPUS = 4
 # NVLinks between each pair of GPUs on those boards (sim/presets/hardware.py ``mesh_links``, from the datasheets):
 # a mesh with another count gets each pair's bandwidth scaled to its own links, or a note where the caller keeps
 # the preset's (``preset_for(scales_mesh=...)``)
-MESH_PAIR_LINKS = {"hgx-a100-4": 4, "gh200-4": 6}
+MESH_PAIR_LINKS = {"hgx-a100-4": 4, "hgx-h100-4": 6, "gh200-4": 6}
 # meshes whose GPUs reach their NICs over PCIe, so the matrix's GPU-to-NIC paths are GPUDirect's paths; a
 # Grace Hopper superchip reaches its NIC through its Grace CPU over NVLink-C2C, which no PCIe path describes
-MESH_PCIE_NICS = ("ampere",)
+MESH_PCIE_NICS = ("hgx-a100-4", "hgx-h100-4")
 PRESET_LINKS = {"dgx-a100": 12, "dgx-h100": 18, "dgx-h200": 18, "dgx-b200": 18}   # NVLinks per GPU (datasheets)
 BRIDGE_CLASS = "0x0680"     # NVSwitch (PCI class "other bridge")
 GPU_CLASS = "0x0302"        # 3D controller (also 0x0300 VGA)
@@ -272,12 +275,13 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bo
     shows_switches = any(g["switch"] for g in node.gpus) or any(n["switch"] for n in node.nics)
     nic_path = node.nic_path or (("PXB" if pairs else "PHB") if node.nics and shows_switches else None)
     far = 0
-    pcie_nics = mesh and node.gpu_nic_paths and arch in MESH_PCIE_NICS
+    mesh_preset = _mesh_preset(arch, gpu_name) if mesh else None
+    pcie_nics = mesh and node.gpu_nic_paths and mesh_preset in MESH_PCIE_NICS
     if pcie_nics:
         nic_path, far = _mesh_nic_paths(node, read)
     elif mesh:   # the preset's own path (gh200-4: PHB, as CSCS and Sigma2 run it; hgx-a100-4: PHB)
         nic_path = None
-        if node.nics and arch not in MESH_PCIE_NICS:
+        if node.nics and mesh_preset not in MESH_PCIE_NICS:
             read.append("PCIe: Grace Hopper GPUs reach their NICs over NVLink-C2C: the matrix's NIC paths are not "
                         "GPUDirect's, so the preset's nic_path holds")
         elif node.nics:
@@ -287,7 +291,7 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bo
     if nic_behind_cpu:
         read.append(f"PCIe: GPU to NIC is {nic_path} (through the CPU): NCCL keeps LL128 off across nodes")
     if mesh:
-        preset, keys = MESH_PRESET[arch], _node_keys(node, rails, fastest)
+        preset, keys = str(mesh_preset), _node_keys(node, rails, fastest)
         if pcie_nics:
             keys.update(nic_path=str(nic_path), gpus_without_gdr=str(far))
         _mesh_links_line(node, preset, scales_mesh, read)
@@ -353,6 +357,15 @@ def _refuse_partial_nvlink(node: XmlNode, direct: bool, arch: str, path: str) ->
                        "collsim's NVLink presets join every pair, which would run this node far too fast: describe it "
                        f"by its PCIe paths, -t {spec} (its NVLink pairs left out: a ring still crosses PCIe between "
                        "them), or as a .yaml topology with the NVLink pairs as links")
+
+
+def _mesh_preset(arch: str, gpu_name: str | None) -> str:
+    """The mesh preset of ``arch``'s board: a Hopper mesh is Grace Hopper's (``gh200-4``) unless ``gpu=`` names a
+    PCIe Hopper (``hgx-h100-4``: H100 SXM on an x86 host, whose NICs the matrix's PCIe paths describe)."""
+    name = (gpu_name or "").lower()
+    if arch == "hopper" and name and name not in SUPERCHIP_NAMES and GPU_NAMES.get(name) == "hopper":
+        return PCIE_HOPPER_MESH
+    return MESH_PRESET[arch]
 
 
 def _mesh_links_line(node: XmlNode, preset: str, scales_mesh: bool, read: list[str]) -> None:

@@ -95,8 +95,10 @@ def test_a_mesh_has_the_nvlinks_per_pair_its_matrix_says(tmp_path, gpu, nv, pair
 
 def test_a_reader_that_keeps_the_presets_nvlinks_says_so():
     node, _ = parse_nvidia_smi_topo(matrix(uniform(4, "NV4")))
-    _, read = preset_for(node, {"gpu": "h100"}, "smi.txt")
+    _, read = preset_for(node, {"gpu": "gh200"}, "smi.txt")
     assert any("4 NVLinks per GPU pair, the gh200-4 preset models 6" in line for line in read)
+    _, read = preset_for(node, {"gpu": "h100"}, "smi.txt")
+    assert any("4 NVLinks per GPU pair, the hgx-h100-4 preset models 6" in line for line in read)
 
 
 @pytest.mark.parametrize("cells, words", [
@@ -144,8 +146,10 @@ def test_a_grace_hopper_line_only_for_hopper_with_nics(tmp_path):
     a100 = load_topology_nvsmi(write(tmp_path, matrix(uniform(4, "NV4"))) + ":gpu=a100")
     assert not any("Grace Hopper" in line for line in a100.hardware.xml_read)
     nic = [[" X " if i == j else "NV6" for j in range(4)] + ["PHB"] for i in range(4)]
-    gh200 = load_topology_nvsmi(write(tmp_path, matrix(nic, [["PHB"] * 4 + [" X "]])) + ":gpu=h100")
+    gh200 = load_topology_nvsmi(write(tmp_path, matrix(nic, [["PHB"] * 4 + [" X "]])) + ":gpu=gh200")
     assert any("Grace Hopper GPUs reach their NICs over NVLink-C2C" in line for line in gh200.hardware.xml_read)
+    h100 = load_topology_nvsmi(write(tmp_path, matrix(nic, [["PHB"] * 4 + [" X "]])) + ":gpu=h100")   # an x86 host
+    assert not any("Grace Hopper" in line for line in h100.hardware.xml_read)
 
 
 # the tester's dgx.txt: 8 GPUs at NV18; GPU0/1 PXB to NIC0 and GPU4/5 PXB to NIC1, the rest SYS to both NICs

@@ -134,6 +134,17 @@ def test_a_grace_hopper_mesh_keeps_the_presets_nic_path(tmp_path):
     # SYS and PHB) say nothing about GPUDirect: the preset's PHB holds and no GPU is taken to be without it
     f = tmp_path / "gh200.txt"
     f.write_text(open(POLARIS).read().replace("NV4", "NV6"))
-    topo = load_topology_nvsmi(str(f) + ":gpu=h100,nodes=2")
+    topo = load_topology_nvsmi(str(f) + ":gpu=gh200,nodes=2")
     assert topo.name.endswith("(gh200-4:nodes=2,nics_per_node=2,nic_gbps=200)")
     assert (topo.hardware.nic_path, topo.hardware.gpus_without_gdr) == ("PHB", None)
+
+
+def test_an_h100_mesh_on_an_x86_host_reads_its_nic_paths(tmp_path):
+    # the same matrix named H100: an HGX H100 4-GPU board on PCIe (NREL Kestrel's nodes), whose GPUs reach their
+    # NICs over PCIe, so the matrix's paths are GPUDirect's: GPU1 and GPU3 at PHB, GPU0 and GPU2 at SYS to both
+    f = tmp_path / "h100.txt"
+    f.write_text(open(POLARIS).read().replace("NV4", "NV6"))
+    topo = load_topology_nvsmi(str(f) + ":gpu=h100,nodes=2")
+    assert "(hgx-h100-4:nodes=2,nics_per_node=2," in topo.name   # the NICs' speed is the preset's: the matrix has none
+    hw = topo.hardware
+    assert (hw.nic_path, hw.gpus_without_gdr, hw.cpu != "arm", hw.nvlink_pair_GBps) == ("PHB", 2, True, 150.0)

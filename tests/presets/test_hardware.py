@@ -161,7 +161,8 @@ def test_every_platform_of_the_table_is_a_preset_with_its_text_and_parameters():
     known = presets()
     keys = ["nodes", "gpus_per_node", "nics_per_node", "nic_gbps", "sharp", "nvls", "oversubscription",
             "nodes_per_leaf", "nvls_sharp", "fabric", "nic_path", "gpus_without_gdr"]
-    assert [pf.preset for pf in PLATFORMS] == ["dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "hgx-a100-4", "gh200-4"]
+    assert [pf.preset for pf in PLATFORMS] == ["dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "hgx-a100-4", "hgx-h100-4",
+                                                "gh200-4"]
     for pf in PLATFORMS:
         pr = known[pf.preset]
         assert pr.summary == pf.summary and pr.builder.__doc__ == pf.sources and "Source" in pf.sources
