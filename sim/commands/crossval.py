@@ -78,7 +78,7 @@ from ..nccl.execution import is_duplex
 from ..nccl.machine import machine, with_gpus_per_process
 from ..presets import load_topology
 from ..topology.fabrics import PLUGINS
-from ..topology.hardware import gdr_through_host_bridge
+from ..topology.hardware import gdr_host_bridge_loss
 
 BW_MIN_BYTES = 64 << 20
 # A case fits a bandwidth constant only if its sweep reaches this size; a sweep that stops short of it is
@@ -148,7 +148,7 @@ class Case:
         self.remote_peers = (m.nranks - m.ppn) if (m.nnodes > 1 and self.coll.pairwise) else 0
         self.p2p_off = self.topo.hardware.p2p is False
         self.duplex = is_duplex(self.coll, self.topo)
-        self.host_bridge = bool(self.fabric) and gdr_through_host_bridge(self.topo.hardware)
+        self.host_bridge = bool(self.fabric) and gdr_host_bridge_loss(self.topo.hardware)
         # all_to_all from GPUs without GPUDirect RDMA (their nearest NIC beyond the host bridge): staged sends
         self.no_gdr = bool(self.remote_peers) and bool(self.topo.hardware.gpus_without_gdr)
         # the run matched tags in software on a provider that copies small messages then (Slingshot's cxi)

@@ -43,7 +43,7 @@ from ..algorithms.nvls import nvls_heads
 from ..errors import CollsimError
 from ..program import Program
 from ..topology import Link, Topology
-from ..topology.hardware import gdr_through_host_bridge
+from ..topology.hardware import gdr_host_bridge_loss
 from . import calibration
 from . import config as nccl_config
 from .constants import (
@@ -88,10 +88,11 @@ def link_efficiency(topo: Topology, link: Link, nvls: str = "", duplex: bool = T
     while its own writes stream up (E1: 11.1 GB/s one way alone, 4.0 GB/s per GPU both ways), so the two
     cases have their own fitted efficiency. ``p2p``: the all_to_all's grouped sends, whose network links
     run at the fabric's efficiency times its fitted ``p2p_share`` (:func:`sim.nccl.calibration.fabric_p2p_share`).
-    A network link whose GPUDirect traffic crosses the CPU's PCIe root complex
-    (:func:`sim.topology.hardware.gdr_through_host_bridge`) runs at the fitted ``gdr_host_bridge_efficiency``
-    of that: the same Slingshot NICs give A100 nodes with the NIC on the CPU's root port 0.73-0.79 of their
-    rate (ALCF Polaris, NERSC Perlmutter) and GH200 nodes, which reach theirs over NVLink-C2C, 0.89-0.96
+    A network link whose GPUDirect traffic crosses the CPU's PCIe root complex on a PCIe Gen4 host
+    (:func:`sim.topology.hardware.gdr_host_bridge_loss`) runs at the fitted ``gdr_host_bridge_efficiency`` of
+    that: the same Slingshot NICs give A100 nodes with the NIC on the CPU's root port 0.73-0.79 of their
+    rate (ALCF Polaris, NERSC Perlmutter), H100 nodes on a Gen5 host 0.91 (NREL Kestrel) and GH200 nodes,
+    which reach theirs over NVLink-C2C, 0.89-0.96
     (CSCS Alps, Sigma2 Olivia), each fitted alone. The all_to_all of a node with GPUs that reach no NIC
     within the host bridge (``gpus_without_gdr``: no GPUDirect RDMA, no PXN relay) keeps the fitted
     ``no_gdr_p2p_share`` of that (ALCF Polaris's GPU0 and GPU2, at SYS to both NICs)."""
@@ -110,7 +111,7 @@ def link_efficiency(topo: Topology, link: Link, nvls: str = "", duplex: bool = T
         return PCIE_EFFICIENCY
     if link.kind == "net":
         eff = calibration.fabric_efficiency(hw.fabric)
-        if gdr_through_host_bridge(hw):   # A100 + NIC on the CPU's root port: Polaris, Perlmutter
+        if gdr_host_bridge_loss(hw):   # A100 + NIC on a PCIe Gen4 CPU's root port: Polaris, Perlmutter
             eff *= calibration.value("gdr_host_bridge_efficiency")
         if not p2p:
             return eff

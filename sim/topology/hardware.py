@@ -180,4 +180,27 @@ def gdr_through_host_bridge(hw: "Hardware") -> bool:
     return through_cpu(hw.nic_path) and not any(s in (hw.gpu or "").upper() for s in SUPERCHIPS)
 
 
-__all__ = ["Hardware", "NIC_PATHS", "SUPERCHIPS", "gdr_through_host_bridge", "through_cpu"]
+# The newest PCIe generation whose root complex costs GPUDirect RDMA a share of the NIC's rate (below)
+LOSSY_HOST_BRIDGE_GEN = 4
+
+
+def gdr_host_bridge_loss(hw: "Hardware") -> bool:
+    """Whether a GPU's GPUDirect RDMA pays ``gdr_host_bridge_efficiency``: it crosses the CPU's root complex
+    (:func:`gdr_through_host_bridge`) on a host of PCIe Gen4 or older.
+
+    The same 200 Gb/s Slingshot NICs at PHB give 0.73-0.79 of their rate to A100 nodes on PCIe Gen4 hosts
+    (AMD Milan: ALCF Polaris, NERSC Perlmutter) and 0.91 to H100 nodes on PCIe Gen5 hosts (AMD Genoa: NREL
+    Kestrel, with the same NCCL 2.21.5 and aws-ofi-nccl 1.6.0 as Perlmutter), as much as GH200 nodes reach
+    without the bridge (CSCS Alps, 0.92). A PCIe switch (PXB) costs an A100 nothing either (DGX A100,
+    0.93). So the loss is the Gen4 root complex's peer-to-peer path, not the path as such; a host whose
+    generation is unknown is taken as lossy, as before.
+
+    >>> a100 = Hardware(gpu="A100-SXM4", nic_path="PHB", pcie_gen=4)
+    >>> gdr_host_bridge_loss(a100), gdr_host_bridge_loss(Hardware(gpu="H100-SXM", nic_path="PHB", pcie_gen=5))
+    (True, False)
+    """
+    return gdr_through_host_bridge(hw) and (hw.pcie_gen or LOSSY_HOST_BRIDGE_GEN) <= LOSSY_HOST_BRIDGE_GEN
+
+
+__all__ = ["Hardware", "LOSSY_HOST_BRIDGE_GEN", "NIC_PATHS", "SUPERCHIPS", "gdr_host_bridge_loss", "gdr_through_host_bridge",
+           "through_cpu"]
