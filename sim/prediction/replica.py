@@ -28,6 +28,8 @@ the table.
 from __future__ import annotations
 
 import math
+import weakref
+from dataclasses import fields
 from functools import lru_cache
 
 from ..algorithms import build_program, get_algorithm
@@ -55,14 +57,15 @@ def tree_levels(m: int) -> int:
 
 def replica_spec(topo: Topology, nodes: int) -> str | None:
     """The preset spec of ``topo`` with ``nodes`` nodes (two scalable units if ``topo`` has several),
-    or None when ``topo`` is not a multi-node preset (a file, a textbook topology)."""
+    or None when ``topo`` is not a multi-node preset (a textbook topology, a file whose links or facts are
+    not its preset's: :func:`preset_of`)."""
     total = topo.hardware.nodes
-    if not total or total < 2 or ":" not in topo.name:
+    if not total or total < 2:
         return None
-    try:
-        name, params = parse_spec(topo.name)
-    except CollsimError:
+    spec = preset_of(topo)
+    if spec is None:
         return None
+    name, params = parse_spec(spec)
     if "nodes" not in params:
         return None
     params["nodes"] = str(nodes)
@@ -75,6 +78,50 @@ def replica_spec(topo: Topology, nodes: int) -> str | None:
         if over > 1:
             params["oversubscription"] = f"{over:.12g}"
     return name + ":" + ",".join(f"{k}={v}" for k, v in params.items())
+
+
+# hardware facts a replica may differ in: its size and leaves (replica_spec sets them), where the facts came
+# from, and nccl-tests' -g (applied to whatever topology is timed)
+_REPLICA_FREE = ("nodes", "nodes_per_leaf", "oversubscription", "symmetry", "gpus_per_process", "source_xml",
+                 "source_nvidia_smi", "xml_preset", "xml_read", "nccl_topo_dump", "sources", "read", "calibration", "extra")
+_PRESET_OF: "weakref.WeakKeyDictionary[Topology, str | None]" = weakref.WeakKeyDictionary()
+
+
+def preset_of(topo: Topology) -> str | None:
+    """The preset spec that builds ``topo`` (the spec a topology XML or ``nvidia-smi topo -m`` reader derived,
+    else its name), or None where that preset is not what ``topo`` is: a replica built from it would time
+    another machine. A topology file keeps its preset's name after its links are edited (``collsim topo
+    --format json``, then 200G NICs written over the 400G ones), and a reader may scale a preset's NVLinks
+    to the matrix: their links or facts differ from the preset's, so they get no replica (the engine times
+    them as written). Checked once per topology: the links of its hosts (kind, bandwidth, latency) and its
+    hardware facts against the preset's on 2 nodes (the fabric's leaf-spine links grow with the node count
+    and are the replica's own)."""
+    if topo in _PRESET_OF:
+        return _PRESET_OF[topo]
+    spec = topo.hardware.xml_preset or topo.name
+    found = None
+    try:
+        name, params = parse_spec(spec)
+        if "nodes" in params:
+            params["nodes"] = "2"
+            small = load_topology(name + ":" + ",".join(f"{k}={v}" for k, v in params.items()))
+            if _host_links(small) == _host_links(topo) and _facts(small) == _facts(topo):
+                found = spec
+    except CollsimError:   # a name that is no preset spec (a file's, a textbook topology's)
+        pass
+    _PRESET_OF[topo] = found
+    return found
+
+
+def _host_links(topo: Topology) -> frozenset:
+    """The distinct (kind, bandwidth, latency) of the links with an end inside a host."""
+    hosted = {n.name for n in topo.nodes if n.host is not None}
+    return frozenset((link.kind, round(link.bandwidth_GBps, 9), round(link.latency_us, 9)) for link in topo.links
+                     if link.src in hosted or link.dst in hosted)
+
+
+def _facts(topo: Topology) -> dict:
+    return {f.name: getattr(topo.hardware, f.name) for f in fields(topo.hardware) if f.name not in _REPLICA_FREE}
 
 
 def replica_oversubscription(total: int, per_leaf: int, oversubscription: float, hosts: int) -> float:
