@@ -28,16 +28,26 @@ def test_a_question_whose_nearest_measured_case_is_missed_is_not_validated():
 
 @pytest.mark.parametrize("nodes, nbytes, collective, why", [
     (16, 1 << 30, "all_gather", "the all_gather measured there is 10% off (the missed all_reduce is another kind)"),
-    (48, 1 << 30, "all_reduce", "48 nodes is more than 2x 20 (and within 4x: validated)"),
+    (16, 1 << 30, "all_reduce_nearer", "a fine all_reduce measured nearer (16 nodes) is the nearest, not the missed 20"),
     (16, 1 << 10, "all_reduce", "the small sizes measured there are 10% off (the miss is in the large band)"),
 ])
 def test_the_rule_needs_the_same_band_kind_and_neighbourhood(nodes, nbytes, collective, why):
     # all_reduce missed 2x at large sizes; its small sizes and an all_gather fine (1.1x)
     table = (_rows(20, 2.0) + _rows(20, 1.1, band="small") + _rows(20, 1.1, collective="all_gather")
              + _rows(20, 1.1, collective="all_gather", band="small"))
+    if collective == "all_reduce_nearer":   # measured well at 6 nodes too: for 5 nodes (4x from 20) that is the nearest
+        table, nodes, collective = table + _rows(6, 1.1), 5, "all_reduce"
     iv = interval(100.0, 50.0, nbytes, where=("ib", nodes, "rack"), rows=table, collective=collective)
     assert iv.validated, why
     assert not interval(100.0, 50.0, 1 << 30, where=("ib", 16, "rack"), rows=table, collective="all_reduce").validated
+
+
+@pytest.mark.parametrize("nodes", [41, 80])
+def test_a_missed_case_is_the_nearest_evidence_beyond_2x_too(nodes):
+    # 20 racks missed by 100%: 41-80 racks (2x-4x away, before the extrapolation rule's 4x) were validated while 16-40
+    # were not, with the same prediction and range (a planner's trial): the nearest measured node count decides
+    iv = interval(100.0, 50.0, 1 << 30, where=("ib", nodes, "rack"), rows=_rows(20, 2.0, "B20"), collective="all_reduce")
+    assert not iv.validated and "B20" in iv.note
 
 
 def test_time_bands_score_time_error_and_few_rows_decide_nothing():
@@ -106,3 +116,23 @@ def test_a_range_too_wide_to_decide_on_is_said(cli):
     assert hi / lo > 4
     code, text, err = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1G", "-e", "1G")
     assert "too wide to decide" not in text
+
+
+def test_a_size_band_no_case_of_its_kind_measured_is_not_validated():
+    # the racks' all_reduces were measured from 512 MiB up only: their small sizes are no measurement's (a trial
+    # found 20 racks' 1 KiB all_reduce validated; likewise broadcasts above the 32 MiB ABCI stopped at)
+    table = _rows(20, 1.05) + _rows(2, 1.05, band="small", collective="all_gather")
+    large = interval(100.0, 50.0, 1 << 30, where=("ib", 20, "rack"), rows=table, collective="all_reduce")
+    small = interval(100.0, 50.0, 1 << 10, where=("ib", 20, "rack"), rows=table, collective="all_reduce")
+    assert large.validated and not small.validated
+    assert "no public all_reduce of small sizes" in small.note and "only large" in small.note
+
+
+def test_a_borrowed_range_still_widens_with_the_distance_to_what_was_measured():
+    # no public case on ib with 4-GPU nodes: the range is borrowed; 16,384 nodes got the same relative range as 512
+    table = _rows(64, 1.2, band="large") + _rows(64, 0.8, band="large")   # 8-GPU servers, say (domain "rack" here)
+    near, far = (interval(100.0, 50.0, 1 << 30, where=("ib", n, "node4"), rows=table, collective="all_reduce")
+                 for n in (128, 16384))
+    assert not near.validated and "over 4x" not in near.note
+    assert not far.validated and "borrowed" in far.note and "16384 nodes is over 4x" in far.note
+    assert far.time_us_range[1] / far.time_us_range[0] > near.time_us_range[1] / near.time_us_range[0]
