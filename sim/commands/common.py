@@ -105,10 +105,11 @@ def json_text(obj, **kw) -> str:
                            "bandwidth is near zero or a size near the limits; check them (--format table shows the rows)") from None
 
 
-def csv_text(rows: list[dict]) -> str:
+def csv_text(rows: list[dict], always: tuple[str, ...] = ()) -> str:
     """``rows`` as CSV: the columns are every key any row has, in the order first seen (an optional key such as
     ``faster_choice`` appears on some rows only; taking the first row's keys crashed on a later one), blank
-    where a row lacks one; a nested value (a mapping, a list) is written as JSON, not as Python's repr.
+    where a row lacks one (``always``: columns there even where no row has them, so the header does not change
+    with the data); a nested value (a mapping, a list) is written as JSON, not as Python's repr.
 
     >>> print(csv_text([{"a": 1}, {"a": 2, "b": {"x": [1, 2]}}]))
     a,b
@@ -118,6 +119,7 @@ def csv_text(rows: list[dict]) -> str:
     columns: dict = {}
     for r in rows:
         columns.update(dict.fromkeys(r))
+    columns.update(dict.fromkeys(always))   # columns a script reads whether or not this sweep filled them
     buf = io.StringIO()
     if rows:
         w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
@@ -127,10 +129,10 @@ def csv_text(rows: list[dict]) -> str:
     return buf.getvalue().rstrip("\n")
 
 
-def emit(fmt: str, table_text: str, payload: dict, rows: list[dict]) -> str:
-    """Render one of table|json|csv."""
+def emit(fmt: str, table_text: str, payload: dict, rows: list[dict], always: tuple[str, ...] = ()) -> str:
+    """Render one of table|json|csv (``always``: CSV columns kept where no row fills them)."""
     if fmt == "json":
         return json_text(payload, indent=1)
     if fmt == "csv":
-        return csv_text(rows)
+        return csv_text(rows, always)
     return table_text
