@@ -10,7 +10,8 @@ Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed i
 
 * ``NCCL_ALGO``, ``NCCL_PROTO``: NCCL's own syntax (``tuning.cc parseList``): ``Ring,Tree``,
   ``^NVLS`` (all but), ``allreduce:tree;allgather:ring`` (per collective, ``;``-separated, only the
-  first list without a prefix), case-insensitive;
+  first list without a prefix), case-insensitive; an NCCL_PROTO list that enables LL128 (``LL128``, ``^LL``)
+  forces it on past NCCL's hardware check, as NCCL itself does (:meth:`NcclConfig.proto_forced`);
 * ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: bounds on the
   channels the tuner credits (a CTA runs one channel); below the search's channels they also bound the
   bandwidth (each channel at most its search speed) and the NICs a ring crosses on (one per channel);
@@ -56,7 +57,8 @@ ALGO_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct",
 PROTO_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 HONOURED = {
     "NCCL_ALGO": "algorithms NCCL may use (NCCL syntax: Ring,Tree / ^NVLS / allreduce:tree;allgather:ring)",
-    "NCCL_PROTO": "protocols NCCL may use (LL, LL128, Simple; same syntax)",
+    "NCCL_PROTO": "protocols NCCL may use (LL, LL128, Simple; same syntax); a list that enables LL128 forces it past "
+                  "NCCL's hardware check (paths, GPU), as NCCL does",
     "NCCL_MIN_NCHANNELS": "at least this many channels run (NCCL's estimate, and so its choice, counts its search's)",
     "NCCL_MAX_NCHANNELS": "at most this many channels run (likewise)",
     "NCCL_MIN_CTAS": "at least this many CTAs (= channels)",
@@ -153,6 +155,14 @@ class NcclConfig:
 
     def proto_enabled(self, collective, protocol: str) -> bool:
         return _enabled(self.protos, collective, protocol)
+
+    def proto_forced(self, collective, protocol: str) -> bool:
+        """Whether NCCL_PROTO turns ``protocol`` on for ``collective`` outright. NCCL starts LL128 at "decide from
+        the hardware" (``protoEnable`` 2) and checks its paths and GPUs only then (``tuning.cc``: ``if (pEnable
+        == 2 && p == NCCL_PROTO_LL128)``); a list that enables it (``LL128``, ``LL128,Simple``, ``^LL``) sets 1,
+        which skips the check ("not tested and may cause silent data corruption", NCCL's comment)."""
+        func = NCCL_FUNC_NAMES[collective if isinstance(collective, str) else collective.name]
+        return any(f == func and protocol in names for f, names in self.protos)
 
     def channels(self, nch: int) -> int:
         """``nch`` channels bounded by NCCL_MIN/MAX_NCHANNELS (and CTAs)."""
@@ -302,7 +312,8 @@ def make_config(version=None, env=None) -> NcclConfig:
     for var, value in pairs:
         if len(value) > MAX_ENV_TEXT:
             raise CollsimError(f"{var}: value of {len(value)} characters is too long (at most {MAX_ENV_TEXT})")
-        if var not in HONOURED or (var == "NCCL_TUNER_PLUGIN" and "ofi" not in value.lower()):
+        if (var not in HONOURED or (var == "NCCL_TUNER_PLUGIN" and "ofi" not in value.lower())
+                or (var == "NCCL_PAT_ENABLE" and not rel.has_pat)):   # a release without PAT reads no such variable
             ignored.append(var)   # a tuner plugin collsim does not model: NCCL's own choice is predicted
             continue
         if not value.strip():   # "NCCL_ALGO=" silently meant the default; say which variable is empty
@@ -334,6 +345,9 @@ def make_config(version=None, env=None) -> NcclConfig:
             kw["buffsizes"] = tuple(sorted(sizes.items()))
         else:
             kw[{"NCCL_NVLS_ENABLE": "nvls", "NCCL_COLLNET_ENABLE": "collnet", "NCCL_PAT_ENABLE": "pat"}[var]] = _flag(value, var)
+    for key in ("min_channels", "max_channels"):   # NCCL clamps both to its release's MAXCHANNELS
+        if kw.get(key):
+            kw[key] = min(kw[key], rel.max_channels)
     if kw.get("min_channels") and kw.get("max_channels") and kw["min_channels"] > kw["max_channels"]:
         raise CollsimError(f"NCCL's minimum channels ({kw['min_channels']}) exceed its maximum ({kw['max_channels']}): "
                            "lower NCCL_MIN_NCHANNELS/NCCL_MIN_CTAS or raise NCCL_MAX_*")

@@ -100,7 +100,7 @@ def _disabled_by_config(a: str, p: str, coll: Collective, m: Machine, cfg: NcclC
         return "multi-node NVLS needs CollNet, and NCCL_COLLNET_ENABLE=0"
     if a == "pat" and not cfg.pat:
         return "NCCL_PAT_ENABLE=0"
-    if p == "LL128" and m.arch == "blackwell" and not rel.ll128_blackwell:
+    if p == "LL128" and m.arch == "blackwell" and not rel.ll128_blackwell and not cfg.proto_forced(coll, p):
         return f"NCCL {cfg.version} enables LL128 on Volta/Ampere/Hopper only (Blackwell from 2.25)"
     return None
 
@@ -162,6 +162,8 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
         return "CollNetDirect needs an NVSwitch and at most 8 GPUs per node"
     if a == "pat" and m.ppn != 1:
         return "PAT needs one GPU per node"
+    if p == "LL128" and cfg.proto_forced(coll, p):
+        return None   # NCCL_PROTO named it: NCCL skips its hardware check (NcclConfig.proto_forced)
     if p == "LL128" and m.ppn > 1 and m.intra_class != "nvlink":
         return "LL128 is enabled only over NVLink inside a node"
     if p == "LL128" and m.nnodes > 1 and through_cpu(m.nic_path):

@@ -71,6 +71,12 @@ class Release:
         return hash((self.version, self.tag))
 
     @property
+    def max_channels(self) -> int:
+        """MAXCHANNELS (``device.h``): 32 up to 2.24, 64 from 2.25. NCCL clamps NCCL_MIN/MAX_NCHANNELS (and CTAs)
+        to it ("limiting to" in its warning)."""
+        return 64 if self.key() >= (2, 25) else 32
+
+    @property
     def has_pat(self) -> bool:
         return "pat" in self.ag_rs_algorithms
 
