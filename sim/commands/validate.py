@@ -155,7 +155,22 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
             "rows": [{"size": r["nbytes"], "time_us": r["time_us"], "busbw": r["busbw_GBps"] or 0.0} for r in rows]}
     if meta["nccl_version"]:   # the release that ran it ("NCCL version 2.22.3"): its rules, not the newest's
         case["nccl_version"] = meta["nccl_version"]
+        _say_clamped_release(meta["nccl_version"], path)
     return [case]
+
+
+def _say_clamped_release(version: str, path: str) -> None:
+    """Say so (stderr) when a file's NCCL release is outside those collsim documents: it is scored with the
+    nearest one's rules (:func:`sim.nccl.config.case_config`), which ``simulate --nccl-version`` would refuse."""
+    from ..nccl import versions
+    try:
+        key = versions.parse_version(version)
+    except CollsimError:
+        return
+    nearest = versions.LATEST if key > versions.LATEST.key() else versions.OLDEST if key < versions.OLDEST.key() else None
+    if nearest is not None:
+        print(f"collsim: {os.path.basename(path)!r} ran NCCL {version}, {'newer' if nearest is versions.LATEST else 'older'} "
+              f"than the releases collsim documents: scored with NCCL {nearest.version}'s rules", file=sys.stderr)
 
 
 def _check_bus_factor(rows: list[dict], coll: str, nranks: int | None, path: str) -> None:
