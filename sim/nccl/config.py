@@ -10,7 +10,9 @@ Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed i
 
 * ``NCCL_ALGO``, ``NCCL_PROTO``: NCCL's own syntax (``tuning.cc parseList``): ``Ring,Tree``,
   ``^NVLS`` (all but), ``allreduce:tree;allgather:ring`` (per collective, ``;``-separated, only the
-  first list without a prefix), case-insensitive; an NCCL_PROTO list that enables LL128 (``LL128``, ``^LL``)
+  first list without a prefix; from 2.24, before which a prefixed token names nothing), case-insensitive; up
+  to 2.23, without CollNet, a list leaving no ring, tree, NVLS or NVLSTree gets ring and tree back, as NCCL
+  gives them; an NCCL_PROTO list that enables LL128 (``LL128``, ``^LL``)
   forces it on past NCCL's hardware check, as NCCL itself does (:meth:`NcclConfig.proto_forced`);
 * ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: bounds on the
   channels the tuner credits (a CTA runs one channel); below the search's channels they also bound the
@@ -150,8 +152,14 @@ class NcclConfig:
                 return size
         return BUFFER_BYTES[proto]
 
-    def algo_enabled(self, collective, algorithm: str) -> bool:
-        return _enabled(self.algos, collective, algorithm)
+    def algo_enabled(self, collective, algorithm: str, collnet: bool = False) -> bool:
+        """Whether NCCL_ALGO lets ``algorithm`` run ``collective``; ``collnet``: the machine runs CollNet (SHARP),
+        without which NCCL up to 2.23 gives ring and tree back to a list that leaves none of ring, tree, NVLS and
+        NVLSTree (:attr:`sim.nccl.versions.Release.algo_fallback`)."""
+        if _enabled(self.algos, collective, algorithm):
+            return True
+        return (algorithm in ("ring", "tree") and self.release.algo_fallback and not (collnet and self.collnet)
+                and not any(_enabled(self.algos, collective, a) for a in ("ring", "tree", "nvls", "nvls_tree")))
 
     def proto_enabled(self, collective, protocol: str) -> bool:
         return _enabled(self.protos, collective, protocol)
@@ -320,7 +328,10 @@ def make_config(version=None, env=None) -> NcclConfig:
             raise CollsimError(f"{var} is set to nothing: give it a value (e.g. {EXAMPLES.get(var, var + '=...')}) or "
                                "leave it out")
         honoured.append((var, value))
-        if var == "NCCL_ALGO":
+        if var in ("NCCL_ALGO", "NCCL_PROTO") and ":" in value and not rel.per_collective_lists:
+            # NCCL before 2.24 reads no collective prefix: the token names nothing, so nothing is enabled
+            kw["algos" if var == "NCCL_ALGO" else "protos"] = tuple((f, frozenset()) for f in sorted(set(NCCL_FUNC_NAMES.values())))
+        elif var == "NCCL_ALGO":
             kw["algos"] = _parse_list(value, var, ALGO_NAMES)
         elif var == "NCCL_PROTO":
             kw["protos"] = _parse_list(value, var, PROTO_NAMES)

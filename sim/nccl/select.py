@@ -113,18 +113,26 @@ def _refuse_if_configured_out(coll, nbytes: int, topo, algos, protos) -> None:
     so does collsim, naming why (other reasons keep the model's own fallback)."""
     from .config import current
     from .tuner import tuner_terms
-    reasons = []
+    reasons: list[str] = []   # what the release or variables rule out
+    machine: list[str] = []   # why the machine rules out the rest
     for a in algos:
         for p in protos:
             why = tuner_terms(coll, nbytes, topo, a, p).detail.get("disabled", "")
-            if why.startswith("NCCL") and why not in reasons:
-                reasons.append(why)
+            if why and why not in reasons + machine:
+                (reasons if why.startswith("NCCL") else machine).append(why)
     if reasons:
         cfg = current()
+        from .constants import NCCL_ALGORITHMS
+        for a in NCCL_ALGORITHMS:   # what NCCL_ALGO asked for that is no candidate here: why not
+            if a not in algos and cfg.algo_enabled(coll, a):
+                why = tuner_terms(coll, nbytes, topo, a, "Simple").detail.get("disabled", "")
+                if why and not why.startswith("NCCL") and f"{a}: {why}" not in machine:
+                    machine.append(f"{a}: {why}")
         env = " ".join(f"{k}={v}" for k, v in cfg.env)
+        # the machine's reasons first: NCCL_ALGO=CollNetDirect without SHARP fails for want of SHARP, not of a ring
         raise CollsimError(f"NCCL {cfg.version}{' with ' + env if env else ''} can run no algorithm for "
-                           f"{get_collective(coll).name} here: {'; '.join(reasons[:3])}: change --nccl-env/--nccl-version "
-                           "or the pinned algorithm")
+                           f"{get_collective(coll).name} here: {'; '.join(machine[:2] + reasons[:3])}: change "
+                           "--nccl-env/--nccl-version or the pinned algorithm")
 
 
 def faster_choice(chosen: Result, coll, nbytes: int, topo, predict) -> Result | None:

@@ -88,7 +88,7 @@ def _disabled_by_config(a: str, p: str, coll: Collective, m: Machine, cfg: NcclC
     if coll.sharded and a not in rel.ag_rs_algorithms:
         since = {"pat": "2.23", "nvls": "2.19", "collnet_direct": "2.21"}.get(a)
         return f"NCCL {cfg.version} has no {a} {coll.name}" + (f" (since NCCL {since})" if since else "")
-    if not cfg.algo_enabled(coll, a):
+    if not cfg.algo_enabled(coll, a, collnet=m.sharp and m.nnodes > 1):
         return f"NCCL_ALGO excludes {a} for {coll.name}"
     if not cfg.proto_enabled(coll, p):
         return f"NCCL_PROTO excludes {p} for {coll.name}"

@@ -77,6 +77,18 @@ class Release:
         return 64 if self.key() >= (2, 25) else 32
 
     @property
+    def per_collective_lists(self) -> bool:
+        """NCCL_ALGO/NCCL_PROTO take ``allreduce:tree;allgather:ring`` from 2.24 (``parseList``'s prefixes); before,
+        such a token names nothing, and NCCL_ALGO then leaves no algorithm."""
+        return self.key() >= (2, 24)
+
+    @property
+    def algo_fallback(self) -> bool:
+        """Up to 2.23, without CollNet an NCCL_ALGO that leaves no ring, tree, NVLS or NVLSTree gets ring and tree
+        back ("If user has hard set NCCL_ALGO=COLLNET, ignore it", ``tuning.cc``); 2.24 dropped the rule."""
+        return self.key() < (2, 24)
+
+    @property
     def has_pat(self) -> bool:
         return "pat" in self.ag_rs_algorithms
 

@@ -15,3 +15,25 @@ def test_a_request_past_maxchannels_runs_as_maxchannels():
     t = [sim.simulate("all_reduce", 1 << 20, H100, nccl_version="2.18", nccl_env=f"NCCL_MIN_NCHANNELS={n}").time_us
          for n in (32, 64)]
     assert t[0] == t[1]
+
+
+def test_up_to_2_23_an_algo_list_leaving_nothing_gets_ring_and_tree_back_without_collnet():
+    # tuning.cc up to v2.23: "If user has hard set NCCL_ALGO=COLLNET, ignore it" (ring and tree back); 2.24 dropped it
+    spec, env = "dgx-a100:nodes=4", "NCCL_ALGO=CollNetDirect"
+    assert sim.simulate("all_reduce", 1 << 30, spec, nccl_version="2.21", nccl_env=env).algorithm in ("ring", "tree")
+    try:
+        sim.simulate("all_reduce", 1 << 30, spec, nccl_version="2.27", nccl_env=env)
+    except sim.CollsimError as e:
+        assert "CollNet needs IB SHARP" in str(e)   # says why the algorithm asked for cannot run, not only the rest
+    else:
+        raise AssertionError("NCCL 2.27 runs nothing here")
+    # with SHARP, CollNet runs and nothing falls back
+    assert sim.simulate("all_reduce", 1 << 30, spec + ",sharp=1", nccl_version="2.21", nccl_env=env).algorithm == "collnet_direct"
+
+
+def test_a_collective_prefix_names_nothing_before_2_24():
+    before, after = (make_config(v, "NCCL_ALGO=allreduce:ring") for v in ("2.18", "2.24"))
+    # 2.18: the token enables nothing, so every collective falls back to ring and tree, NVLS off
+    assert before.algo_enabled("all_reduce", "tree") and not before.algo_enabled("all_reduce", "nvls_tree")
+    # 2.24: all_reduce runs ring only; the other collectives keep everything
+    assert not after.algo_enabled("all_reduce", "tree") and after.algo_enabled("all_gather", "pat")
