@@ -15,21 +15,25 @@ size / time, inversely); the range always holds the prediction itself. A fabric 
 :data:`THIN_SYSTEMS` clusters (with that kind of node) gets a wider range, by the share of them missing:
 its neighbours are then mostly other fabrics' rows, whose spread says little about its own.
 
-``validated`` is False, with a one-line ``note``, when the question lies outside what the public set
-covers: a fabric no case was measured on with that kind of node, a collective whose kind (:data:`FAMILIES`:
-all_reduce; all_gather and reduce_scatter; all_to_all; broadcast and reduce) no case measured there, or
-more than :data:`EXTRAPOLATION_LIMIT` times the largest node count validated on that fabric with that kind
-of node. Such a range is also widened, by half its log-width per doubling beyond the largest validated node
-count (2x where nothing of its kind was measured): the residuals were not measured there, and a range that
-pretended otherwise would be the confident single number this replaces. The kind of node counts because a
+``validated`` is False, with a one-line ``note`` (every reason that applies, ``;``-separated), when the
+question lies outside what the public set covers: a fabric no case was measured on with that kind of node,
+a collective whose kind (:data:`FAMILIES`: all_reduce; all_gather and reduce_scatter; all_to_all; broadcast
+and reduce) no case measured there, or measured there only at other sizes (a size band no case of its kind
+measured: the racks' all_reduces start at 512 MiB, the broadcasts between nodes stop at 32 MiB), or more
+than :data:`EXTRAPOLATION_LIMIT` times the largest node count validated on that fabric with that kind of
+node (where nothing of its kind was measured, the largest of its fabric, else of the set). A range borrowed
+from other regimes is doubled, and one beyond that node count is widened by half its log-width per
+doubling, both together where both apply: the residuals were not measured there, and a range that pretended
+otherwise would be the confident single number this replaces. The kind of node counts because a
 rack-scale NVLink domain (a GB200 NVL72 rack is one "node" of 72 GPUs) is not an 8-GPU server: 20 such
 racks are not validated by 64 servers on the same InfiniBand (out of sample, 20 GB200 racks ran at half the
 busbw the model gives them, outside the unwidened range the servers' residuals gave). The neighbours a
 range is drawn from are still chosen by fabric and node count alone, so a validated rack question's range
 comes mostly from servers' residuals: the set has too few racks to draw it from racks. Last, a question
 is not validated where the public cases measured nearest it (its fabric and kind of node, its collective's
-kind and size band, within 2x its node count) are themselves missed by more than :data:`MISSED_BAR` out of
-sample: the note names them and their error (20 GB200 racks; Polaris-like all_to_alls).
+kind and size band, within 2x its node count or, where none is that near, at the nearest node count
+measured) are themselves missed by more than :data:`MISSED_BAR` out of sample: the note names them and
+their error (20 GB200 racks, and 41 as well; Polaris-like all_to_alls).
 
 Intervals are honest only if measured rows fall inside them about 80% of the time out of sample:
 ``collsim validate --cross-validate --by system`` reports that ``coverage``, each case's interval taken
