@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections import Counter
 from dataclasses import fields
 from functools import lru_cache
 
@@ -39,7 +40,7 @@ from ..errors import CollsimError
 from ..nccl import calibration
 from ..nccl.protocols import IDEAL
 from ..nccl.recipe import default_pipeline
-from ..presets import load_topology, parse_spec
+from ..presets import AS_BUILT, load_topology, parse_spec
 from ..topology import Topology
 
 REPLICA_NODES = 4
@@ -62,12 +63,10 @@ def replica_spec(topo: Topology, nodes: int) -> str | None:
     total = topo.hardware.nodes
     if not total or total < 2:
         return None
-    spec = preset_of(topo)
+    spec = preset_of(topo)   # a spec with nodes= (preset_of checks it)
     if spec is None:
         return None
     name, params = parse_spec(spec)
-    if "nodes" not in params:
-        return None
     params["nodes"] = str(nodes)
     per_leaf = int(topo.hardware.nodes_per_leaf or total)
     if total > per_leaf and nodes > 1:   # keep the spine crossing: two units of nodes/2
@@ -80,22 +79,21 @@ def replica_spec(topo: Topology, nodes: int) -> str | None:
     return name + ":" + ",".join(f"{k}={v}" for k, v in params.items())
 
 
-# hardware facts a replica may differ in: its size and leaves (replica_spec sets them), where the facts came
-# from, and nccl-tests' -g (applied to whatever topology is timed)
-_REPLICA_FREE = ("nodes", "nodes_per_leaf", "oversubscription", "symmetry", "gpus_per_process", "source_xml",
-                 "source_nvidia_smi", "xml_preset", "xml_read", "nccl_topo_dump", "sources", "read", "calibration", "extra")
+# hardware facts that say where a topology came from, or how nccl-tests launched it (-g), not what it is; and the
+# leaves' size, which the links already say (8 nodes of 16 or of 32 per leaf are the same links)
+_PROVENANCE = ("source_xml", "source_nvidia_smi", "xml_preset", "xml_read", "nccl_topo_dump", "sources", "read", "extra",
+               "gpus_per_process", "nodes_per_leaf")
 _PRESET_OF: "weakref.WeakKeyDictionary[Topology, str | None]" = weakref.WeakKeyDictionary()
 
 
 def preset_of(topo: Topology) -> str | None:
     """The preset spec that builds ``topo`` (the spec a topology XML or ``nvidia-smi topo -m`` reader derived,
     else its name), or None where that preset is not what ``topo`` is: a replica built from it would time
-    another machine. A topology file keeps its preset's name after its links are edited (``collsim topo
-    --format json``, then 200G NICs written over the 400G ones), and a reader may scale a preset's NVLinks
-    to the matrix: their links or facts differ from the preset's, so they get no replica (the engine times
-    them as written). Checked once per topology: the links of its hosts (kind, bandwidth, latency) and its
-    hardware facts against the preset's on 2 nodes (the fabric's leaf-spine links grow with the node count
-    and are the replica's own)."""
+    another machine. A topology a preset built is its spec (:data:`sim.presets.AS_BUILT`). Anything else (a
+    topology file, which keeps its preset's name after its links are edited, as when 200G NICs are written
+    over a DGX H100's 400G ones; a matrix whose NVLinks a reader scaled) is compared once with the preset
+    rebuilt from that spec: the same nodes, the same links (ends, kind, bandwidth, latency, in any order)
+    and the same hardware facts, or no replica, and the engine times it as written."""
     if topo in _PRESET_OF:
         return _PRESET_OF[topo]
     spec = topo.hardware.xml_preset or topo.name
@@ -103,9 +101,9 @@ def preset_of(topo: Topology) -> str | None:
     try:
         name, params = parse_spec(spec)
         if "nodes" in params:
-            params["nodes"] = "2"
-            small = load_topology(name + ":" + ",".join(f"{k}={v}" for k, v in params.items()))
-            if _host_links(small) == _host_links(topo) and _facts(small) == _facts(topo):
+            if topo in AS_BUILT:
+                found = spec
+            elif _same_machine(load_topology(spec), topo):
                 found = spec
     except CollsimError:   # a name that is no preset spec (a file's, a textbook topology's)
         pass
@@ -113,15 +111,15 @@ def preset_of(topo: Topology) -> str | None:
     return found
 
 
-def _host_links(topo: Topology) -> frozenset:
-    """The distinct (kind, bandwidth, latency) of the links with an end inside a host."""
-    hosted = {n.name for n in topo.nodes if n.host is not None}
-    return frozenset((link.kind, round(link.bandwidth_GBps, 9), round(link.latency_us, 9)) for link in topo.links
-                     if link.src in hosted or link.dst in hosted)
-
-
-def _facts(topo: Topology) -> dict:
-    return {f.name: getattr(topo.hardware, f.name) for f in fields(topo.hardware) if f.name not in _REPLICA_FREE}
+def _same_machine(built: Topology, topo: Topology) -> bool:
+    if built.nranks != topo.nranks or len(built.links) != len(topo.links) or len(built.nodes) != len(topo.nodes):
+        return False
+    facts = [{f.name: getattr(t.hardware, f.name) for f in fields(t.hardware) if f.name not in _PROVENANCE}
+             for t in (built, topo)]
+    nodes = [Counter((n.name, n.kind, n.host, n.reduce) for n in t.nodes) for t in (built, topo)]
+    links = [Counter((k.src, k.dst, k.kind, round(k.bandwidth_GBps, 9), round(k.latency_us, 9)) for k in t.links)
+             for t in (built, topo)]
+    return facts[0] == facts[1] and nodes[0] == nodes[1] and links[0] == links[1]
 
 
 def replica_oversubscription(total: int, per_leaf: int, oversubscription: float, hosts: int) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import weakref
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -29,6 +30,9 @@ class Preset:
 
 
 _PRESETS: dict[str, Preset] = {}
+# topologies a preset builder made, as built (an NCCL XML's machine too: the preset's own links, renamed): the
+# large-scale model rebuilds a replica from their spec without checking them (sim.prediction.replica.preset_of)
+AS_BUILT: "weakref.WeakSet[Topology]" = weakref.WeakSet()
 
 
 def register(name: str, summary: str):
@@ -128,7 +132,9 @@ def load_topology_xml(path: str, params: dict[str, str]) -> Topology:
     preset_spec, read = node_preset_from_xml(path, params)
     topo = load_topology(preset_spec)
     hardware = replace(topo.hardware, source_xml=os.path.abspath(path), xml_preset=preset_spec, xml_read=tuple(read))
-    return Topology.build(f"{os.path.basename(path)}({topo.name})", topo.nodes, topo.links, hardware)
+    built = Topology.build(f"{os.path.basename(path)}({topo.name})", topo.nodes, topo.links, hardware)
+    AS_BUILT.add(built)
+    return built
 
 
 def load_topology(spec: "str | Topology") -> Topology:
@@ -162,4 +168,5 @@ def load_topology(spec: "str | Topology") -> Topology:
             raise CollsimError(f"preset {name!r} has no parameter {key!r}: its parameters are {', '.join(preset.params)}")
         kwargs[key] = _convert(preset, key, value)
     topo = preset.builder(**kwargs)
+    AS_BUILT.add(topo)
     return topo

@@ -49,3 +49,25 @@ def test_an_nccl_xml_machine_is_predicted_as_the_preset_it_reads_as(nodes):
     want = sim.simulate("all_reduce", 1 << 30, derived)
     assert (got.algorithm, got.model) == (want.algorithm, want.model)
     assert got.time_us == pytest.approx(want.time_us, rel=1e-9)
+
+
+def _rewired(tmp_path, spec: str, how: str) -> str:
+    d = load_topology(spec).to_dict()
+    if how == "rewire":   # host 0's GPU 1 moved onto GPU 0's PCIe switch: the same bandwidths, another wiring
+        for link in d["links"]:
+            if {link["src"], link["dst"]} == {"h0.gpu1", "h0.pcie1"}:
+                link["src" if link["src"] == "h0.pcie1" else "dst"] = "h0.pcie0"
+    elif how == "unplug":   # host 0's NIC 7 unplugged from its leaf
+        d["links"] = [lk for lk in d["links"] if {lk["src"], lk["dst"]} != {"h0.nic7", "leaf7"}]
+    elif how == "reorder":   # the same machine, its links listed backwards: still the preset
+        d["links"] = d["links"][::-1]
+    path = tmp_path / f"{how}.json"
+    path.write_text(json.dumps(d))
+    return str(path)
+
+
+@pytest.mark.parametrize("how, same", [("rewire", False), ("unplug", False), ("reorder", True)])
+def test_a_file_is_its_preset_only_if_it_is_that_machine(tmp_path, how, same):
+    # the same link bandwidths wired otherwise passed a check of the distinct (kind, bandwidth, latency) values
+    topo = load_topology(_rewired(tmp_path, "dgx-h100:nodes=8", how))
+    assert (preset_of(topo) is not None) == same
