@@ -335,8 +335,8 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
     GPU model (nccl-tests' device lines) and GPUs per node pick the platform preset; nodes, NICs per node,
     NVLS and the fabric (EFA, Slingshot/cxi, RoCE, IB) come from NCCL's own lines. A log that names no GPU
     model is mapped by its shape (4 GPUs per node: hgx-a100-4; 8 with NVLS: dgx-h100; 8 without: dgx-a100). A GH200
-    is ``gh200-4``; an H100 with 4 per node where NCCL says NVLS multicast is not available is the 4-GPU HGX board
-    (``hgx-h100-4``), which has no NVSwitch.
+    is ``gh200-4``. An H100 log of 4 ranks per node stays an NVSwitch node's 4 GPUs: a log does not say whether the
+    node is the 4-GPU HGX board (``hgx-h100-4``) or a PCIe card, and the reasons say so.
     """
     if not log.nranks:
         raise CollsimError(f"{log.source}: the log names no rank count (no 'comm ... nRanks' line): pass --topology SPEC")
@@ -346,8 +346,6 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
     gpu = (log.gpu or "").upper()
     if "GH200" in gpu:
         preset = "gh200-4"
-    elif ("H100" in gpu or "H800" in gpu) and per_node == 4 and log.nvls is False:
-        preset = "hgx-h100-4"   # 4 per node and no NVLS multicast: the 4-GPU board's direct mesh, not NVSwitch
     elif "H200" in gpu:
         preset = "dgx-h200"
     elif "H100" in gpu or "H800" in gpu:
@@ -362,6 +360,9 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
         preset = "hgx-a100-4"
     else:
         preset = "dgx-h100" if log.nvls else "dgx-a100"
+    if preset in ("dgx-h100", "dgx-h200") and per_node <= 4:
+        why.append(f"{per_node} Hopper GPUs per node read as part of an 8-GPU NVSwitch node: a 4-GPU HGX board is "
+                   "hgx-h100-4 and PCIe cards are pcie; pass --topology if the node is one of those")
     why.append(f"GPU {log.gpu!r}, {per_node} per node -> {preset}" if log.gpu else
                f"no GPU model printed; {per_node} GPUs per node{', NVLS' if log.nvls else ''} -> {preset}")
     if preset == "pcie" and log.nvlink_GBps:

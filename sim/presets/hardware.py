@@ -386,7 +386,8 @@ def _build_nodes(pf: Platform, nodes, gpus_per_node, nics_per_node, nic_gbps, sh
     params += ["nvls_sharp=1"] if nvls_sharp else []
     params += [f"oversubscription={oversubscription:g}"] if oversubscription != 1 else []
     # the leaves decide which flows cross the spine: a name that dropped them named two clusters alike
-    params += [f"nodes_per_leaf={per_leaf}"] if per_leaf != pf.nodes_per_leaf and nodes > 1 else []
+    # (only where it splits them otherwise than the default: 8 nodes of 16 or of 32 per leaf are one leaf either way)
+    params += [f"nodes_per_leaf={per_leaf}"] if per_leaf != pf.nodes_per_leaf and nodes > min(per_leaf, pf.nodes_per_leaf) else []
     return Topology.build(name + (":" + ",".join(params) if params else ""), node_list, links, hardware)
 
 

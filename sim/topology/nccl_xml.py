@@ -54,6 +54,7 @@ H200_NAMES = ("h200",)
 # mesh is a Grace Hopper node (gh200-4) unless gpu= names a PCIe Hopper (H100, H200, ...: hgx-h100-4, an x86 host)
 MESH_PRESET = {"ampere": "hgx-a100-4", "hopper": "gh200-4"}
 PCIE_HOPPER_MESH = "hgx-h100-4"
+PCIE_HOPPER_NAMES = ("h100", "h200", "h800", "h20")
 SUPERCHIP_NAMES = ("gh200",)
 MESH_GPUS = 4
 # NVLinks between each pair of GPUs on those boards (sim/presets/hardware.py ``mesh_links``, from the datasheets):
@@ -85,6 +86,7 @@ class XmlNode:
     sockets: int = 1              # CPU sockets the GPUs hang off (nvidia-smi: SYS between two GPUs)
     gpus_per_switch: int = 0      # GPUs under one PCIe switch (PIX/PXB between them); 0: not said
     gpu_nic_paths: list[str] = field(default_factory=list)   # each GPU's nearest NIC (nvidia-smi), where the source says
+    cpu_arch: str | None = None   # <cpu arch=...> of an NCCL XML (x86_64, arm64); None where the source does not say
 
 
 def parse_topology_xml(text: str, source: str = "<xml>") -> XmlNode:
@@ -101,7 +103,8 @@ def parse_topology_xml(text: str, source: str = "<xml>") -> XmlNode:
         raise CollsimError(f"{source} is not well-formed XML ({e}): pass the file NCCL_TOPO_DUMP_FILE wrote") from None
     if root.tag != "system":
         raise CollsimError(f"{source}: the root element is <{root.tag}>, not <system>: this is not an NCCL topology file")
-    node = XmlNode(cpus=len(root.findall("cpu")))
+    node = XmlNode(cpus=len(root.findall("cpu")),
+                   cpu_arch=next((str(c.get("arch")).lower() for c in root.findall("cpu") if c.get("arch")), None))
     _walk(root, None, node)
     if not node.gpus:
         raise CollsimError(f"{source} lists no GPU (no <gpu> and no <pci class=\"0x0302..\">): nothing to simulate")
@@ -264,7 +267,7 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bo
     _refuse_partial_nvlink(node, any(g["links"] for g in node.gpus) and not nvswitch, arch, path)
     if mesh and (arch not in MESH_PRESET or len(node.gpus) > MESH_GPUS):
         raise CollsimError(f"{path}: {len(node.gpus)} {arch} GPUs linked directly by NVLink (no NVSwitch) have no preset: the "
-                           f"mesh presets are {', '.join(f'{p} ({a})' for a, p in MESH_PRESET.items())}, {MESH_GPUS} GPUs "
+                           f"mesh presets are hgx-a100-4 (ampere), hgx-h100-4 and gh200-4 (hopper), {MESH_GPUS} GPUs "
                            "at most; describe the node as a .yaml topology")
     rails, fastest = _rails(node, read)
     pairs = _placement(node)
@@ -275,10 +278,12 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bo
     shows_switches = any(g["switch"] for g in node.gpus) or any(n["switch"] for n in node.nics)
     nic_path = node.nic_path or (("PXB" if pairs else "PHB") if node.nics and shows_switches else None)
     far = 0
-    mesh_preset = _mesh_preset(arch, gpu_name) if mesh else None
+    mesh_preset = _mesh_preset(arch, gpu_name, node.cpu_arch) if mesh else None
     pcie_nics = mesh and node.gpu_nic_paths and mesh_preset in MESH_PCIE_NICS
     if pcie_nics:
         nic_path, far = _mesh_nic_paths(node, read)
+    elif mesh and mesh_preset in MESH_PCIE_NICS and nic_path is not None:
+        pass   # an XML's PCIe tree: where its NICs attach (a GPU beside a NIC under one switch: PXB, else PHB) holds
     elif mesh:   # the preset's own path (gh200-4: PHB, as CSCS and Sigma2 run it; hgx-a100-4: PHB)
         nic_path = None
         if node.nics and mesh_preset not in MESH_PCIE_NICS:
@@ -294,6 +299,8 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bo
         preset, keys = str(mesh_preset), _node_keys(node, rails, fastest)
         if pcie_nics:
             keys.update(nic_path=str(nic_path), gpus_without_gdr=str(far))
+        elif mesh_preset in MESH_PCIE_NICS and nic_path is not None:
+            keys["nic_path"] = str(nic_path)
         _mesh_links_line(node, preset, scales_mesh, read)
     elif nvswitch and arch in NVSWITCH_PRESET:
         preset = "dgx-h200" if arch == "hopper" and (gpu_name or "").lower() in H200_NAMES else NVSWITCH_PRESET[arch]
@@ -359,11 +366,12 @@ def _refuse_partial_nvlink(node: XmlNode, direct: bool, arch: str, path: str) ->
                        "them), or as a .yaml topology with the NVLink pairs as links")
 
 
-def _mesh_preset(arch: str, gpu_name: str | None) -> str:
+def _mesh_preset(arch: str, gpu_name: str | None, cpu_arch: str | None = None) -> str:
     """The mesh preset of ``arch``'s board: a Hopper mesh is Grace Hopper's (``gh200-4``) unless ``gpu=`` names a
-    PCIe Hopper (``hgx-h100-4``: H100 SXM on an x86 host, whose NICs the matrix's PCIe paths describe)."""
+    PCIe Hopper model (h100, h200, h800, h20) or an NCCL XML's ``<cpu arch>`` is x86 (``hgx-h100-4``: H100 SXM
+    on an x86 host, whose NICs its PCIe paths describe)."""
     name = (gpu_name or "").lower()
-    if arch == "hopper" and name and name not in SUPERCHIP_NAMES and GPU_NAMES.get(name) == "hopper":
+    if arch == "hopper" and name not in SUPERCHIP_NAMES and (name in PCIE_HOPPER_NAMES or (cpu_arch or "").startswith("x86")):
         return PCIE_HOPPER_MESH
     return MESH_PRESET[arch]
 

@@ -148,3 +148,12 @@ def test_an_h100_mesh_on_an_x86_host_reads_its_nic_paths(tmp_path):
     assert "(hgx-h100-4:nodes=2,nics_per_node=2," in topo.name   # the NICs' speed is the preset's: the matrix has none
     hw = topo.hardware
     assert (hw.nic_path, hw.gpus_without_gdr, hw.cpu != "arm", hw.nvlink_pair_GBps) == ("PHB", 2, True, 150.0)
+
+
+def test_an_nccl_xml_hopper_mesh_is_read_by_its_cpu_and_keeps_its_nic_placement():
+    # synthetic dumps (tests/data/nccl_topo/README.md): an x86 host is the HGX H100 board, an Arm host Grace Hopper;
+    # where the NICs attach in the PCIe tree (beside the GPUs, or under the CPU) is the board's, not the preset's
+    base = "tests/data/nccl_topo/hopper-mesh-{}.xml:nodes=2"
+    pxb, phb, arm = (load_topology(base.format(k)) for k in ("x86-pxb", "x86-phb", "arm"))
+    assert "(hgx-h100-4:" in pxb.name and "(hgx-h100-4:" in phb.name and "(gh200-4:" in arm.name
+    assert (pxb.hardware.nic_path, phb.hardware.nic_path) == ("PXB", "PHB")
