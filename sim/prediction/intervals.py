@@ -75,7 +75,11 @@ THIN_SYSTEMS = 3
 # within 2x its node count) the model misses by more than this out of sample (median) is not validated: the
 # issue's per-case bar. At least MISSED_MIN_ROWS rows decide it
 MISSED_BAR = 0.25
-MISSED_MIN_ROWS = 3
+# two rows: p5's mid sizes are one row a case (32 MiB), and 32 nodes read validated beside 16 and 32 missed 92-104%
+MISSED_MIN_ROWS = 2
+# the most a range's log-width is widened, every reason together: a borrowed range at 16,384 nodes reached
+# 0.001x the prediction, which says nothing a 4x wider range does not
+MAX_WIDEN = 4.0
 # a node of more GPUs than this on NVLink is a rack-scale NVLink domain (GB200/GB300 NVL72), its own regime
 RACK_DOMAIN_GPUS = 8
 # a node of at most this many GPUs is its own kind: quad boards and GH200 nodes, the Slingshot systems' nodes
@@ -207,7 +211,7 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
                      f"{' and '.join(bands)}): the range is borrowed from other collectives and widened")
     # however the range was drawn, one far beyond the node counts measured is extrapolated: widened per doubling
     # (a range borrowed from other kinds of node or collectives is not narrower for being far from them too)
-    reference = measured_nodes or [r[2] for r in others] or [r[2] for r in table]
+    reference = measured_nodes or [r[2] for r in others] or [r[2] for r in table if r[0] != exclude_system]
     if reference and nodes > EXTRAPOLATION_LIMIT * max(reference):
         widen *= 1.0 + 0.5 * math.log2(nodes / max(reference))
         counted = where_words if measured_nodes else (fabric if others else "any fabric")
@@ -226,6 +230,7 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
     cut = np.sort(dist)[min(NEIGHBOURS, len(dist)) - 1]
     res = np.array([r[4] for r, d in zip(pool, dist) if d <= cut + 1e-12])
     lo, hi = (float(np.percentile(res, q)) for q in (LOW_Q, HIGH_Q))
+    widen = min(widen, MAX_WIDEN)
     lo, hi = min(lo, 0.0) * widen, max(hi, 0.0) * widen
     t = (time_us * math.exp(lo), time_us * math.exp(hi))
     bw = (busbw_GBps / math.exp(hi), busbw_GBps / math.exp(lo))
