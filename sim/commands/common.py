@@ -108,8 +108,8 @@ def json_text(obj, **kw) -> str:
 def csv_text(rows: list[dict], always: tuple[str, ...] = ()) -> str:
     """``rows`` as CSV: the columns are every key any row has, in the order first seen (an optional key such as
     ``faster_choice`` appears on some rows only; taking the first row's keys crashed on a later one), blank
-    where a row lacks one (``always``: columns there even where no row has them, so the header does not change
-    with the data); a nested value (a mapping, a list) is written as JSON, not as Python's repr.
+    where a row lacks one (``always``: columns last, there even where no row has them, so they do not move with
+    the data); a nested value (a mapping, a list) is written as JSON, not as Python's repr.
 
     >>> print(csv_text([{"a": 1}, {"a": 2, "b": {"x": [1, 2]}}]))
     a,b
@@ -118,8 +118,8 @@ def csv_text(rows: list[dict], always: tuple[str, ...] = ()) -> str:
     """
     columns: dict = {}
     for r in rows:
-        columns.update(dict.fromkeys(r))
-    columns.update(dict.fromkeys(always))   # columns a script reads whether or not this sweep filled them
+        columns.update(dict.fromkeys(k for k in r if k not in always))
+    columns.update(dict.fromkeys(always))   # last, filled or not: a script finds them in one place
     buf = io.StringIO()
     if rows:
         w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")

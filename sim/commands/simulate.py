@@ -103,9 +103,14 @@ def nccl_config_from_args(args):
         raise CollsimError(f"--nccl-version is empty: give a release such as 2.27, or leave the flag out for the "
                            f"newest collsim documents ({LATEST.version})")
     cfg = make_config(version, pairs or None)
-    if cfg.ignored:
-        print(f"collsim: ignoring {', '.join(cfg.ignored)}: the model does not honour "
-              f"{'it' if len(cfg.ignored) == 1 else 'them'} (see --help for those it does)", file=sys.stderr)
+    absent = [v for v in cfg.ignored if v == "NCCL_PAT_ENABLE" and not cfg.release.has_pat]
+    unhonoured = [v for v in cfg.ignored if v not in absent]
+    if absent:
+        print(f"collsim: ignoring {', '.join(absent)}: NCCL {cfg.version} has no PAT (from 2.23), so it reads no such "
+              "variable", file=sys.stderr)
+    if unhonoured:
+        print(f"collsim: ignoring {', '.join(unhonoured)}: the model does not honour "
+              f"{'it' if len(unhonoured) == 1 else 'them'} (see --help for those it does)", file=sys.stderr)
         for var in cfg.ignored:
             if var in IN_TOPOLOGY:
                 print(f"collsim: {var} describes the machine: {IN_TOPOLOGY[var]}", file=sys.stderr)

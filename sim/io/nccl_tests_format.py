@@ -276,10 +276,24 @@ def all_reduce_by_columns_note(source: str) -> str:
             "(--collective to say otherwise)")
 
 
+def _library_version(text: str) -> str | None:
+    """The NCCL release of nccl-tests' banner ``# nccl-tests version 2.17.6 nccl-headers=21903 nccl-library=21903``
+    (nccl-tests 2.14+): NCCL_VERSION_CODE, major x 10000 + minor x 100 + patch since NCCL 2.9 (21903 is 2.19.3).
+
+    >>> _library_version("# nccl-tests version 2.17.6 nccl-headers=21903 nccl-library=21903"), _library_version("")
+    ('2.19.3', None)
+    """
+    m = re.search(r"nccl-library=(\d{5,6})\b", text)
+    if not m:
+        return None
+    code = int(m.group(1))
+    return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+
+
 def parse_nccl_tests_meta(text: str) -> dict:
     """What the output says about the run: ``collective`` (from ``all_reduce_perf`` in the command line
-    or banner, else None), ``nranks`` (the ``#  Rank  N ...`` device lines, else None), ``nccl_version``
-    and ``avg_busbw_GBps`` (the footer), when printed; ``gpus_per_process``: the GPUs one thread launches
+    or banner, else None), ``nranks`` (the ``#  Rank  N ...`` device lines, else None), ``nccl_version`` (the
+    ``NCCL version`` line, else the banner's ``nccl-library=`` code) and ``avg_busbw_GBps`` (the footer), when printed; ``gpus_per_process``: the GPUs one thread launches
     (``-g N``, the header's ``# nThread 1 nGpus N``), 1 when the header does not say.
 
     >>> parse_nccl_tests_meta("# Collective test starting: all_gather_perf\\n#  Rank  0 Group 0 Pid 1 on h device 0\\n")
@@ -310,8 +324,9 @@ def parse_nccl_tests_meta(text: str) -> dict:
                            "'#  Rank  0' device list): several nccl-tests outputs concatenated? Keep one run per file "
                            "(their rows would be scored as one sweep)")
     ver = re.search(r"NCCL version (\d+\.\d+\.\d+)", text)
+    version = ver.group(1) if ver else _library_version(text)
     avg = re.search(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)", text)
     gpus = re.search(r"nThread\s+\d+\s+nGpus\s+(\d{1,4})\b", text)
     return {"collective": coll, "nranks": max(int(r) for r in ranks) + 1 if ranks else None,
-            "nccl_version": ver.group(1) if ver else None, "avg_busbw_GBps": _finite(avg.group(1)) if avg else None,
+            "nccl_version": version, "avg_busbw_GBps": _finite(avg.group(1)) if avg else None,
             "gpus_per_process": max(1, int(gpus.group(1))) if gpus else 1}

@@ -36,9 +36,10 @@ are what a measurement has to tell us, so they are *fitted* on the public cases
   trees at mid sizes that NCCL's model and the engine's link bandwidths do not have (cause open). Prior 0
   (NCCL's own model).
 * ``gdr_host_bridge_efficiency``: the share of the fabric's efficiency left when a GPU's GPUDirect RDMA
-  crosses the CPU's PCIe root complex (a PCIe GPU, its NIC on a CPU root port: ``nic_path`` PHB or
-  farther; :func:`sim.topology.hardware.gdr_through_host_bridge`). NCCL's own model charges that path
-  nothing, so the prior is 1.0.
+  crosses the CPU's PCIe root complex on a host of PCIe Gen4 or older, or beyond the GPU's own root complex
+  (a PCIe GPU, its NIC on a CPU root port: ``nic_path`` PHB or farther; Gen5 hosts at PHB are not charged:
+  :func:`sim.topology.hardware.gdr_host_bridge_loss`). NCCL's own model charges that path nothing, so the prior
+  is 1.0.
 * ``no_gdr_p2p_share``: the share of the fabric's all_to_all rate (``p2p_share``) a node keeps when some of
   its GPUs reach no NIC within the host bridge (``gpus_without_gdr``: NODE or SYS, so no GPUDirect RDMA
   even at NCCL_NET_GDR_LEVEL=PHB and no PXN relay; NCCL stages their sends and receives through host

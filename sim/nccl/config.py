@@ -152,14 +152,16 @@ class NcclConfig:
                 return size
         return BUFFER_BYTES[proto]
 
-    def algo_enabled(self, collective, algorithm: str, collnet: bool = False) -> bool:
+    def algo_enabled(self, collective, algorithm: str, collnet: bool = False, machine_off: frozenset = frozenset()) -> bool:
         """Whether NCCL_ALGO lets ``algorithm`` run ``collective``; ``collnet``: the machine runs CollNet (SHARP),
         without which NCCL up to 2.23 gives ring and tree back to a list that leaves none of ring, tree, NVLS and
-        NVLSTree (:attr:`sim.nccl.versions.Release.algo_fallback`)."""
+        NVLSTree (:attr:`sim.nccl.versions.Release.algo_fallback`), counting as left out what it had already
+        turned off for the machine (``machine_off``: NVLS across nodes without CollNet, NVLSTree on one node)."""
         if _enabled(self.algos, collective, algorithm):
             return True
         return (algorithm in ("ring", "tree") and self.release.algo_fallback and not (collnet and self.collnet)
-                and not any(_enabled(self.algos, collective, a) for a in ("ring", "tree", "nvls", "nvls_tree")))
+                and not any(_enabled(self.algos, collective, a) and a not in machine_off
+                            for a in ("ring", "tree", "nvls", "nvls_tree")))
 
     def proto_enabled(self, collective, protocol: str) -> bool:
         return _enabled(self.protos, collective, protocol)
@@ -238,6 +240,15 @@ def _parse_list(value: str, var: str, names: dict) -> tuple:
     return tuple(sorted(table.items()))
 
 
+def _parse_flat(value: str, names: dict) -> tuple:
+    """NCCL's parseList before 2.24, for every collective alike: comma-separated names, ``^`` first to enable all
+    but them; a token that is no name (``allreduce:tree``, ``NVLS;allreduce:tree``) matches nothing."""
+    exclude = value.strip().startswith("^")
+    chosen = {names[t.strip().lower()] for t in value.strip().lstrip("^").split(",") if t.strip().lower() in names}
+    enabled = frozenset(names.values()) - chosen if exclude else frozenset(chosen)
+    return tuple((f, enabled) for f in sorted(set(NCCL_FUNC_NAMES.values())))
+
+
 def _whole(value: str, var: str, example: int, unit: str = "") -> int:
     """``value`` as an int, or a one-line error naming ``var`` and an example."""
     try:
@@ -247,9 +258,10 @@ def _whole(value: str, var: str, example: int, unit: str = "") -> int:
 
 
 def _count(value: str, var: str) -> int:
+    """A channel count of 1 or more; above the release's MAXCHANNELS NCCL clamps it (so does make_config)."""
     n = _whole(value, var, 16)
-    if not 1 <= n <= MAX_CHANNELS:
-        raise CollsimError(f"{var}={n} is out of range: NCCL has 1..{MAX_CHANNELS} channels")
+    if n < 1:
+        raise CollsimError(f"{var}={n} is out of range: NCCL runs at least 1 channel (and at most {MAX_CHANNELS}, 32 before 2.25)")
     return n
 
 
@@ -322,15 +334,15 @@ def make_config(version=None, env=None) -> NcclConfig:
             raise CollsimError(f"{var}: value of {len(value)} characters is too long (at most {MAX_ENV_TEXT})")
         if (var not in HONOURED or (var == "NCCL_TUNER_PLUGIN" and "ofi" not in value.lower())
                 or (var == "NCCL_PAT_ENABLE" and not rel.has_pat)):   # a release without PAT reads no such variable
-            ignored.append(var)   # a tuner plugin collsim does not model: NCCL's own choice is predicted
+            ignored.append(var)   # unknown, a tuner plugin collsim does not model, or a variable this release lacks
             continue
         if not value.strip():   # "NCCL_ALGO=" silently meant the default; say which variable is empty
             raise CollsimError(f"{var} is set to nothing: give it a value (e.g. {EXAMPLES.get(var, var + '=...')}) or "
                                "leave it out")
         honoured.append((var, value))
-        if var in ("NCCL_ALGO", "NCCL_PROTO") and ":" in value and not rel.per_collective_lists:
-            # NCCL before 2.24 reads no collective prefix: the token names nothing, so nothing is enabled
-            kw["algos" if var == "NCCL_ALGO" else "protos"] = tuple((f, frozenset()) for f in sorted(set(NCCL_FUNC_NAMES.values())))
+        if var in ("NCCL_ALGO", "NCCL_PROTO") and (":" in value or ";" in value) and not rel.per_collective_lists:
+            # NCCL before 2.24 reads no collective prefix: its parseList splits on commas only
+            kw["algos" if var == "NCCL_ALGO" else "protos"] = _parse_flat(value, ALGO_NAMES if var == "NCCL_ALGO" else PROTO_NAMES)
         elif var == "NCCL_ALGO":
             kw["algos"] = _parse_list(value, var, ALGO_NAMES)
         elif var == "NCCL_PROTO":

@@ -737,13 +737,9 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
 
 
 def _single_call_data_us(plan: NcclPlan, args: tuple, data_us: float) -> float:
-    """One rooted call's data time alone, on the channels NCCL runs (:func:`used_channel_pieces`).
-
-    ``data_us`` is the engine's time with every channel at ``small_share`` of its rate: right for the
-    busiest link's load (the period), but a chain's fill is n - 1 hops of one piece, each then
-    ``1 / small_share`` times too slow, so one call grew shorter as the size doubled and NCCL added
-    channels (16 nodes, ring/LL: 3,701 us at 512 KiB, 1,156 at 4 MiB). Here the engine runs the same
-    bytes as ``1 / small_share`` times the pieces at the full rate, as the flow model does."""
+    """One rooted call's data time alone, on the channels NCCL runs: the engine run again with the same bytes as
+    :func:`used_channel_pieces` cuts them, at the full rate (``data_us``, every channel at ``small_share`` of its
+    rate, is right for the period, not for a chain's fill)."""
     if plan.small_share >= 1:
         return data_us
     algorithm, coll, topo, nch, pieces, _, root, spread, nbytes, protocol, engine, duplex = args

@@ -122,12 +122,18 @@ def _refuse_if_configured_out(coll, nbytes: int, topo, algos, protos) -> None:
                 (reasons if why.startswith("NCCL") else machine).append(why)
     if reasons:
         cfg = current()
+        from ..collectives import NCCL_FUNC_NAMES
         from .constants import NCCL_ALGORITHMS
-        for a in NCCL_ALGORITHMS:   # what NCCL_ALGO asked for that is no candidate here: why not
-            if a not in algos and cfg.algo_enabled(coll, a):
-                why = tuner_terms(coll, nbytes, topo, a, "Simple").detail.get("disabled", "")
-                if why and not why.startswith("NCCL") and f"{a}: {why}" not in machine:
-                    machine.append(f"{a}: {why}")
+        named = {a for f, names in cfg.algos if f == NCCL_FUNC_NAMES[get_collective(coll).name] for a in names}
+        from dataclasses import replace
+
+        from .config import use
+        with use(replace(cfg, algos=(), protos=())):   # why the machine, not the lists, rules each named one out
+            for a in NCCL_ALGORITHMS:
+                if a in named:
+                    why = tuner_terms(coll, nbytes, topo, a, "Simple").detail.get("disabled", "")
+                    if why and f"{a}: {why}" not in machine:
+                        machine.append(f"{a}: {why}")
         env = " ".join(f"{k}={v}" for k, v in cfg.env)
         # the machine's reasons first: NCCL_ALGO=CollNetDirect without SHARP fails for want of SHARP, not of a ring
         raise CollsimError(f"NCCL {cfg.version}{' with ' + env if env else ''} can run no algorithm for "

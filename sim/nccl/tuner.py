@@ -88,7 +88,7 @@ def _disabled_by_config(a: str, p: str, coll: Collective, m: Machine, cfg: NcclC
     if coll.sharded and a not in rel.ag_rs_algorithms:
         since = {"pat": "2.23", "nvls": "2.19", "collnet_direct": "2.21"}.get(a)
         return f"NCCL {cfg.version} has no {a} {coll.name}" + (f" (since NCCL {since})" if since else "")
-    if not cfg.algo_enabled(coll, a, collnet=m.sharp and m.nnodes > 1):
+    if not cfg.algo_enabled(coll, a, collnet=m.sharp and m.nnodes > 1, machine_off=_nvls_off(m)):
         return f"NCCL_ALGO excludes {a} for {coll.name}"
     if not cfg.proto_enabled(coll, p):
         return f"NCCL_PROTO excludes {p} for {coll.name}"
@@ -103,6 +103,19 @@ def _disabled_by_config(a: str, p: str, coll: Collective, m: Machine, cfg: NcclC
     if p == "LL128" and m.arch == "blackwell" and not rel.ll128_blackwell and not cfg.proto_forced(coll, p):
         return f"NCCL {cfg.version} enables LL128 on Volta/Ampere/Hopper only (Blackwell from 2.25)"
     return None
+
+
+def _nvls_off(m: Machine) -> frozenset:
+    """The NVLS algorithms the machine rules out before NCCL_ALGO's fallback looks (``tuning.cc`` up to 2.23):
+    both without an NVLink SHARP switch, NVLS across nodes without CollNet, NVLSTree on one node."""
+    if not m.nvls or m.cc_index < 2:
+        return frozenset(("nvls", "nvls_tree"))
+    off = set()
+    if m.nnodes > 1 and not (m.sharp and m.nvls_sharp):
+        off.add("nvls")
+    if m.nnodes == 1:
+        off.add("nvls_tree")
+    return frozenset(off)
 
 
 SIMPLE_ONLY = ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat")

@@ -193,13 +193,17 @@ def gdr_host_bridge_loss(hw: "Hardware") -> bool:
     Kestrel, with the same NCCL 2.21.5 and aws-ofi-nccl 1.6.0 as Perlmutter), as much as GH200 nodes reach
     without the bridge (CSCS Alps, 0.92). A PCIe switch (PXB) costs an A100 nothing either (DGX A100,
     0.93). So the loss is the Gen4 root complex's peer-to-peer path, not the path as such; a host whose
-    generation is unknown is taken as lossy, as before.
+    generation is unknown is taken as lossy, as before, and so is a NIC beyond the GPU's own root complex
+    (NODE, SYS), which no Gen5 run measured.
 
     >>> a100 = Hardware(gpu="A100-SXM4", nic_path="PHB", pcie_gen=4)
     >>> gdr_host_bridge_loss(a100), gdr_host_bridge_loss(Hardware(gpu="H100-SXM", nic_path="PHB", pcie_gen=5))
     (True, False)
     """
-    return gdr_through_host_bridge(hw) and (hw.pcie_gen or LOSSY_HOST_BRIDGE_GEN) <= LOSSY_HOST_BRIDGE_GEN
+    if not gdr_through_host_bridge(hw):
+        return False
+    # the Gen5 evidence is a NIC on the GPU's own root complex (PHB); across sockets (NODE, SYS) it still pays
+    return hw.nic_path != "PHB" or (hw.pcie_gen or LOSSY_HOST_BRIDGE_GEN) <= LOSSY_HOST_BRIDGE_GEN
 
 
 __all__ = ["Hardware", "LOSSY_HOST_BRIDGE_GEN", "NIC_PATHS", "SUPERCHIPS", "gdr_host_bridge_loss", "gdr_through_host_bridge",

@@ -44,3 +44,10 @@ def test_the_loss_follows_the_hosts_pcie_generation_not_the_path_alone():
     gh200 = load_topology("gh200-4:nodes=2").hardware
     assert [gdr_through_host_bridge(h) for h in (a100, h100, gh200)] == [True, True, False]
     assert [gdr_host_bridge_loss(h) for h in (a100, h100, gh200)] == [True, False, False]
+
+
+def test_a_nic_beyond_the_gpus_root_complex_still_pays_on_gen5():
+    # the Gen5 evidence is PHB (Kestrel); NODE and SYS cross sockets, which no Gen5 run measured
+    for path, pays in (("PHB", False), ("NODE", True), ("SYS", True)):
+        hw = load_topology(f"hgx-h100-4:nodes=2,nics_per_node=2,nic_gbps=200,fabric=slingshot,nic_path={path}").hardware
+        assert gdr_host_bridge_loss(hw) is pays, path

@@ -73,14 +73,20 @@ def test_a_stochastic_spread_inside_the_range_leaves_it_and_its_flag(capsys):
     assert "stochastic" not in row.get("note", "")
 
 
-def test_a_stochastic_spread_past_the_range_is_not_validated():
-    from types import SimpleNamespace
+def test_a_stochastic_spread_past_the_range_is_not_validated(capsys, monkeypatch):
+    # a spread wider than the out-of-sample range (here 10x either way, by a sampler that says so) widens the range
+    # and the row is not validated; the columns stay the deterministic prediction
+    from sim.prediction import stochastic
 
-    from sim.commands.simulate import STOCHASTIC_NOTE, _not_validated
-    from sim.presets import load_topology
-    args, topo = SimpleNamespace(model="auto", stochastic=20), load_topology("dgx-h100:nodes=2")
-    assert _not_validated(args, True, "Simple", None, topo, widened=True) == STOCHASTIC_NOTE
-    assert _not_validated(args, True, "Simple", None, topo, widened=False) is None
+    def wide(r, topo, n, seed):
+        t, b = r.time_us, r.busbw_GBps
+        return {"time_us_median": t, "time_us_p10": t / 10, "time_us_p90": t * 10,
+                "busbw_GBps_median": b, "busbw_GBps_p10": b / 10, "busbw_GBps_p90": b * 10}
+    monkeypatch.setattr(stochastic, "sample", wide)
+    assert main(["simulate", "-t", "dgx-h100:nodes=2", "-b", "1M", "-e", "1M", "--format", "json", "--stochastic", "5"]) == 0
+    row = json.loads(capsys.readouterr().out)["results"][0]
+    assert row["validated"] is False and "stochastic" in row["note"]
+    assert row["time_us_range"] == [row["time_us"] / 10, row["time_us"] * 10]
 
 
 def test_the_engine_on_a_measured_regime_stays_validated(capsys):
