@@ -59,7 +59,10 @@ def test_beyond_four_times_the_validated_nodes_is_not_validated():
     assert interval(1.0, 1.0, 1 << 30, where=("ib", 64), rows=rows).validated
     far = interval(1.0, 1.0, 1 << 30, where=("ib", 2048), rows=rows)
     assert not far.validated and "2048 nodes" in far.note
-    assert far.time_us_range[1] == pytest.approx(math.exp(0.2 * (1 + 0.5 * math.log2(2048 / 16))))
+    # half the log-width per doubling past 16 nodes (7 doublings: 4.5x), capped at MAX_WIDEN (4x)
+    assert far.time_us_range[1] == pytest.approx(math.exp(0.2 * min(1 + 0.5 * math.log2(2048 / 16), 4.0)))
+    near = interval(1.0, 1.0, 1 << 30, where=("ib", 256), rows=rows)   # 4 doublings: 3x, under the cap
+    assert near.time_us_range[1] == pytest.approx(math.exp(0.2 * (1 + 0.5 * math.log2(256 / 16))))
 
 
 def test_shipped_table_gives_every_simulate_row_a_range(cli):
