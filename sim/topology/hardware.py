@@ -190,9 +190,10 @@ def gdr_host_bridge_loss(hw: "Hardware") -> bool:
 
     The same 200 Gb/s Slingshot NICs at PHB give 0.73-0.79 of their rate to A100 nodes on PCIe Gen4 hosts
     (AMD Milan: ALCF Polaris, NERSC Perlmutter) and 0.91 to H100 nodes on PCIe Gen5 hosts (AMD Genoa: NREL
-    Kestrel, with the same NCCL 2.21.5 and aws-ofi-nccl 1.6.0 as Perlmutter), as much as GH200 nodes reach
-    without the bridge (CSCS Alps, 0.92). A PCIe switch (PXB) costs an A100 nothing either (DGX A100,
-    0.93). So the loss is the Gen4 root complex's peer-to-peer path, not the path as such; a host whose
+    Kestrel, with the same NCCL 2.21.5 and aws-ofi-nccl 1.6.0 as Perlmutter), about what GH200 nodes reach
+    without the bridge (CSCS Alps, Sigma2 Olivia: 0.89-0.96); each is the system's efficiency fitted alone. A
+    PCIe switch (PXB) costs an A100 nothing either (InfiniBand's efficiency, fitted mostly on A100 and H100
+    servers at PXB, is 0.99-1.0). So the loss is the Gen4 root complex's peer-to-peer path, not the path as such; a host whose
     generation is unknown is taken as lossy, as before, and so is a NIC beyond the GPU's own root complex
     (NODE, SYS), which no Gen5 run measured.
 
