@@ -89,7 +89,7 @@ def nccl_config_from_args(args):
     """The NcclConfig of --nccl-version/--nccl-env/--nccl-env-from-shell; names ignored variables on stderr."""
     import sys
 
-    from ..nccl.config import IN_TOPOLOGY, env_from_shell, make_config, split_env
+    from ..nccl.config import IN_TOPOLOGY, absent_from_release, env_from_shell, make_config, split_env
     pairs = dict(env_from_shell()) if getattr(args, "nccl_env_from_shell", False) else {}
     if getattr(args, "nccl_env", None):
         given = split_env(args.nccl_env)
@@ -103,11 +103,13 @@ def nccl_config_from_args(args):
         raise CollsimError(f"--nccl-version is empty: give a release such as 2.27, or leave the flag out for the "
                            f"newest collsim documents ({LATEST.version})")
     cfg = make_config(version, pairs or None)
-    absent = [v for v in cfg.ignored if v == "NCCL_PAT_ENABLE" and not cfg.release.has_pat]
-    unhonoured = [v for v in cfg.ignored if v not in absent]
-    if absent:
-        print(f"collsim: ignoring {', '.join(absent)}: NCCL {cfg.version} has no PAT (from 2.23), so it reads no such "
-              "variable", file=sys.stderr)
+    unhonoured = []
+    for var in cfg.ignored:
+        why = absent_from_release(var, cfg.release)
+        if why:
+            print(f"collsim: ignoring {var}: NCCL {cfg.version} {why}", file=sys.stderr)
+        else:
+            unhonoured.append(var)
     if unhonoured:
         print(f"collsim: ignoring {', '.join(unhonoured)}: the model does not honour "
               f"{'it' if len(unhonoured) == 1 else 'them'} (see --help for those it does)", file=sys.stderr)

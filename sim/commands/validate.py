@@ -167,7 +167,7 @@ def _say_clamped_release(version: str, path: str) -> None:
         key = versions.parse_version(version)
     except CollsimError:
         return
-    nearest = versions.LATEST if key > versions.LATEST.key() else versions.OLDEST if key < versions.OLDEST.key() else None
+    nearest = versions.nearest_documented(key)
     if nearest is not None:
         print(f"collsim: {os.path.basename(path)!r} ran NCCL {version}, {'newer' if nearest is versions.LATEST else 'older'} "
               f"than the releases collsim documents: scored with NCCL {nearest.version}'s rules", file=sys.stderr)

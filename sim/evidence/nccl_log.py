@@ -372,7 +372,7 @@ def topology_spec(log: NcclLog) -> tuple[str, list[str]]:
     if preset == "pcie":
         return f"pcie:gpus={per_node},gen=4,arch=ampere", why
     params = [f"nodes={nodes}"]
-    if per_node != (4 if preset in ("hgx-a100-4", "hgx-h100-4", "gh200-4") else 8):
+    if per_node != (4 if preset in ("hgx-a100-4", "gh200-4") else 8):
         params.append(f"gpus_per_node={per_node}")
     fabric = {"efa": "efa", "cxi": "slingshot", "roce": "roce"}.get(log.provider or "")
     if fabric is None and log.network == "IB":

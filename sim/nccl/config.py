@@ -240,6 +240,13 @@ def _parse_list(value: str, var: str, names: dict) -> tuple:
     return tuple(sorted(table.items()))
 
 
+def absent_from_release(var: str, rel: versions.Release) -> str | None:
+    """Why release ``rel`` reads no ``var`` at all (None where it does): a variable of a later release."""
+    if var == "NCCL_PAT_ENABLE" and not rel.has_pat:
+        return "has no PAT (from 2.23), so it reads no such variable"
+    return None
+
+
 def _parse_flat(value: str, names: dict) -> tuple:
     """NCCL's parseList before 2.24, for every collective alike: comma-separated names, ``^`` first to enable all
     but them; a token that is no name (``allreduce:tree``, ``NVLS;allreduce:tree``) matches nothing."""
@@ -333,20 +340,18 @@ def make_config(version=None, env=None) -> NcclConfig:
         if len(value) > MAX_ENV_TEXT:
             raise CollsimError(f"{var}: value of {len(value)} characters is too long (at most {MAX_ENV_TEXT})")
         if (var not in HONOURED or (var == "NCCL_TUNER_PLUGIN" and "ofi" not in value.lower())
-                or (var == "NCCL_PAT_ENABLE" and not rel.has_pat)):   # a release without PAT reads no such variable
+                or absent_from_release(var, rel)):
             ignored.append(var)   # unknown, a tuner plugin collsim does not model, or a variable this release lacks
             continue
         if not value.strip():   # "NCCL_ALGO=" silently meant the default; say which variable is empty
             raise CollsimError(f"{var} is set to nothing: give it a value (e.g. {EXAMPLES.get(var, var + '=...')}) or "
                                "leave it out")
         honoured.append((var, value))
-        if var in ("NCCL_ALGO", "NCCL_PROTO") and (":" in value or ";" in value) and not rel.per_collective_lists:
+        if var in ("NCCL_ALGO", "NCCL_PROTO"):
+            key, names = ("algos", ALGO_NAMES) if var == "NCCL_ALGO" else ("protos", PROTO_NAMES)
             # NCCL before 2.24 reads no collective prefix: its parseList splits on commas only
-            kw["algos" if var == "NCCL_ALGO" else "protos"] = _parse_flat(value, ALGO_NAMES if var == "NCCL_ALGO" else PROTO_NAMES)
-        elif var == "NCCL_ALGO":
-            kw["algos"] = _parse_list(value, var, ALGO_NAMES)
-        elif var == "NCCL_PROTO":
-            kw["protos"] = _parse_list(value, var, PROTO_NAMES)
+            flat = not rel.per_collective_lists and (":" in value or ";" in value)
+            kw[key] = _parse_flat(value, names) if flat else _parse_list(value, var, names)
         elif var in ("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"):
             kw["min_channels"] = max(kw.get("min_channels") or 0, _count(value, var))
         elif var in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"):
@@ -387,9 +392,8 @@ def case_config(case: dict) -> NcclConfig:
         return current()   # the configuration in force: the newest release unless a block says otherwise
     try:
         if version not in (None, ""):
-            key = versions.parse_version(version)
-            version = (versions.OLDEST.version if key < versions.OLDEST.key() else
-                       versions.LATEST.version if key > versions.LATEST.key() else version)
+            nearest = versions.nearest_documented(versions.parse_version(version))
+            version = nearest.version if nearest else version
         return make_config(version, case.get("nccl_env") or None)
     except CollsimError as e:
         raise CollsimError(f"case {str(case.get('id'))[:40]}: {e}") from None

@@ -20,8 +20,10 @@ chosen model's times.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..algorithms import candidates
-from ..collectives import get_collective
+from ..collectives import NCCL_FUNC_NAMES, get_collective
 from ..engine.result import Result
 from ..errors import CollsimError
 from .constants import NCCL_ALGORITHMS
@@ -111,7 +113,7 @@ def choose(coll, nbytes: int, topo, predict, *, algorithm="auto", protocol="auto
 def _refuse_if_configured_out(coll, nbytes: int, topo, algos, protos) -> None:
     """NCCL fails a collective whose every (algorithm, protocol) its release or NCCL_* variables rule out;
     so does collsim, naming why (other reasons keep the model's own fallback)."""
-    from .config import current
+    from .config import current, use
     from .tuner import tuner_terms
     reasons: list[str] = []   # what the release or variables rule out
     machine: list[str] = []   # why the machine rules out the rest
@@ -122,12 +124,7 @@ def _refuse_if_configured_out(coll, nbytes: int, topo, algos, protos) -> None:
                 (reasons if why.startswith("NCCL") else machine).append(why)
     if reasons:
         cfg = current()
-        from ..collectives import NCCL_FUNC_NAMES
-        from .constants import NCCL_ALGORITHMS
         named = {a for f, names in cfg.algos if f == NCCL_FUNC_NAMES[get_collective(coll).name] for a in names}
-        from dataclasses import replace
-
-        from .config import use
         with use(replace(cfg, algos=(), protos=())):   # why the machine, not the lists, rules each named one out
             for a in NCCL_ALGORITHMS:
                 if a in named:

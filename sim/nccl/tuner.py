@@ -105,17 +105,28 @@ def _disabled_by_config(a: str, p: str, coll: Collective, m: Machine, cfg: NcclC
     return None
 
 
+def _has_nvls(m: Machine) -> bool:
+    """An NVLink SHARP switch (Hopper or later): what NVLS and NVLSTree need at all."""
+    return bool(m.nvls) and m.cc_index >= 2
+
+
+def _nvls_layout_off(a: str, m: Machine) -> str | None:
+    """Why the node count and the network rule NVLS or NVLSTree out on a machine that has NVLS, or None."""
+    if a == "nvls_tree" and m.nnodes == 1:
+        return "NCCL disables NVLSTree on a single node"
+    if a == "nvls" and m.nnodes > 1 and not m.sharp:
+        return "multi-node NVLS needs CollNet (IB SHARP)"
+    if a == "nvls" and m.nnodes > 1 and not m.nvls_sharp:
+        return ("multi-node NVLS (NVLS + IB SHARP) is off: it also needs NVLS buffer registration and a "
+                "multicast-capable SHARP plugin; enable it with sharp=1,nvls_sharp=1")
+    return None
+
+
 def _nvls_off(m: Machine) -> frozenset:
     """The NVLS algorithms the machine rules out before NCCL_ALGO's fallback looks (``tuning.cc`` up to 2.23):
-    both without an NVLink SHARP switch, NVLS across nodes without CollNet, NVLSTree on one node."""
-    if not m.nvls or m.cc_index < 2:
-        return frozenset(("nvls", "nvls_tree"))
-    off = set()
-    if m.nnodes > 1 and not (m.sharp and m.nvls_sharp):
-        off.add("nvls")
-    if m.nnodes == 1:
-        off.add("nvls_tree")
-    return frozenset(off)
+    both without an NVLink SHARP switch, else those :func:`_nvls_layout_off` names (the checks :func:`_disabled`
+    makes)."""
+    return frozenset(a for a in ("nvls", "nvls_tree") if not _has_nvls(m) or _nvls_layout_off(a, m))
 
 
 SIMPLE_ONLY = ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat")
@@ -152,7 +163,7 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
     why = protocol_not_run(a, p)
     if why:
         return why
-    if a in ("nvls", "nvls_tree") and (not m.nvls or m.cc_index < 2):
+    if a in ("nvls", "nvls_tree") and not _has_nvls(m):
         return "NVLS needs an NVLink SHARP switch (Hopper or later)"
     if a in ("nvls", "nvls_tree") and rel.nvls_efficiency_model:
         # nvls.cc clamps nvlsChannels to [minCTAs, maxCTAs] (NCCL_MIN/MAX_CTAS, NCCL_MIN/MAX_NCHANNELS)
@@ -163,12 +174,9 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
                 f" (NCCL_MAX_CTAS/NCCL_MAX_NCHANNELS={cfg.max_channels} leaves {runs})" if runs != found else "")
     if a == "nvls" and coll.sharded and m.ppn > NVLS_MAX_HEADS:
         return f"NCCL runs NVLS {coll.name} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
-    if a == "nvls_tree" and m.nnodes == 1:
-        return "NCCL disables NVLSTree on a single node"
-    if a == "nvls" and m.nnodes > 1 and not m.sharp:
-        return "multi-node NVLS needs CollNet (IB SHARP)"
-    if a == "nvls" and m.nnodes > 1 and not m.nvls_sharp:
-        return "multi-node NVLS (NVLS + IB SHARP) is off: it also needs NVLS buffer registration and a multicast-capable SHARP plugin; enable it with sharp=1,nvls_sharp=1"
+    why = _nvls_layout_off(a, m)
+    if why:
+        return why
     if a.startswith("collnet") and (not m.sharp or m.nnodes == 1):
         return "CollNet needs IB SHARP between nodes"
     if a == "collnet_direct" and (not m.nvswitch or m.ppn > 8):

@@ -177,4 +177,14 @@ def release(version=None) -> Release:
     return [r for r in RELEASES if r.key() <= want][-1]
 
 
-__all__ = ["LATEST", "OLDEST", "RELEASES", "Release", "parse_version", "release"]
+def nearest_documented(key: tuple[int, int]) -> Release | None:
+    """The documented release that stands for ``key`` (MAJOR, MINOR) outside them: the oldest for an older one
+    (a 2.8 run is scored with 2.18's rules), the newest for a newer one; None for a key within them.
+
+    >>> nearest_documented((2, 8)).version == OLDEST.version, nearest_documented((2, 21))
+    (True, None)
+    """
+    return OLDEST if key < OLDEST.key() else LATEST if key > LATEST.key() else None
+
+
+__all__ = ["LATEST", "OLDEST", "RELEASES", "Release", "nearest_documented", "parse_version", "release"]

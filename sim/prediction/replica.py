@@ -100,11 +100,8 @@ def preset_of(topo: Topology) -> str | None:
     found = None
     try:
         name, params = parse_spec(spec)
-        if "nodes" in params:
-            if topo in AS_BUILT:
-                found = spec
-            elif _same_machine(load_topology(spec), topo):
-                found = spec
+        if "nodes" in params and (topo in AS_BUILT or _same_machine(load_topology(spec), topo)):
+            found = spec
     except CollsimError:   # a name that is no preset spec (a file's, a textbook topology's)
         pass
     _PRESET_OF[topo] = found

@@ -267,7 +267,8 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bo
     _refuse_partial_nvlink(node, any(g["links"] for g in node.gpus) and not nvswitch, arch, path)
     if mesh and (arch not in MESH_PRESET or len(node.gpus) > MESH_GPUS):
         raise CollsimError(f"{path}: {len(node.gpus)} {arch} GPUs linked directly by NVLink (no NVSwitch) have no preset: the "
-                           f"mesh presets are hgx-a100-4 (ampere), hgx-h100-4 and gh200-4 (hopper), {MESH_GPUS} GPUs "
+                           f"mesh presets are {', '.join(f'{p} ({a})' for a, p in MESH_PRESET.items())}, "
+                           f"{PCIE_HOPPER_MESH} (hopper on x86), {MESH_GPUS} GPUs "
                            "at most; describe the node as a .yaml topology")
     rails, fastest = _rails(node, read)
     pairs = _placement(node)
@@ -280,11 +281,12 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bo
     far = 0
     mesh_preset = _mesh_preset(arch, gpu_name, node.cpu_arch) if mesh else None
     pcie_nics = mesh and node.gpu_nic_paths and mesh_preset in MESH_PCIE_NICS
+    # a PCIe mesh from an XML: its PCIe tree says where the NICs attach (a GPU beside a NIC under one switch: PXB,
+    # else PHB), and that path holds
+    tree_path = mesh and not pcie_nics and mesh_preset in MESH_PCIE_NICS and nic_path is not None
     if pcie_nics:
         nic_path, far = _mesh_nic_paths(node, read)
-    elif mesh and mesh_preset in MESH_PCIE_NICS and nic_path is not None:
-        pass   # an XML's PCIe tree: where its NICs attach (a GPU beside a NIC under one switch: PXB, else PHB) holds
-    elif mesh:   # the preset's own path (gh200-4: PHB, as CSCS and Sigma2 run it; hgx-a100-4: PHB)
+    elif mesh and not tree_path:   # the preset's own path (gh200-4: PHB, as CSCS and Sigma2 run it; hgx-a100-4: PHB)
         nic_path = None
         if node.nics and mesh_preset not in MESH_PCIE_NICS:
             read.append("PCIe: Grace Hopper GPUs reach their NICs over NVLink-C2C: the matrix's NIC paths are not "
@@ -299,7 +301,7 @@ def preset_for(node: XmlNode, params: dict[str, str], path: str, scales_mesh: bo
         preset, keys = str(mesh_preset), _node_keys(node, rails, fastest)
         if pcie_nics:
             keys.update(nic_path=str(nic_path), gpus_without_gdr=str(far))
-        elif mesh_preset in MESH_PCIE_NICS and nic_path is not None:
+        elif tree_path:
             keys["nic_path"] = str(nic_path)
         _mesh_links_line(node, preset, scales_mesh, read)
     elif nvswitch and arch in NVSWITCH_PRESET:
