@@ -15,8 +15,9 @@ Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed i
   gives them; an NCCL_PROTO list that enables LL128 (``LL128``, ``^LL``)
   forces it on past NCCL's hardware check, as NCCL itself does (:meth:`NcclConfig.proto_forced`);
 * ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS``: bounds on the
-  channels the tuner credits (a CTA runs one channel); below the search's channels they also bound the
-  bandwidth (each channel at most its search speed) and the NICs a ring crosses on (one per channel);
+  channels NCCL runs (a CTA runs one channel), the maximum first and then the minimum, as ``connect.cc`` does
+  (a minimum above the maximum duplicates the first channels); below the search's channels they also bound the
+  bandwidth (each channel at most its search speed) and the NICs a ring crosses on (one per distinct channel);
 * ``NCCL_NVLS_ENABLE=0`` (no NVLS/NVLSTree), ``NCCL_COLLNET_ENABLE=0`` (no CollNet, hence no multi-node
   NVLS), ``NCCL_PAT_ENABLE=0`` (no PAT; 1 or 2 leave it to NCCL's own rule: one GPU per node);
 * three libfabric variables of the aws-ofi-nccl plugin's transport on Slingshot (cxi), which decide what
@@ -175,12 +176,32 @@ class NcclConfig:
         return any(f == func and protocol in names for f, names in self.protos)
 
     def channels(self, nch: int) -> int:
-        """``nch`` channels bounded by NCCL_MIN/MAX_NCHANNELS (and CTAs)."""
-        if self.min_channels:
-            nch = max(nch, self.min_channels)
+        """The channels NCCL runs of the ``nch`` it would run unbounded, in NCCL's order (``connect.cc``
+        ``ncclTopoPostset``): at most NCCL_MAX_NCHANNELS (or CTAs) of them, then duplicated up to
+        NCCL_MIN_NCHANNELS (or CTAs), so a minimum above the maximum wins ("We permit combining max, then
+        min, to only use the first channels, then duplicate them").
+
+        >>> make_config(env="NCCL_MAX_NCHANNELS=2,NCCL_MIN_NCHANNELS=8").channels(16)
+        8
+        >>> make_config(env="NCCL_MAX_NCHANNELS=8,NCCL_MIN_NCHANNELS=2").channels(16)
+        8
+        """
         if self.max_channels:
             nch = min(nch, self.max_channels)
+        if self.min_channels:
+            nch = max(nch, self.min_channels)
         return nch
+
+    def distinct_channels(self, nch: int) -> int:
+        """Of the ``nch`` channels NCCL would run unbounded, those that are not copies NCCL_MIN_NCHANNELS
+        made: NCCL_MAX_NCHANNELS keeps the first ones, and a minimum only duplicates what is left. A ring
+        crosses nodes on one NIC per distinct channel, so these, not :meth:`channels`, say how many NICs
+        carry it (NCCL_MAX_NCHANNELS=1 with NCCL_MIN_NCHANNELS=4: four CTAs, all on the first channel's NIC).
+
+        >>> make_config(env="NCCL_MAX_NCHANNELS=1,NCCL_MIN_NCHANNELS=4").distinct_channels(16)
+        1
+        """
+        return min(nch, self.max_channels) if self.max_channels else nch
 
 
 def _enabled(table, collective, name: str) -> bool:
@@ -376,9 +397,8 @@ def make_config(version=None, env=None) -> NcclConfig:
     for key in ("min_channels", "max_channels"):   # NCCL clamps both to its release's MAXCHANNELS
         if kw.get(key):
             kw[key] = min(kw[key], rel.max_channels)
-    if kw.get("min_channels") and kw.get("max_channels") and kw["min_channels"] > kw["max_channels"]:
-        raise CollsimError(f"NCCL's minimum channels ({kw['min_channels']}) exceed its maximum ({kw['max_channels']}): "
-                           "lower NCCL_MIN_NCHANNELS/NCCL_MIN_CTAS or raise NCCL_MAX_*")
+    # a minimum above the maximum is NCCL's own combination, not a mistake: the first MAX channels, duplicated
+    # up to MIN (NcclConfig.channels)
     requested = "" if version in (None, "") else ".".join(map(str, versions.parse_version(version)))
     return NcclConfig(rel, requested, tuple(honoured), tuple(sorted(set(ignored))), **kw)
 

@@ -318,7 +318,8 @@ def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, 
     them, which moves the same bytes.) Where NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS leave NCCL fewer channels
     than ports, its rings cross on that many NICs only, and so do the engine's."""
     m = m or machine(topo)
-    allowed = nccl_config.current().channels(runtime_channels(m, algorithm)) if m.nnodes > 1 else None
+    # the NICs follow the distinct channels: copies NCCL_MIN_NCHANNELS adds beyond NCCL_MAX_NCHANNELS's ride the same NICs
+    allowed = nccl_config.current().distinct_channels(runtime_channels(m, algorithm)) if m.nnodes > 1 else None
     return _channels(algorithm, nchannels, m, allowed)
 
 

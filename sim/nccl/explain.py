@@ -64,7 +64,9 @@ def channel_lines(r, topo) -> list[str]:
     bounded = cfg.channels(runs)
     if bounded != runs:   # NCCL_MIN/MAX_NCHANNELS (or CTAs) move what the machine would run
         names = [k for k, _ in cfg.env if k in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")]
-        return [f"#     NCCL channels: {bounded} ({' and '.join(names) or 'the channel bounds'}; {runs} on this machine: "
+        distinct = cfg.distinct_channels(runs)
+        dup = f": copies of the first {distinct}, on {'its NIC' if distinct == 1 else 'their NICs'}" if distinct < bounded and distinct < runs else ""
+        return [f"#     NCCL channels: {bounded}{dup} ({' and '.join(names) or 'the channel bounds'}; {runs} on this machine: "
                 f"{why}); {how}"]
     return [f"#     NCCL channels: {runs} channels on this machine ({why}); {how}"]
 
