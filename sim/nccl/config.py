@@ -18,6 +18,7 @@ Variables the model honours (:data:`HONOURED`); any other ``NCCL_*`` is listed i
   channels NCCL runs (a CTA runs one channel), the maximum first and then the minimum, as ``connect.cc`` does
   (a minimum above the maximum duplicates the first channels); below the search's channels they also bound the
   bandwidth (each channel at most its search speed) and the NICs a ring crosses on (one per distinct channel);
+  NVLS's own channels know only the CTA bounds (``transport/nvls.cc``);
 * ``NCCL_NVLS_ENABLE=0`` (no NVLS/NVLSTree), ``NCCL_COLLNET_ENABLE=0`` (no CollNet, hence no multi-node
   NVLS), ``NCCL_PAT_ENABLE=0`` (no PAT; 1 or 2 leave it to NCCL's own rule: one GPU per node);
 * three libfabric variables of the aws-ofi-nccl plugin's transport on Slingshot (cxi), which decide what
@@ -64,8 +65,8 @@ HONOURED = {
                   "NCCL's hardware check (paths, GPU), as NCCL does",
     "NCCL_MIN_NCHANNELS": "at least this many channels run (NCCL's estimate, and so its choice, counts its search's)",
     "NCCL_MAX_NCHANNELS": "at most this many channels run (likewise)",
-    "NCCL_MIN_CTAS": "at least this many CTAs (= channels)",
-    "NCCL_MAX_CTAS": "at most this many CTAs (= channels)",
+    "NCCL_MIN_CTAS": "at least this many CTAs (= channels), NVLS's channels too",
+    "NCCL_MAX_CTAS": "at most this many CTAs (= channels), NVLS's channels too",
     "NCCL_NVLS_ENABLE": "0 disables NVLS and NVLSTree",
     "NCCL_COLLNET_ENABLE": "0 disables CollNet (and with it multi-node NVLS)",
     "NCCL_PAT_ENABLE": "0 disables PAT",
@@ -111,8 +112,10 @@ class NcclConfig:
     ignored: tuple[str, ...] = ()
     algos: tuple = ()                      # ((func, frozenset), ...)
     protos: tuple = ()
-    min_channels: int | None = None
-    max_channels: int | None = None
+    min_channels: int | None = None        # NCCL_MIN_NCHANNELS and NCCL_MIN_CTAS, the larger
+    max_channels: int | None = None        # NCCL_MAX_NCHANNELS and NCCL_MAX_CTAS, the smaller
+    min_ctas: int | None = None            # NCCL_MIN_CTAS alone: NVLS's channels know only the CTA bounds
+    max_ctas: int | None = None
     nvls: bool = True
     collnet: bool = True
     pat: bool = True
@@ -190,6 +193,20 @@ class NcclConfig:
             nch = min(nch, self.max_channels)
         if self.min_channels:
             nch = max(nch, self.min_channels)
+        return nch
+
+    def nvls_channels(self, nch: int) -> int:
+        """The channels NCCL's NVLS kernels run of the ``nch`` NVLS_NCHANNELS gives: bounded by the CTA variables
+        only (``transport/nvls.cc``: ``nvlsChannels = max(minCTAs, min(maxCTAs, channels))``); NCCL_MIN/MAX_NCHANNELS
+        bound the rings' and trees' channels, not these.
+
+        >>> make_config(env="NCCL_MAX_NCHANNELS=1").nvls_channels(16), make_config(env="NCCL_MAX_CTAS=4").nvls_channels(16)
+        (16, 4)
+        """
+        if self.max_ctas:
+            nch = min(nch, self.max_ctas)
+        if self.min_ctas:
+            nch = max(nch, self.min_ctas)
         return nch
 
     def distinct_channels(self, nch: int) -> int:
@@ -375,8 +392,12 @@ def make_config(version=None, env=None) -> NcclConfig:
             kw[key] = _parse_flat(value, names) if flat else _parse_list(value, var, names)
         elif var in ("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"):
             kw["min_channels"] = max(kw.get("min_channels") or 0, _count(value, var))
+            if var == "NCCL_MIN_CTAS":
+                kw["min_ctas"] = _count(value, var)
         elif var in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"):
             kw["max_channels"] = min(kw.get("max_channels") or MAX_CHANNELS, _count(value, var))
+            if var == "NCCL_MAX_CTAS":
+                kw["max_ctas"] = _count(value, var)
         elif var == "FI_CXI_RX_MATCH_MODE":
             mode = value.strip().lower()
             if mode not in RX_MATCH_MODES:
@@ -394,7 +415,7 @@ def make_config(version=None, env=None) -> NcclConfig:
             kw["buffsizes"] = tuple(sorted(sizes.items()))
         else:
             kw[{"NCCL_NVLS_ENABLE": "nvls", "NCCL_COLLNET_ENABLE": "collnet", "NCCL_PAT_ENABLE": "pat"}[var]] = _flag(value, var)
-    for key in ("min_channels", "max_channels"):   # NCCL clamps both to its release's MAXCHANNELS
+    for key in ("min_channels", "max_channels", "min_ctas", "max_ctas"):   # NCCL clamps them to its release's MAXCHANNELS
         if kw.get(key):
             kw[key] = min(kw[key], rel.max_channels)
     # a minimum above the maximum is NCCL's own combination, not a mistake: the first MAX channels, duplicated

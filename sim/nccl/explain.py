@@ -61,10 +61,12 @@ def channel_lines(r, topo) -> list[str]:
     why = (f"NVLS_NCHANNELS; its search finds {found} heads" if r.algorithm.startswith("nvls") else
            f"its search finds {found}; NCCL duplicates them at init, connect.cc ncclTopoPostset")
     cfg = config.current()
-    bounded = cfg.channels(runs)
-    if bounded != runs:   # NCCL_MIN/MAX_NCHANNELS (or CTAs) move what the machine would run
-        names = [k for k, _ in cfg.env if k in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")]
-        distinct = cfg.distinct_channels(runs)
+    nvls = r.algorithm.startswith("nvls")
+    bounded = cfg.nvls_channels(runs) if nvls else cfg.channels(runs)
+    if bounded != runs:   # NCCL_MIN/MAX_NCHANNELS (or CTAs; NVLS: CTAs only) move what the machine would run
+        names = [k for k, _ in cfg.env if k in (("NCCL_MIN_CTAS", "NCCL_MAX_CTAS") if nvls else
+                                                ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))]
+        distinct = runs if nvls else cfg.distinct_channels(runs)
         dup = f": copies of the first {distinct}, on {'its NIC' if distinct == 1 else 'their NICs'}" if distinct < bounded and distinct < runs else ""
         return [f"#     NCCL channels: {bounded}{dup} ({' and '.join(names) or 'the channel bounds'}; {runs} on this machine: "
                 f"{why}); {how}"]

@@ -166,12 +166,12 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
     if a in ("nvls", "nvls_tree") and not _has_nvls(m):
         return "NVLS needs an NVLink SHARP switch (Hopper or later)"
     if a in ("nvls", "nvls_tree") and rel.nvls_efficiency_model:
-        # nvls.cc clamps nvlsChannels to [minCTAs, maxCTAs] (NCCL_MIN/MAX_CTAS, NCCL_MIN/MAX_NCHANNELS)
+        # nvls.cc clamps nvlsChannels to [minCTAs, maxCTAs] (NCCL_MIN/MAX_CTAS; NCCL_MIN/MAX_NCHANNELS bound rings and trees)
         found = nvls_graph(m).nchannels
-        runs = cfg.channels(found)
+        runs = cfg.nvls_channels(found)
         if runs < 2:
             return f"NCCL {cfg.version} needs at least 2 NVLS channels" + (
-                f" (NCCL_MAX_CTAS/NCCL_MAX_NCHANNELS={cfg.max_channels} leaves {runs})" if runs != found else "")
+                f" (NCCL_MAX_CTAS={cfg.max_ctas} leaves {runs})" if runs != found else "")
     if a == "nvls" and coll.sharded and m.ppn > NVLS_MAX_HEADS:
         return f"NCCL runs NVLS {coll.name} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
     why = _nvls_layout_off(a, m)
@@ -456,7 +456,8 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
     # and NCCL_MIN/MAX_CTAS bound the channels it runs (connect.cc, after the search), not its estimate:
     # ``nch`` (what runs) bounds the kernels below, ``found`` is what NCCL's tuner counts
     found = graph.nchannels
-    nch, ppn, ci, col = cfg.channels(found), m.ppn, m.cc_index, m.node_column
+    nch = cfg.nvls_channels(found) if a.startswith("nvls") else cfg.channels(found)   # NVLS: the CTA bounds only
+    ppn, ci, col = m.ppn, m.cc_index, m.node_column
     rel = cfg.release
     caps = {"ring_ll128": PER_CH_MAX_RING_LL128[ci][col], "tree_ll128": PER_CH_MAX_TREE_LL128[ci][col],
             "tree": PER_CH_MAX_TREE[ci][col]}

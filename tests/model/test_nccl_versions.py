@@ -4,6 +4,7 @@ Expected values come from NCCL's source at the tags named in sim/nccl/versions.p
 collsim's output) and from closed forms of the tuner's arithmetic."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -127,6 +128,16 @@ def test_min_above_max_channels_duplicates_the_first_as_nccl_does():
                        nccl_env="NCCL_MAX_NCHANNELS=1,NCCL_MIN_NCHANNELS=4")
     four = sim.simulate("all_reduce", 1 << 30, topo, algorithm="ring", protocol="Simple", nccl_env="NCCL_MAX_NCHANNELS=4")
     assert dup.busbw_GBps <= 50.0 < four.busbw_GBps
+
+
+def test_nvls_channels_follow_the_cta_bounds_only():
+    """transport/nvls.cc bounds NVLS's channels by NCCL_MIN/MAX_CTAS alone: NCCL_MAX_NCHANNELS=1 leaves an NVLS
+    all_reduce as it was (it once disabled NVLS under 2.28: "needs at least 2 NVLS channels"), NCCL_MAX_CTAS=4
+    leaves it 4 of its 16 channels."""
+    assert config.make_config(env="NCCL_MAX_NCHANNELS=1").nvls_channels(16) == 16
+    run = functools.partial(sim.simulate, "all_reduce", 1 << 30, "dgx-h100", algorithm="nvls", nccl_version="2.28")
+    base, nch, ctas = run(), run(nccl_env="NCCL_MAX_NCHANNELS=1"), run(nccl_env="NCCL_MAX_CTAS=4")
+    assert nch.time_us == base.time_us < ctas.time_us
 
 
 def test_versions_resolve_to_documented_rules():
