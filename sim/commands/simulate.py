@@ -230,6 +230,9 @@ def run(args) -> int:
                "nccl_env_ignored": list(cfg.ignored), "results": rows}
     if left_out:
         payload["left_out"] = [{"algorithm": a, "reason": why} for a, why in left_out]
+    gpu_arch = topo.hardware.gpu_arch if topo.hardware is not None else None
+    if cfg.release.table_arch(gpu_arch) != gpu_arch:
+        payload["nccl_tables_arch"] = cfg.release.table_arch(gpu_arch)
     payload["stats"] = _stats(LEDGER.since(ledger), time.perf_counter() - started)
     with use(cfg):   # --explain reads NCCL's channel bounds from the configuration
         text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg,
@@ -608,7 +611,11 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
              + (f", NCCL {cfg.version}" if cfg is not None else "")
              + (f" (the rules of {cfg.release.tag}, the nearest release collsim reads at or below it)"
                 if cfg is not None and cfg.version != cfg.release.version else "")
-             + (f" with {env}" if env else ""),
+             + (f" with {env}" if env else "")
+             + (f"; NCCL {cfg.version} predates {arch.capitalize()} (2.25 added its tables): its tuner reads "
+                f"{cfg.release.table_arch(arch).capitalize()}'s rows for these GPUs, as collsim does"
+                if cfg is not None and (arch := topo.hardware.gpu_arch if topo.hardware is not None else None)
+                and cfg.release.table_arch(arch) != arch else ""),
              f"# {'size':>10s} {'count':>12s} {'type':>6s} {'algorithm':>14s} {'protocol':>8s} {'steps':>6s} {'time':>10s} {'algbw':>8s} {'busbw':>8s}"
              f" {'busbw 80% range':^{RANGE_WIDTH}s}",
              f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"

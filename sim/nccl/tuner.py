@@ -29,6 +29,7 @@ from . import calibration, tuner_plugin
 from . import config as nccl_config
 from .config import NcclConfig
 from .constants import (
+    ARCHS,
     COLLNET_DIRECT_SM90_FACTOR,
     LL128_BW_FACTOR,
     LL_MAX_BW,
@@ -457,8 +458,9 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
     # ``nch`` (what runs) bounds the kernels below, ``found`` is what NCCL's tuner counts
     found = graph.nchannels
     nch = cfg.nvls_channels(found) if a.startswith("nvls") else cfg.channels(found)   # NVLS: the CTA bounds only
-    ppn, ci, col = m.ppn, m.cc_index, m.node_column
     rel = cfg.release
+    # the row of NCCL's per-architecture tables this release reads (before 2.25 a Blackwell GPU reads Hopper's)
+    ppn, ci, col = m.ppn, (ARCHS.index("hopper") if rel.table_arch(m.arch) != m.arch else m.cc_index), m.node_column
     caps = {"ring_ll128": PER_CH_MAX_RING_LL128[ci][col], "tree_ll128": PER_CH_MAX_TREE_LL128[ci][col],
             "tree": PER_CH_MAX_TREE[ci][col]}
     if m.arch == "blackwell":

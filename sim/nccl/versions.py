@@ -16,7 +16,10 @@ Only facts the tuner model (:mod:`sim.nccl.tuner`) uses are here; ``docs/nccl-mo
 * ``ring_ar_inter_steps_2n``: ring all_reduce counts ``2 nNodes`` network steps before 2.23, then ``2 (nNodes-1)``.
 * ``net_tree_row_one_gpu``: from 2.23 a network hop with one GPU per node costs the tree row of ``hwLat``.
 * ``pat_bus_factor``: PAT's busBw factor (.85 in 2.23, .75 from 2.24).
-* ``ll128_blackwell``: LL128 enabled on compute capability 10.0 (``case 100`` from 2.25).
+* ``ll128_blackwell``: the release knows Blackwell (2.25 on): LL128 enabled on compute capability 10.0 (``case
+  100``), and a Blackwell row in its per-architecture tables. Before it ``tuning.cc`` reads a compute
+  capability of 10.0 as Hopper (``compCapIndex = minCompCap >= 90 ? HOPPER_COMPCAP_IDX : ...``), so the tuner
+  takes Hopper's rows for Blackwell GPUs (:meth:`Release.table_arch`).
 * ``nvls_efficiency_model``: from 2.28 NCCL credits NVLS/NVLSTree with ``bwIntra x nvlsEfficiency x
   (nch-1)/nch`` (x2 for all_reduce, x (ppn-1)/ppn otherwise), capped for NVLSTree by
   ``perChMaxNVLSTreeBws`` (``nvls_tree_caps``), converted to algBw like a ring (``nRanks/nsteps``)
@@ -69,6 +72,15 @@ class Release:
         """By version and tag (one release each in the table; its dict fields are not hashable), so an
         :class:`~sim.nccl.config.NcclConfig` keys the prediction caches (:mod:`sim.nccl.context`)."""
         return hash((self.version, self.tag))
+
+    def table_arch(self, arch: str | None) -> str | None:
+        """The GPU generation whose row of NCCL's per-architecture tables this release reads for ``arch``: Hopper's
+        for a Blackwell GPU before 2.25, which had no Blackwell row (``tuning.cc`` ``compCapIndex``).
+
+        >>> release("2.18").table_arch("blackwell"), release("2.25").table_arch("blackwell")
+        ('hopper', 'blackwell')
+        """
+        return "hopper" if arch == "blackwell" and not self.ll128_blackwell else arch
 
     @property
     def max_channels(self) -> int:

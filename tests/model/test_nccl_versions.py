@@ -140,6 +140,23 @@ def test_nvls_channels_follow_the_cta_bounds_only():
     assert nch.time_us == base.time_us < ctas.time_us
 
 
+def test_releases_before_2_25_read_hoppers_rows_for_blackwell():
+    """Before 2.25 tuning.cc had no Blackwell row: ``compCapIndex = minCompCap >= 90 ? HOPPER_COMPCAP_IDX : ...``.
+    A tree all_reduce on 4 DGX B200 nodes (8 search channels) is capped at Hopper's perChMaxTreeBw for 4+ nodes,
+    36.0 GB/s a channel, then x .85 for the tree pattern (tuning.cc literals): 8 x 36.0 x .85 under 2.24; 2.25 reads
+    Blackwell's row, whose cap (72.0) does not bind."""
+    from sim.nccl.machine import machine, tree_graph
+    topo = load_topology("dgx-b200:nodes=4")
+    nch = tree_graph(machine(topo)).nchannels
+    with config.use(config.make_config("2.24")):
+        old = tuner_terms("all_reduce", 1 << 30, topo, "tree", "Simple")
+    with config.use(config.make_config("2.25")):
+        new = tuner_terms("all_reduce", 1 << 30, topo, "tree", "Simple")
+    assert old.bus_GBps == pytest.approx(nch * 36.0 * 0.85)
+    assert new.bus_GBps > old.bus_GBps
+    assert release("2.24").table_arch("blackwell") == "hopper" and release("2.24").table_arch("hopper") == "hopper"
+
+
 def test_versions_resolve_to_documented_rules():
     assert release("2.26").version == "2.25" and release("2.27.7-1").version == "2.27"
     assert release(None) is LATEST
