@@ -25,7 +25,7 @@ def residual_rows(scores: list[dict]) -> list[dict]:
             if r["time_us"] > 0 and r["pred_time_us"] > 0:
                 out.append({"system": s["system"], "case": s["id"], "fabric": s["fabric"], "nodes": s["nodes"],
                             "domain": s.get("domain", "node"), "collective": s.get("collective", ""),
-                            "band": band(r["size"]),
+                            "band": band(r["size"]), "algorithm": r.get("algorithm", ""),
                             "log_ratio": round(math.log(r["time_us"] / r["pred_time_us"]), 4)})
     return out
 
@@ -44,7 +44,7 @@ def coverage(scores: list[dict], rows: list[dict], exclude_own: bool = True) -> 
             iv = interval(r["pred_time_us"], r["pred_busbw"], r["size"],
                           where=(s["fabric"], s["nodes"], s.get("domain", "node")),
                           exclude_system=s["system"] if exclude_own else None, rows=table,
-                          collective=s.get("collective"))
+                          collective=s.get("collective"), algorithm=r.get("algorithm"))
             lo, hi = iv.time_us_range
             if exclude_own:
                 r["time_us_range"] = [lo, hi]   # kept on the scored row: validate's JSON and the plots show it

@@ -191,7 +191,7 @@ def run(args) -> int:
                 row["faster_than_smaller_size"] = earlier[id(r)][0]
             if r.algorithm not in bounds:
                 bounds[r.algorithm] = line_rate_busbw(topo, coll.name, r.algorithm)
-            iv = interval(r.time_us, r.busbw_GBps, nbytes, where=where, collective=coll.name)
+            iv = interval(r.time_us, r.busbw_GBps, nbytes, where=where, collective=coll.name, algorithm=r.algorithm)
             iv = ranges[id(r)] = clip_to_line_rate(iv, r.busbw_GBps, bounds[r.algorithm])
             widened = False   # by the stochastic mode's spread, where it reaches past the out-of-sample range
             if args.stochastic:
@@ -255,6 +255,17 @@ def run(args) -> int:
 
 # a busbw range whose top is more than this many times its bottom decides nothing a planner asks (a footnote says so)
 WIDE_RANGE = 4.0
+
+
+def _release_note(args, cfg) -> list[str]:
+    """The footnote of an asked-for NCCL release: the engine takes its per-hop latencies and protocol shares from
+    that release's own tuner tables, which NCCL re-tuned between releases, so the same pair can time differently
+    under two of them (a planner's trial read it as a regression of the hardware)."""
+    if getattr(args, "nccl_version", None) is None or cfg is None:
+        return []
+    return [f"# NCCL {cfg.version}'s tables: per-hop latencies (hwLat, baseLat) and protocol shares are that release's "
+            "own, which NCCL re-tuned between releases, so one algorithm and protocol can time differently under "
+            "another (docs/nccl-model.md, NCCL releases)"]
 
 
 def _range_notes(results, ranges: dict) -> list[str]:
@@ -648,6 +659,7 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
                                  f"faster): set {f.explain['nccl_env']}")
     if ranges:
         lines += _range_notes(results, ranges)
+    lines += _release_note(args, cfg)
     for note in notes:
         lines.append(f"# ! not validated: {note}")
     if multi:

@@ -31,8 +31,8 @@ busbw the model gives them, outside the unwidened range the servers' residuals g
 range is drawn from are still chosen by fabric and node count alone, so a validated rack question's range
 comes mostly from servers' residuals: the set has too few racks to draw it from racks. Last, a question
 is not validated where the public cases measured nearest it (its fabric and kind of node, its collective's
-kind and size band, weighted by nearness: in full at its own node count, half at 2x, nothing at 4x, the
-scale stretched to the nearest count measured where none is within 2x) are themselves missed by more than :data:`MISSED_BAR` out of sample:
+kind and size band, within 2x its node count or, where none is that near, at the nearest node count
+measured, weighted by nearness: in full at its own count, half at the window's edge) are themselves missed by more than :data:`MISSED_BAR` out of sample:
 the note names them and their error (20 GB200 racks, and 41 as well; Polaris-like all_to_alls).
 
 Intervals are honest only if measured rows fall inside them about 80% of the time out of sample:
@@ -170,18 +170,23 @@ def load_residuals(path: str = RESIDUALS) -> tuple:
 
 def residual_row(row: dict) -> tuple:
     """A residual row (a dict, as ``--write-intervals`` writes it) as a row of :func:`load_residuals`'s table:
-    (system, fabric, nodes, band, log_ratio, domain, collective, case); a row without ``domain`` is a ``node``'s,
-    one without ``collective`` ("") counts as every collective."""
+    (system, fabric, nodes, band, log_ratio, domain, collective, case, algorithm); a row without ``domain`` is a
+    ``node``'s, one without ``collective`` ("") counts as every collective, one without ``algorithm`` ("": tables
+    before the thirty-fourth pass) says nothing of it."""
     return (str(row["system"]), str(row["fabric"]), int(row["nodes"]), str(row["band"]), float(row["log_ratio"]),
-            str(row.get("domain", "node")), str(row.get("collective", "")), str(row.get("case", "")))
+            str(row.get("domain", "node")), str(row.get("collective", "")), str(row.get("case", "")),
+            str(row.get("algorithm", "")))
 
 
 def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where: tuple | None = None,
-             exclude_system: str | None = None, rows: tuple | None = None, collective: str | None = None) -> Interval:
+             exclude_system: str | None = None, rows: tuple | None = None, collective: str | None = None,
+             algorithm: str | None = None) -> Interval:
     """The 80% range of one prediction on ``topo`` (or ``where``: its :func:`regime`, if known, as
     (fabric, nodes) or (fabric, nodes, domain); see the module docstring); ``rows``: a residual table
     (default :func:`load_residuals`; rows without a domain are a ``node``'s), ``exclude_system``: leave
-    that system's rows out (cross-validation); ``collective``: the question's (None: not checked)."""
+    that system's rows out (cross-validation); ``collective``: the question's (None: not checked);
+    ``algorithm``: the prediction's (None: not checked), whose reduction in the network switches across nodes
+    (SHARP: CollNet, NVLS with IB SHARP) counts as validated only in a size band where a public case measured it."""
     fabric, nodes, domain_ = _where(where if where is not None else regime(topo))
     table = load_residuals() if rows is None else rows
     b = band(nbytes)
@@ -209,6 +214,15 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
         bands = sorted({r[3] for r in mine if _of_family(r, family)}, key=BANDS.index)
         notes.append(f"no public {collective} of {b} sizes ({BAND_WORDS[b]}) was measured on {where_words} (only "
                      f"{' and '.join(bands)}): the range is borrowed from other collectives and widened")
+    in_net = _switch_reduction(algorithm, nodes)
+    if in_net and any(len(r) > 8 and r[8] for r in table):   # the table says which algorithm each row ran
+        sharp_bands = sorted({r[3] for r in mine if _switch_reduction(r[8], r[2]) == in_net}, key=BANDS.index)
+        if b not in sharp_bands:
+            widen *= 2.0
+            only = f"only {' and '.join(sharp_bands)}" if sharp_bands else "none"
+            notes.append(f"no public case measured in-network reduction by {in_net}, {algorithm}, at {b} sizes "
+                         f"({BAND_WORDS[b]}) on {where_words} ({only}): the range is borrowed from other algorithms "
+                         "and widened")
     # however the range was drawn, one far beyond the node counts measured is extrapolated: widened per doubling
     # (a range borrowed from other kinds of node or collectives is not narrower for being far from them too)
     reference = measured_nodes or [r[2] for r in others] or [r[2] for r in table if r[0] != exclude_system]
@@ -218,7 +232,11 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
         notes.append(f"{nodes} nodes is over {EXTRAPOLATION_LIMIT}x the largest node count validated on {counted}: "
                      f"{max(reference)}; extrapolated, range widened")
     if not notes:
-        missed = _missed_nearby(mine, b, nodes, collective, where_words)
+        # a rack-scale NVLink domain's collectives are the rack's more than the fabric's, and the set holds two racks'
+        # worth of cases per fabric: every rack case is a neighbour (20 GB200 racks missed on InfiniBand had left 8
+        # racks on RoCE validated, with a range 18x narrower than on InfiniBand)
+        kin = [r for r in table if _row_domain(r) == "rack" and r[0] != exclude_system] if domain_ == "rack" else mine
+        missed = _missed_nearby(kin, b, nodes, collective, where_words if domain_ != "rack" else f"any fabric with {DOMAIN_WORDS['rack']}")
         if missed:
             notes.append(missed)
     validated, note = not notes, "; ".join(notes)
@@ -240,6 +258,17 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
 # algorithms whose all_reduce reduces in the network (IB SHARP): a node sends its data once and receives the
 # result once, where without it it sends and receives 2(k-1)/k of it
 IN_NETWORK_REDUCTION = ("collnet_direct", "collnet_chain", "nvls")
+
+
+def _switch_reduction(algorithm: str | None, nodes: int) -> str:
+    """Which way ``algorithm`` reduces in the network's switches across ``nodes`` nodes ("" for none): CollNet (IB
+    SHARP, either algorithm), or NVLS across nodes (NVLink SHARP inside each node joined by IB SHARP; inside one
+    node NVLS reduces in the NVSwitch, which the set measures), which no CollNet run measures."""
+    if algorithm in ("collnet_direct", "collnet_chain"):
+        return "IB SHARP (CollNet)"
+    if algorithm == "nvls" and nodes > 1:
+        return "NVLS across nodes (NVLink SHARP with IB SHARP)"
+    return ""
 
 
 def line_rate_busbw(topo, collective: str, algorithm: str = "") -> float | None:
@@ -313,9 +342,10 @@ def _missed_nearby(mine: list, b: str, nodes: int, collective: str | None, where
     """The note for a question whose nearest measured cases the model misses (:data:`MISSED_BAR`), else "".
 
     ``mine``: residual rows of the question's fabric and kind of node (other systems' only, in a
-    cross-validation); the nearest are those of its size band and collective's kind, weighted by nearness
-    (full at its node count, half at 2x, none at 4x; stretched to the nearest count measured where none is
-    within 2x), and their weighted median decides. Their error is the one ``collsim validate`` scores: busbw for the large band (``|e^r - 1|``),
+    cross-validation); the nearest are those of its size band and collective's kind within 2x its node count
+    (or at the nearest count measured, where none is that near), weighted by nearness (in full at its own count,
+    half at the window's edge), and their weighted median decides; on rack-scale NVLink domains every fabric's
+    rack cases count (:func:`interval`). Their error is the one ``collsim validate`` scores: busbw for the large band (``|e^r - 1|``),
     time otherwise (``|e^-r - 1|``), ``r`` = log(measured / predicted time). A range drawn from many
     systems' residuals can look narrow where the one system measured like the question is missed by 2x
     (20 GB200 racks: validated, with 5 of its 6 measured rows outside their ranges, a planner's trial)."""
@@ -324,13 +354,14 @@ def _missed_nearby(mine: list, b: str, nodes: int, collective: str | None, where
     if not kin:
         return ""
     # within 2x the node count, or the nearest node count measured where none is that near (20 GB200 racks missed
-    # by 89%: 41 racks had been validated, 40 not, with the same prediction and range). Each row weighs 1 - d / (2 reach),
-    # d its distance in octaves of nodes: full at the question's own count, half at the window's edge, nothing at twice
-    # it. A window of equal weights had edges: at 80-112 Slingshot nodes the missed 64-node rows were flagged in, at 128
-    # the 256-node rows outvoted them, so 64 and 128 nodes read validated and the counts between did not
+    # by 89%: 41 racks had been validated, 40 not, with the same prediction and range). Inside that window each row
+    # weighs 1 - d / (2 reach), d its distance in octaves of nodes: full at the question's own count, half at the
+    # window's edge. Equal weights made the edges decide: at 80-112 Slingshot nodes the missed 64-node rows tied the
+    # 128-node ones, while at 64 and 128 the 32- or 256-node rows outvoted them, so 64 and 128 nodes read validated
+    # and the counts between did not
     dist = [abs(math.log2(nodes) - math.log2(r[2])) for r in kin]
-    reach = max(1.0, min(dist))
-    weighted = [(r, 1.0 - d / (2 * reach)) for r, d in zip(kin, dist) if d < 2 * reach]
+    reach = max(1.0, min(dist)) + 1e-9
+    weighted = [(r, 1.0 - d / (2 * reach)) for r, d in zip(kin, dist) if d <= reach]
     near = [r for r, _ in weighted]
     if len(near) < MISSED_MIN_ROWS:
         return ""

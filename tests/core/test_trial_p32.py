@@ -166,3 +166,38 @@ def test_a_missed_node_count_fades_with_distance_without_edges():
     up, down = flags((64, 72, 80, 96, 112, 128, 160, 256)), flags((64, 56, 48, 40, 32))
     assert up == sorted(up) and down == sorted(down), (up, down)   # False ... True: one change each way
     assert up[-1] and down[-1]
+
+
+def _algo_rows(nodes, ratio, case, band, algorithm, fabric="ib", n=4, domain="node"):
+    return tuple(("s-" + case, fabric, nodes, band, math.log(ratio), domain, "all_reduce", case, algorithm)
+                 for _ in range(n))
+
+
+def test_switch_reduction_is_validated_only_in_the_bands_a_case_measured_it():
+    # SHARP measured at large sizes only (as D1 and Together's CollNet runs): a CollNet answer at mid sizes, or NVLS
+    # across nodes (NVLS+SHARP, never measured), is not validated, and its range is widened; a ring there is
+    table = (_algo_rows(16, 1.05, "CN", "large", "collnet_direct") + _algo_rows(16, 1.05, "R", "mid", "ring")
+             + _algo_rows(16, 1.05, "R", "large", "ring"))
+    def iv(nbytes, algorithm):
+        return interval(100.0, 50.0, nbytes, where=("ib", 16, "node"), rows=table, collective="all_reduce",
+                        algorithm=algorithm)
+    assert iv(1 << 30, "collnet_direct").validated and iv(1 << 20, "ring").validated
+    mid = iv(1 << 20, "collnet_direct")
+    assert not mid.validated and "collnet_direct" in mid.note and "only large" in mid.note
+    assert mid.time_us_range[1] > iv(1 << 20, "ring").time_us_range[1]
+    assert not iv(1 << 30, "nvls").validated and "NVLS across nodes" in iv(1 << 30, "nvls").note
+    legacy = tuple(r[:8] for r in table)   # a table that does not say which algorithm ran: nothing to check
+    assert interval(100.0, 50.0, 1 << 20, where=("ib", 16, "node"), rows=legacy, collective="all_reduce",
+                    algorithm="collnet_direct").validated
+
+
+def test_a_missed_rack_case_is_a_neighbour_on_every_fabric():
+    # 20 racks missed 2x on InfiniBand, 2 racks measured well on RoCE: 8 racks on RoCE is not validated either (the
+    # trial found it validated, with a range 18x narrower than on InfiniBand); servers keep their fabric's cases
+    table = (_algo_rows(20, 2.0, "B20", "large", "nvls_tree", "ib", domain="rack")
+             + _algo_rows(2, 1.05, "V3", "large", "nvls_tree", "roce", domain="rack"))
+    roce = interval(100.0, 50.0, 1 << 30, where=("roce", 8, "rack"), rows=table, collective="all_reduce")
+    assert not roce.validated and "B20" in roce.note
+    assert interval(100.0, 50.0, 1 << 30, where=("roce", 2, "rack"), rows=table, collective="all_reduce").validated
+    servers = tuple(r[:5] + ("node",) + r[6:] for r in table)
+    assert interval(100.0, 50.0, 1 << 30, where=("roce", 8, "node"), rows=servers, collective="all_reduce").validated

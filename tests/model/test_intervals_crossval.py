@@ -88,8 +88,10 @@ def test_residual_rows_are_log_ratios():
     s = {"id": "k", "system": "s", "fabric": "ib", "nodes": 2,
          "rows": [{"size": 1024, "time_us": 20.0, "pred_time_us": 10.0}]}
     assert residual_rows([s]) == [{"system": "s", "case": "k", "fabric": "ib", "nodes": 2, "domain": "node",
-                                   "collective": "", "band": "small", "log_ratio": round(math.log(2.0), 4)}]
+                                   "collective": "", "band": "small", "algorithm": "", "log_ratio": round(math.log(2.0), 4)}]
     assert residual_rows([{**s, "collective": "all_gather"}])[0]["collective"] == "all_gather"
+    ran = {**s, "rows": [{**s["rows"][0], "algorithm": "collnet_direct"}]}   # the algorithm the row was predicted with
+    assert residual_rows([ran])[0]["algorithm"] == "collnet_direct"
     assert residual_rows([{**s, "domain": "rack"}])[0]["domain"] == "rack"
 
 
