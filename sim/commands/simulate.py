@@ -584,6 +584,7 @@ def shorter_than_before(results) -> dict:
     table marks it 'v', the JSON says ``faster_than_smaller_size``): NCCL runs a small message on fewer
     channels, so such rows are its rule, said rather than printed bare."""
     before: dict = {}
+    by_algorithm: dict = {}   # -a all: an algorithm's row of the size before, whatever protocol NCCL gave it
     out = {}
     last_pick = None   # one row per size (NCCL's pick): the row of the size before, whatever its pair
     for nbytes, group, _ in results:
@@ -592,6 +593,9 @@ def shorter_than_before(results) -> dict:
             before[(r.algorithm, r.protocol)] = (nbytes, r)
             if prev is None and len(group) == 1 and last_pick is not None:
                 prev = last_pick   # NCCL switched pair at this size: its tuner's switch point, not where times cross
+            if prev is None and len(group) > 1:
+                prev = by_algorithm.get(r.algorithm)   # NCCL switched this algorithm's protocol at this size
+            by_algorithm[r.algorithm] = (nbytes, r)
             if prev is not None and r.time_us < prev[1].time_us * (1 - SHORTER_TOLERANCE):
                 out[id(r)] = prev
         last_pick = (nbytes, group[0]) if len(group) == 1 else None
@@ -663,7 +667,8 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     for note in notes:
         lines.append(f"# ! not validated: {note}")
     if multi:
-        lines.append("# * fastest algorithm at that size")
+        lines.append("# * fastest algorithm at that size; each algorithm's row runs the protocol NCCL's tuner picks for "
+                     "that algorithm there (-p forces one)")
     if picks:
         shown = {(n, r.algorithm, r.protocol) for n, group, _ in results for r in group}
         absent = [f"{a}/{p} at {n} B" for n, (a, p) in picks.items() if (n, a, p) not in shown]

@@ -201,3 +201,15 @@ def test_a_missed_rack_case_is_a_neighbour_on_every_fabric():
     assert interval(100.0, 50.0, 1 << 30, where=("roce", 2, "rack"), rows=table, collective="all_reduce").validated
     servers = tuple(r[:5] + ("node",) + r[6:] for r in table)
     assert interval(100.0, 50.0, 1 << 30, where=("roce", 8, "node"), rows=servers, collective="all_reduce").validated
+
+
+def test_all_algorithms_say_when_an_algorithms_row_gets_faster_with_size():
+    # -a all: each algorithm's row runs the protocol NCCL picks for it, so a ring at 64 MiB on LL (45.8 ms) and at
+    # 512 MiB on LL128 (40.1 ms: 8x the data, less time) stood bare; the row is marked as -a ring marks it
+    from types import SimpleNamespace as R
+
+    from sim.commands.simulate import shorter_than_before
+    ring_ll, tree_ll = R(algorithm="ring", protocol="LL", time_us=45766.8), R(algorithm="tree", protocol="LL", time_us=900.0)
+    ring_128, tree_128 = R(algorithm="ring", protocol="LL128", time_us=40095.2), R(algorithm="tree", protocol="LL128", time_us=1800.0)
+    marked = shorter_than_before([(64 << 20, [ring_ll, tree_ll], tree_ll), (512 << 20, [ring_128, tree_128], tree_128)])
+    assert marked == {id(ring_128): (64 << 20, ring_ll)}
