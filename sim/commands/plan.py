@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from ..errors import CollsimError
+from ..nccl.config import use
 from ..planning import plan_step
 from ..planning.cluster_whatif import variants
 from ..planning.costs import CollectiveCosts
@@ -16,6 +17,7 @@ from ..planning.subtopo import routing_refusal
 from ..planning.training_workload import load_workload
 from ..presets import load_topology
 from .common import check_output_path, json_text
+from .simulate import add_nccl_args, nccl_config_from_args
 
 
 def register(sub) -> None:
@@ -38,6 +40,7 @@ def register(sub) -> None:
     p.add_argument("--format", default="table", choices=("table", "json"))
     p.add_argument("--detail", action="store_true", help="list every collective with its start and end")
     p.add_argument("--plot", metavar="FILE.png", help="write a timeline figure (compute and communication lanes)")
+    add_nccl_args(p)
     p.set_defaults(func=run)
 
 
@@ -61,14 +64,17 @@ def run(args) -> int:
         why = routing_refusal(topologies[key])
         if why:
             raise CollsimError(why if len(configs) == 1 else f"{label}: {why}; or drop it from --sweep/--vs")
+    cfg = nccl_config_from_args(args)
     costs: dict = {}
     labelled = []
-    for label, wl, spec in configs:
-        key = spec if isinstance(spec, str) else id(spec)
-        if key not in costs:
-            costs[key] = CollectiveCosts(topologies[key], args.algorithm, args.protocol)
-        labelled.append((label, plan_step(wl, costs=costs[key])))
+    with use(cfg):   # every collective of the step timed with the NCCL release and variables asked for
+        for label, wl, spec in configs:
+            key = spec if isinstance(spec, str) else id(spec)
+            if key not in costs:
+                costs[key] = CollectiveCosts(topologies[key], args.algorithm, args.protocol)
+            labelled.append((label, plan_step(wl, costs=costs[key])))
     single = len(labelled) == 1
+    nccl = cfg.version + "".join(f" {k}={v}" for k, v in cfg.env)
     if args.format == "json":
         if single:
             out = labelled[0][1].to_dict(args.steps)
@@ -77,9 +83,11 @@ def run(args) -> int:
                                        **({"gpu_hours": p.gpu_hours(args.steps)} if args.steps else {})}
                                       for label, p in labelled],
                    "plans": [p.to_dict(args.steps) for _, p in labelled]}
+        out = {"nccl_version": cfg.version, "nccl_env": dict(cfg.env), "nccl_env_ignored": list(cfg.ignored), **out}
         print(json_text(out, indent=1))
     else:
-        print(step_table(labelled[0][1], args.steps, args.detail) if single else compare_table(labelled, args.steps))
+        print(step_table(labelled[0][1], args.steps, args.detail, nccl=nccl) if single
+              else compare_table(labelled, args.steps))
     if args.plot:
         from ..planning.plot import plot_plans
         plot_plans(labelled, args.plot, title=f"collsim plan: {w.name}")
@@ -98,6 +106,7 @@ def _run_from_trace(args) -> int:
     if not args.topology:
         raise CollsimError("--from-trace needs --topology SPEC: the cluster to time the traced step on")
     job = read_job(args.from_trace)
-    doc = trace_step(job, [(spec, load_topology(spec)) for spec in [args.topology, *args.vs]], args.algorithm, args.protocol)
+    with use(nccl_config_from_args(args)):
+        doc = trace_step(job, [(spec, load_topology(spec)) for spec in [args.topology, *args.vs]], args.algorithm, args.protocol)
     print(json_text(doc, indent=1) if args.format == "json" else whatif_table(doc))
     return 0

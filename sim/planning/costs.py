@@ -47,6 +47,11 @@ class CollectiveCost:
     # False where the model that timed it lays out no links (the large-scale flow model): its wire bytes are
     # not in ``tier_bytes``, and a plan's per-tier total says how many such collectives it leaves out
     counted: bool = True
+    # the 80% range of ``time_us`` and whether the public set validates it (sim.prediction.intervals, as
+    # ``collsim simulate`` gives them), on the group's own sub-topology; ``note`` says why not
+    time_us_range: tuple[float, float] | None = None
+    validated: bool = True
+    note: str = ""
 
     def series_us(self, calls: int) -> float:
         """``calls`` of this collective issued back to back on one stream: the first alone, then a period each."""
@@ -95,6 +100,7 @@ class CollectiveCosts:
         """The cost of ``op`` moving ``nbytes`` (nccl-tests' convention) over ``ranks`` while the
         ``concurrent`` groups (usually the other groups of its family) run the same collective."""
         from ..api import simulate
+        from ..prediction.intervals import interval
         ranks, concurrent = tuple(ranks), _groups(concurrent)
         key = (op, int(nbytes), ranks, root, concurrent)
         if key not in self._memo:
@@ -108,9 +114,11 @@ class CollectiveCosts:
                 for label, b in r.link_bytes.items():
                     tiers[tier_of[label]] = tiers.get(tier_of[label], 0.0) + b * scale
                 single = r.explain.get("single_call_us")
+                iv = interval(r.time_us, r.busbw_GBps, int(nbytes), topo, collective=op, algorithm=r.algorithm)
                 self._memo[key] = CollectiveCost(op, int(nbytes), ranks, r.time_us, r.algorithm, r.protocol, tiers,
                                                  float(single) if isinstance(single, (int, float)) else None,
-                                                 counted=bool(r.link_bytes) or r.time_us == 0)
+                                                 counted=bool(r.link_bytes) or r.time_us == 0,
+                                                 time_us_range=iv.time_us_range, validated=iv.validated, note=iv.note)
         return self._memo[key]
 
 

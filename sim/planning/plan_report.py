@@ -27,12 +27,28 @@ def collective_groups(plan) -> list[dict]:
     return list(merged.values())
 
 
-def step_table(plan, steps: int | None = None, detail: bool = False) -> str:
-    """The plan of one step: its collectives, its times, its bytes, its one-time costs."""
+def _validation_lines(groups: list[dict]) -> list[str]:
+    """The footnote of a plan whose collectives the public set does not validate (``collsim simulate``'s
+    ``validated``): how many, why the first is not, and the 80% range of the one that takes most of the step."""
+    off = [g for g in groups if not g.get("validated", True)]
+    if not off:
+        return []
+    worst = max(off, key=lambda g: g["total_us"])
+    lo, hi = (worst.get("call_time_us_range") or [worst["call_time_us"]] * 2)[:2]
+    return [f"# ! not validated: {len(off)} of {len(groups)} distinct collectives; the longest of them, {worst['collective']} "
+            f"of {worst['nbytes']} B over {worst['group']}, takes {worst['call_time_us']:.2f} us a call, 80% range "
+            f"{lo:.2f}..{hi:.2f} us ({worst.get('note', '')}); the step's times are as uncertain (--detail and the JSON "
+            "give each collective's range)"]
+
+
+def step_table(plan, steps: int | None = None, detail: bool = False, nccl: str = "") -> str:
+    """The plan of one step: its collectives, its times, its bytes, its one-time costs; ``nccl``: the NCCL release
+    (and variables) it was timed with, for the header."""
     lay, w = plan.layout, plan.workload
     lines = [f"# collsim plan: {w.name} ({w.parallel.strategy}) on {plan.topology} "
              f"({lay.world} ranks: tp {lay.tp}, pp {lay.pp}, dp {lay.dp}"
-             + (f", shard {lay.shard} x {lay.replicas} replicas" if w.parallel.strategy != "ddp" and lay.replicas > 1 else "") + ")"]
+             + (f", shard {lay.shard} x {lay.replicas} replicas" if w.parallel.strategy != "ddp" and lay.replicas > 1 else "") + ")"
+             + (f", NCCL {nccl}" if nccl else "")]
     for fam, g in plan.groups.items():
         lines.append(f"# group {fam:9s} {g['size']:5d} ranks x {g['count']:4d} groups (rank 0's: {g['rank0']})")
     lines.append("#")
@@ -70,6 +86,7 @@ def step_table(plan, steps: int | None = None, detail: bool = False) -> str:
     elif left:
         tiers += f"; {left} collective(s) timed by the flow model not counted"
     lines.append(f"# wire bytes per step  {tiers or 'none'} (whole cluster, per link tier)")
+    lines += _validation_lines(collective_groups(plan))
     ib = plan.init_broadcast
     lines.append(f"# initial broadcast    {ib['nbytes'] / 1e9:.3f} GB in {ib['buckets']} bucket(s) over dp, "
                  f"{_ms(ib['time_us'])} ms once (DDP's sync of rank 0's parameters)")

@@ -110,7 +110,10 @@ class StepPlan:
             out.append({"name": t.name, "phase": t.phase, "collective": t.op, "group": t.lane,
                         "ranks": _ranks_label(t.ranks), "nranks": len(t.ranks), "nbytes": t.nbytes,
                         "algorithm": t.cost.algorithm, "protocol": t.cost.protocol, "time_us": t.duration_us,
-                        "start_us": s, "end_us": e, "blocking": t.blocking})
+                        "start_us": s, "end_us": e, "blocking": t.blocking,
+                        # the collective's own 80% range and validation (one call; time_us may be a series')
+                        "call_time_us": t.cost.time_us, "call_time_us_range": list(t.cost.time_us_range or ()),
+                        "validated": t.cost.validated, **({"note": t.cost.note} if t.cost.note else {})})
         return out
 
     def summary(self) -> dict:

@@ -213,3 +213,20 @@ def test_all_algorithms_say_when_an_algorithms_row_gets_faster_with_size():
     ring_128, tree_128 = R(algorithm="ring", protocol="LL128", time_us=40095.2), R(algorithm="tree", protocol="LL128", time_us=1800.0)
     marked = shorter_than_before([(64 << 20, [ring_ll, tree_ll], tree_ll), (512 << 20, [ring_128, tree_128], tree_128)])
     assert marked == {id(ring_128): (64 << 20, ring_ll)}
+
+
+def test_plan_takes_the_nccl_release_and_says_what_is_not_validated(cli):
+    # a planner's trial: plan printed one exposed-communication share with no NCCL release, no range and no word that
+    # its collectives (all_reduce across one-GPU nodes, a kind of node no InfiniBand case measured) are not validated
+    args = ("plan", "examples/workloads/ddp-1b.yaml", "--topology", "dgx-h100:nodes=16,gpus_per_node=1")
+    code, text, err = cli(*args, "--nccl-version", "2.21")
+    assert code == 0, err
+    assert "NCCL 2.21" in text.splitlines()[0] and "# ! not validated: 2 of 2 distinct collectives" in text
+    code, out, err = cli(*args, "--nccl-version", "2.21", "--format", "json")
+    d = json.loads(out)
+    assert d["nccl_version"] == "2.21"
+    for c in d["collectives"]:
+        lo, hi = c["call_time_us_range"]
+        assert c["validated"] is False and lo <= c["call_time_us"] <= hi and c["note"]
+    code, out, err = cli("plan", "examples/workloads/ddp-1b.yaml", "--topology", "dgx-h100:nodes=2", "--format", "json")
+    assert all(c["validated"] for c in json.loads(out)["collectives"])   # 2 DGX H100 on InfiniBand: measured
