@@ -222,6 +222,8 @@ def _auto(coll, nbytes: int, topo: Topology, algorithm: str, proto, opts: RunOpt
     if fits and (est.seconds <= AUTO_ENGINE_SECONDS or opts.trace or opts.engine != "default"):
         r = _engine(coll, nbytes, topo, algorithm, proto, opts)
         r.explain["model_choice"] = f"engine: {est.describe()}"
+        if est.seconds > AUTO_ENGINE_SECONDS and opts.trace:   # past the budget: the trace asked for the engine's events
+            r.explain["engine_for_trace"] = True
         return r
     from .prediction.flow import flow_covers
     reason = flow_covers(coll, algorithm, topo)

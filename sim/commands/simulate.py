@@ -710,7 +710,10 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
                 name = f"{r.model} ({args.engine} engine)" if r.model == "engine" and args.engine != "default" else r.model
                 used.setdefault(name, []).append(nbytes)
         lines.append("# model auto: " + "; ".join(f"{m} for {len(s)} of {len(results) * len(results[0][1])} run(s)"
-                                                  f" ({s[0]}..{s[-1]} B)" for m, s in used.items()))
+                                                  f" ({s[0]}..{s[-1]} B)" for m, s in used.items())
+                     + ("; --trace records the engine's events, so the largest size ran on the engine, which may differ "
+                        "from the flow model auto takes without it (docs/nccl-model.md, Known gaps)"
+                        if any(r.explain.get("engine_for_trace") for _, group, _ in results for r in group) else ""))
         if ("flow" in used and topo.nranks > FLOW_CHECK_MAX_RANKS and args.algorithm == "auto"
                 and getattr(args, "select", "nccl") == "nccl" and args.protocol == "auto"):
             lines.append(f"# flow-model sizes over {FLOW_CHECK_MAX_RANKS:,} GPUs are not checked for a faster pair NCCL "

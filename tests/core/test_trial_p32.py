@@ -230,3 +230,17 @@ def test_plan_takes_the_nccl_release_and_says_what_is_not_validated(cli):
         assert c["validated"] is False and lo <= c["call_time_us"] <= hi and c["note"]
     code, out, err = cli("plan", "examples/workloads/ddp-1b.yaml", "--topology", "dgx-h100:nodes=2", "--format", "json")
     assert all(c["validated"] for c in json.loads(out)["collectives"])   # 2 DGX H100 on InfiniBand: measured
+
+
+def test_a_trace_says_when_it_moved_auto_onto_the_engine(cli, tmp_path):
+    # --trace needs the engine's events: past the engine's time budget auto had moved from the flow model to the engine
+    # without a word, and the prediction moved 5% with it (a planner's trial)
+    args = ("simulate", "-t", "dgx-h100:nodes=32", "-b", "64M", "-e", "64M")
+    code, plain, err = cli(*args)
+    assert code == 0, err
+    assert "model auto: flow" in plain
+    code, traced, err = cli(*args, "--trace", str(tmp_path / "t.json"))
+    assert code == 0, err
+    assert "model auto: engine" in traced and "--trace records the engine's events" in traced
+    code, small, err = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "64M", "-e", "64M", "--trace", str(tmp_path / "s.json"))
+    assert "--trace records" not in small   # the engine was auto's choice anyway
