@@ -89,7 +89,7 @@ def nccl_config_from_args(args):
     """The NcclConfig of --nccl-version/--nccl-env/--nccl-env-from-shell; names ignored variables on stderr."""
     import sys
 
-    from ..nccl.config import IN_TOPOLOGY, absent_from_release, env_from_shell, make_config, split_env
+    from ..nccl.config import HONOURED, IN_TOPOLOGY, absent_from_release, env_from_shell, make_config, split_env
     pairs = dict(env_from_shell()) if getattr(args, "nccl_env_from_shell", False) else {}
     if getattr(args, "nccl_env", None):
         given = split_env(args.nccl_env)
@@ -103,6 +103,11 @@ def nccl_config_from_args(args):
         raise CollsimError(f"--nccl-version is empty: give a release such as 2.27, or leave the flag out for the "
                            f"newest collsim documents ({LATEST.version})")
     cfg = make_config(version, pairs or None)
+    for var, value in pairs.items():   # NCCL clamps a channel count past its MAXCHANNELS (with an INFO line): say so
+        if var in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS") and \
+                value.strip().isdigit() and int(value) > cfg.release.max_channels:
+            print(f"collsim: {var}={value} is more than NCCL {cfg.version}'s MAXCHANNELS: NCCL takes "
+                  f"{cfg.release.max_channels}, as collsim does", file=sys.stderr)
     unhonoured = []
     for var in cfg.ignored:
         why = absent_from_release(var, cfg.release)
@@ -110,6 +115,11 @@ def nccl_config_from_args(args):
             print(f"collsim: ignoring {var}: NCCL {cfg.version} {why}", file=sys.stderr)
         else:
             unhonoured.append(var)
+    cased = [v for v in unhonoured if v != v.upper() and v.upper() in HONOURED]
+    if cased:   # NCCL reads its variables by their upper-case names only
+        print(f"collsim: ignoring {', '.join(cased)}: NCCL's variables are upper case ({', '.join(v.upper() for v in cased)}), "
+              "and NCCL would not read these either", file=sys.stderr)
+        unhonoured = [v for v in unhonoured if v not in cased]
     if unhonoured:
         print(f"collsim: ignoring {', '.join(unhonoured)}: the model does not honour "
               f"{'it' if len(unhonoured) == 1 else 'them'} (see --help for those it does)", file=sys.stderr)
@@ -134,6 +144,15 @@ def nccl_config_printed(args, printed: str | None, where: str, verb: str = "prin
     cfg = nccl_config.case_config({"id": where, "nccl_version": printed})
     nearest = " (the nearest release collsim models)" if parse_version(cfg.version) != parse_version(printed) else ""
     return cfg, f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.version}'s rules{nearest}; --nccl-version to change"
+
+
+def _warn_off_fabric(cfg, topo) -> None:
+    """Say on stderr where the run's FI_* variables (libfabric's cxi provider: Slingshot's) change nothing."""
+    fi = [k for k, _ in cfg.env if k.startswith("FI_")]
+    fabric = topo.hardware.fabric if topo.hardware is not None else None
+    if fi and fabric != "slingshot":
+        print(f"collsim: {', '.join(fi)} set the Slingshot (cxi) provider's matching and copies: they change nothing on "
+              f"{fabric or 'this topology'}", file=sys.stderr)
 
 
 def run(args) -> int:
@@ -161,6 +180,7 @@ def run(args) -> int:
         print(f"collsim: ignoring --root {root}: {coll.name} has no root (broadcast and reduce do)", file=sys.stderr)
         root = 0
     cfg = nccl_config_from_args(args)
+    _warn_off_fabric(cfg, topo)
     with use(cfg):   # NCCL's rules and variables decide what NCCL can run and picks
         algos, left_out = _algorithms(args, coll, topo, sizes, max_memory)
         picks = _nccl_picks(coll, topo, sizes, args.protocol) if args.algorithm == "all" else {}
@@ -226,6 +246,7 @@ def run(args) -> int:
                                   for k, v in r.explain.items()}
             rows.append(row)
     payload = {"topology": topo.name, "collective": coll.name, "nranks": topo.nranks, "model": args.model,
+               "gpus_per_process": args.gpus_per_process,
                "nccl_version": cfg.version, "nccl_rules": cfg.release.tag, "nccl_env": dict(cfg.env),
                "nccl_env_ignored": list(cfg.ignored), "results": rows}
     if left_out:
@@ -622,7 +643,8 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
     from ..algorithms import in_nccl
     faster, ranges, picks = faster or {}, ranges or {}, picks or {}
     env = " ".join(f"{k}={v}" for k, v in cfg.env) if cfg is not None else ""
-    lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)), model {args.model}"
+    lines = [f"# collsim simulate: {coll.name} on {topo.name} ({topo.nranks} ranks, {topo.nhosts} host(s)"
+             + (f", {args.gpus_per_process} GPUs per process" if args.gpus_per_process != 1 else "") + f"), model {args.model}"
              + (f", NCCL {cfg.version}" if cfg is not None else "")
              + (f" (the rules of {cfg.release.tag}, the nearest release collsim reads at or below it)"
                 if cfg is not None and cfg.version != cfg.release.version else "")

@@ -351,7 +351,7 @@ def split_env(text: str) -> list[tuple[str, str]]:
     for piece in str(text).split(","):
         head, eq, rest = piece.partition("=")
         if eq and head.strip().upper().startswith(("NCCL_", "FI_")) and head.strip().replace("_", "").isalnum():
-            pairs.append([head.strip().upper(), rest])
+            pairs.append([head.strip(), rest])   # as given: NCCL's names are case-sensitive (nccl_algo is not NCCL_ALGO)
         elif pairs:
             pairs[-1][1] += "," + piece
         elif piece.strip():
@@ -368,10 +368,10 @@ def make_config(version=None, env=None) -> NcclConfig:
         pairs = []
     elif isinstance(env, str):
         pairs = split_env(env)
-    elif isinstance(env, dict):
-        pairs = [(str(k).upper(), str(v)) for k, v in env.items()]
+    elif isinstance(env, dict):   # names as given: getenv is case-sensitive, and NCCL would not read nccl_algo
+        pairs = [(str(k), str(v)) for k, v in env.items()]
     else:
-        pairs = [(str(k).upper(), str(v)) for k, v in env]
+        pairs = [(str(k), str(v)) for k, v in env]
     kw: dict = {}
     honoured, ignored = [], []
     for var, value in pairs:

@@ -190,6 +190,10 @@ def with_gpus_per_process(topo, gpus_per_process: int | None):
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= ppn:
         raise CollsimError(f"--gpus-per-process {n!r}: one process drives GPUs of its own node, so it is a whole "
                            f"number from 1 to {ppn} (the GPUs per node of {topo.name}), like nccl-tests' -g N")
+    if ppn % n:   # nccl-tests starts the same -g N in every process: a node's GPUs must split into whole processes
+        fits = [d for d in range(1, ppn + 1) if ppn % d == 0]
+        raise CollsimError(f"--gpus-per-process {n}: the {ppn} GPUs of a node of {topo.name} do not split into processes "
+                           f"of {n} (nccl-tests runs the same -g in every process): use one of {', '.join(map(str, fits))}")
     return Topology.build(topo.name, topo.nodes, topo.links, replace(topo.hardware, gpus_per_process=n))
 
 

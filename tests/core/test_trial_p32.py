@@ -244,3 +244,18 @@ def test_a_trace_says_when_it_moved_auto_onto_the_engine(cli, tmp_path):
     assert "model auto: engine" in traced and "--trace records the engine's events" in traced
     code, small, err = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "64M", "-e", "64M", "--trace", str(tmp_path / "s.json"))
     assert "--trace records" not in small   # the engine was auto's choice anyway
+
+
+def test_launch_and_variables_are_taken_as_nccl_takes_them(cli):
+    # -g 3 cannot launch 8 GPUs a node in equal processes; nccl_algo is not NCCL_ALGO (getenv is case-sensitive);
+    # a channel count past MAXCHANNELS is clamped aloud; libfabric's cxi variables change nothing on InfiniBand
+    code, out, err = cli("simulate", "-t", "dgx-h100", "-b", "1M", "-e", "1M", "--gpus-per-process", "3")
+    assert code != 0 and "1, 2, 4, 8" in err and "Traceback" not in err
+    code, out, err = cli("simulate", "-t", "dgx-h100", "-b", "1M", "-e", "1M", "--gpus-per-process", "4", "--format", "json")
+    assert code == 0 and json.loads(out)["gpus_per_process"] == 4
+    code, out, err = cli("simulate", "-t", "dgx-h100", "-b", "1M", "-e", "1M", "--format", "json",
+                         "--nccl-env", "nccl_algo=ring,NCCL_MIN_NCHANNELS=10000,FI_CXI_RX_MATCH_MODE=software")
+    assert code == 0, err
+    d = json.loads(out)
+    assert "nccl_algo" in d["nccl_env_ignored"] and "upper case (NCCL_ALGO)" in err
+    assert "MAXCHANNELS" in err and "change nothing on ib" in err
