@@ -72,7 +72,7 @@ def _convert(preset: Preset, key: str, raw: str):
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise CollsimError(f"{what}={raw!r} is not a valid bool: use true or false")
+        raise CollsimError(f"{what}={raw!r} is not on or off: use 1 or 0 (true/false, yes/no, on/off)")
     if typ is int:
         try:
             value = float(raw)
