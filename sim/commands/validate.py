@@ -336,11 +336,12 @@ def run(args) -> int:
     raw = (" (raw nccl-tests output: its out-of-place times, as `collsim compare --time out-of-place`)"
            if any(c.get("format") == "nccl-tests" for c in cases) else "")
     print(f"# collsim validate: model {args.model}; busbw error over sizes >= 64 MiB, time error over sizes <= 64 KiB{raw}")
-    print(f"# {'case':8s} {'bw-median':>9s} {'lat-median':>10s} {'sizes':>5s} {'secs':>5s}  chosen (algorithm/protocol: sizes)")
+    wid = max([8] + [len(str(s["id"])) for s in scores])   # the case column as wide as its longest id
+    print(f"# {'case':{wid}s} {'bw-median':>9s} {'lat-median':>10s} {'sizes':>5s} {'secs':>5s}  chosen (algorithm/protocol: sizes)")
     for s in scores:
         chosen = "; ".join(f"{k} {_span(v)}" for k, v in s["chosen"].items())
         pin = f"  [pinned {s['algorithm']}]" if s["algorithm"] != "auto" else ""
-        print(f"  {s['id']:8s} {pct(s['bw_median']):>9s} {pct(s['lat_median']):>10s} {len(s['rows']):5d} {s['seconds']:5.1f}  "
+        print(f"  {s['id']:{wid}s} {pct(s['bw_median']):>9s} {pct(s['lat_median']):>10s} {len(s['rows']):5d} {s['seconds']:5.1f}  "
               f"{chosen}  ({s['topology']}){pin}")
         if args.rows:
             for r in s["rows"]:
@@ -355,11 +356,12 @@ def run(args) -> int:
         assert cv_total is not None and refit is not None
         what = "one system" if args.by == "system" else "one case"
         print(f"# cross-validated (leave-{what}-out: every fitted constant refitted without it)")
-        print(f"# {'case':8s} {'system':>10s} {'ranks':>6s} {'bw in':>7s} {'bw out':>7s} {'lat in':>7s} {'lat out':>7s} "
+        sys_wid = max([10] + [len(str(s_out["system"])) for s_out in cv])
+        print(f"# {'case':{wid}s} {'system':>{sys_wid}s} {'ranks':>6s} {'bw in':>7s} {'bw out':>7s} {'lat in':>7s} {'lat out':>7s} "
               f"{'mid out':>7s} {'cover':>6s}  refitted constants used")
         for s_in, s_out in zip(scores, cv):
             fitted = ", ".join(f"{k}={v:g}" for k, v in s_out["fitted"].items())
-            print(f"  {s_in['id']:8s} {str(s_out['system'])[:10]:>10s} {s_out['nranks']:6d} {pct(s_in['bw_median']):>7s} "
+            print(f"  {s_in['id']:{wid}s} {str(s_out['system']):>{sys_wid}s} {s_out['nranks']:6d} {pct(s_in['bw_median']):>7s} "
                   f"{pct(s_out['bw_median']):>7s} {pct(s_in['lat_median']):>7s} {pct(s_out['lat_median']):>7s} "
                   f"{pct(s_out['mid_median']):>7s} {pct(per_cov.get(s_out['id'])):>6s}  {fitted}")
         print(f"cross-validated (leave {what} out): busbw median error {pct(cv_total['bw_median']).strip()} over "
@@ -368,7 +370,7 @@ def run(args) -> int:
               f"worst case {cv_total['worst_bw_case']} ({pct(cv_total['worst_bw_median']).strip()}); "
               f"80% interval coverage {pct(cv_total['coverage']).strip()} "
               f"(in-sample {pct(total['bw_median']).strip()} / {pct(total['lat_median']).strip()})")
-        print("# fit on every case: " + ", ".join(f"{k}={v:.4g}" for k, v in refit.items()))
+        print(f"# fit on {'every case' if not args.case else f'the {len(scores)} case(s) selected'}: " + ", ".join(f"{k}={v:.4g}" for k, v in refit.items()))
     return 0
 
 
