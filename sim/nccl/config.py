@@ -189,11 +189,7 @@ class NcclConfig:
         >>> make_config(env="NCCL_MAX_NCHANNELS=8,NCCL_MIN_NCHANNELS=2").channels(16)
         8
         """
-        if self.max_channels:
-            nch = min(nch, self.max_channels)
-        if self.min_channels:
-            nch = max(nch, self.min_channels)
-        return nch
+        return _bounded(nch, self.min_channels, self.max_channels)
 
     def nvls_channels(self, nch: int) -> int:
         """The channels NCCL's NVLS kernels run of the ``nch`` NVLS_NCHANNELS gives: bounded by the CTA variables
@@ -203,11 +199,7 @@ class NcclConfig:
         >>> make_config(env="NCCL_MAX_NCHANNELS=1").nvls_channels(16), make_config(env="NCCL_MAX_CTAS=4").nvls_channels(16)
         (16, 4)
         """
-        if self.max_ctas:
-            nch = min(nch, self.max_ctas)
-        if self.min_ctas:
-            nch = max(nch, self.min_ctas)
-        return nch
+        return _bounded(nch, self.min_ctas, self.max_ctas)
 
     def distinct_channels(self, nch: int) -> int:
         """Of the ``nch`` channels NCCL would run unbounded, those that are not copies NCCL_MIN_NCHANNELS
@@ -219,6 +211,14 @@ class NcclConfig:
         1
         """
         return min(nch, self.max_channels) if self.max_channels else nch
+
+
+def _bounded(nch: int, low: int | None, high: int | None) -> int:
+    """``nch`` at most ``high``, then at least ``low`` (NCCL's order, so a minimum above the maximum wins); None or
+    0 is no bound."""
+    if high:
+        nch = min(nch, high)
+    return max(nch, low) if low else nch
 
 
 def _enabled(table, collective, name: str) -> bool:
