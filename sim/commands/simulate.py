@@ -117,8 +117,8 @@ def nccl_config_from_args(args):
             unhonoured.append(var)
     cased = [v for v in unhonoured if v != v.upper() and v.upper() in HONOURED]
     if cased:   # NCCL reads its variables by their upper-case names only
-        print(f"collsim: ignoring {', '.join(cased)}: NCCL's variables are upper case ({', '.join(v.upper() for v in cased)}), "
-              "and NCCL would not read these either", file=sys.stderr)
+        print(f"collsim: ignoring {', '.join(cased)}: these variables are read by their upper-case names "
+              f"({', '.join(v.upper() for v in cased)}), so the run would not have read these either", file=sys.stderr)
         unhonoured = [v for v in unhonoured if v not in cased]
     if unhonoured:
         print(f"collsim: ignoring {', '.join(unhonoured)}: the model does not honour "

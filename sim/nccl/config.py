@@ -213,6 +213,29 @@ class NcclConfig:
         return min(nch, self.max_channels) if self.max_channels else nch
 
 
+CHANNEL_VARIABLES = {"NCCL_MIN_NCHANNELS": "min_nch", "NCCL_MAX_NCHANNELS": "max_nch",
+                     "NCCL_MIN_CTAS": "min_ctas", "NCCL_MAX_CTAS": "max_ctas"}
+
+
+def _channel_bounds(given: dict, max_channels: int) -> dict:
+    """The configuration's channel bounds from the variables ``given`` (``CHANNEL_VARIABLES``' keys), as NCCL takes
+    them: each clamped to the release's MAXCHANNELS; a CTA minimum above the CTA maximum lowered to it (``init.cc``
+    envConfigOverride: "minCTAs %d is larger than maxCTAs %d, set both to %d"), where NCCL_MIN_NCHANNELS above
+    NCCL_MAX_NCHANNELS stands and wins (``connect.cc``); the rings' bounds combine both pairs (the larger minimum,
+    the smaller maximum), NVLS's are the CTAs' alone.
+
+    >>> _channel_bounds({"min_ctas": 8, "max_ctas": 2}, 64)["min_channels"], _channel_bounds({"min_nch": 8, "max_nch": 2}, 64)["min_channels"]
+    (2, 8)
+    """
+    b = {k: min(v, max_channels) for k, v in given.items() if v}
+    if b.get("min_ctas") and b.get("max_ctas") and b["min_ctas"] > b["max_ctas"]:
+        b["min_ctas"] = b["max_ctas"]
+    lows = [b[k] for k in ("min_nch", "min_ctas") if b.get(k)]
+    highs = [b[k] for k in ("max_nch", "max_ctas") if b.get(k)]
+    return {"min_channels": max(lows) if lows else None, "max_channels": min(highs) if highs else None,
+            "min_ctas": b.get("min_ctas"), "max_ctas": b.get("max_ctas")}
+
+
 def _bounded(nch: int, low: int | None, high: int | None) -> int:
     """``nch`` at most ``high``, then at least ``low`` (NCCL's order, so a minimum above the maximum wins); None or
     0 is no bound."""
@@ -373,6 +396,7 @@ def make_config(version=None, env=None) -> NcclConfig:
     else:
         pairs = [(str(k), str(v)) for k, v in env]
     kw: dict = {}
+    bounds: dict[str, int] = {}   # min_nch, max_nch, min_ctas, max_ctas as given
     honoured, ignored = [], []
     for var, value in pairs:
         if len(value) > MAX_ENV_TEXT:
@@ -390,14 +414,8 @@ def make_config(version=None, env=None) -> NcclConfig:
             # NCCL before 2.24 reads no collective prefix: its parseList splits on commas only
             flat = not rel.per_collective_lists and (":" in value or ";" in value)
             kw[key] = _parse_flat(value, names) if flat else _parse_list(value, var, names)
-        elif var in ("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"):
-            kw["min_channels"] = max(kw.get("min_channels") or 0, _count(value, var))
-            if var == "NCCL_MIN_CTAS":
-                kw["min_ctas"] = _count(value, var)
-        elif var in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"):
-            kw["max_channels"] = min(kw.get("max_channels") or MAX_CHANNELS, _count(value, var))
-            if var == "NCCL_MAX_CTAS":
-                kw["max_ctas"] = _count(value, var)
+        elif var in CHANNEL_VARIABLES:
+            bounds[CHANNEL_VARIABLES[var]] = _count(value, var)
         elif var == "FI_CXI_RX_MATCH_MODE":
             mode = value.strip().lower()
             if mode not in RX_MATCH_MODES:
@@ -415,9 +433,7 @@ def make_config(version=None, env=None) -> NcclConfig:
             kw["buffsizes"] = tuple(sorted(sizes.items()))
         else:
             kw[{"NCCL_NVLS_ENABLE": "nvls", "NCCL_COLLNET_ENABLE": "collnet", "NCCL_PAT_ENABLE": "pat"}[var]] = _flag(value, var)
-    for key in ("min_channels", "max_channels", "min_ctas", "max_ctas"):   # NCCL clamps them to its release's MAXCHANNELS
-        if kw.get(key):
-            kw[key] = min(kw[key], rel.max_channels)
+    kw.update(_channel_bounds(bounds, rel.max_channels))
     # a minimum above the maximum is NCCL's own combination, not a mistake: the first MAX channels, duplicated
     # up to MIN (NcclConfig.channels)
     requested = "" if version in (None, "") else ".".join(map(str, versions.parse_version(version)))

@@ -63,7 +63,7 @@ from .constants import (
     X86_CPUS,
 )
 from .context import cached
-from .machine import Machine, graph_for, machine, nvls_graph, tree_pattern
+from .machine import Machine, graph_for, machine, nvls_channels, nvls_graph, runtime_channels, tree_pattern
 from .protocols import base_latency_us, get_protocol, hop_latency_us
 
 
@@ -166,13 +166,9 @@ def _disabled(a: str, p: str, coll: Collective, m: Machine, cfg: NcclConfig | No
         return why
     if a in ("nvls", "nvls_tree") and not _has_nvls(m):
         return "NVLS needs an NVLink SHARP switch (Hopper or later)"
-    if a in ("nvls", "nvls_tree") and rel.nvls_efficiency_model:
-        # nvls.cc clamps nvlsChannels to [minCTAs, maxCTAs] (NCCL_MIN/MAX_CTAS; NCCL_MIN/MAX_NCHANNELS bound rings and trees)
-        found = nvls_graph(m).nchannels
-        runs = cfg.nvls_channels(found)
-        if runs < 2:
-            return f"NCCL {cfg.version} needs at least 2 NVLS channels" + (
-                f" (NCCL_MAX_CTAS={cfg.max_ctas} leaves {runs})" if runs != found else "")
+    if a in ("nvls", "nvls_tree") and rel.nvls_efficiency_model and nvls_graph(m).nchannels < 2:
+        # tuning.cc: "NVLS/NVLStree needs at least 2 channels", of its search's graph (the run's bounds do not move it)
+        return f"NCCL {cfg.version} needs at least 2 NVLS channels (its search found {nvls_graph(m).nchannels})"
     if a == "nvls" and coll.sharded and m.ppn > NVLS_MAX_HEADS:
         return f"NCCL runs NVLS {coll.name} only with at most {NVLS_MAX_HEADS} GPUs per NVLink domain (enqueue.cc)"
     why = _nvls_layout_off(a, m)
@@ -451,13 +447,28 @@ def _ring_step_floor_us(m: Machine, p: str) -> float:
     return m.net_overhead_us * (3 if p == "Simple" else 1)
 
 
+def _nvls_runs(a: str, m: Machine, cfg: NcclConfig) -> tuple[int, int]:
+    """(the NVLS channels NCCL runs, NVLS_NCHANNELS): ``transport/nvls.cc`` bounds them by NCCL_MIN/MAX_CTAS only, and
+    from 2.28 NVLS across nodes takes at most the rings' channels too (``enqueue.cc``: ``nc = min(nvlsChannels,
+    nChannels)``, which NCCL_MIN/MAX_NCHANNELS bound)."""
+    full = nvls_channels(m)
+    runs = cfg.nvls_channels(full)
+    if a == "nvls" and m.nnodes > 1 and cfg.release.nvls_efficiency_model:
+        runs = min(runs, cfg.channels(runtime_channels(m, "ring")))
+    return runs, full
+
+
 def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig) -> tuple[float, int, dict]:
     graph = graph_for(m, a)
     # tuning.cc: busBw = graphs[a]->nChannels x bw, the channels NCCL's search found. NCCL_MIN/MAX_NCHANNELS
     # and NCCL_MIN/MAX_CTAS bound the channels it runs (connect.cc, after the search), not its estimate:
     # ``nch`` (what runs) bounds the kernels below, ``found`` is what NCCL's tuner counts
     found = graph.nchannels
-    nch = cfg.nvls_channels(found) if a.startswith("nvls") else cfg.channels(found)   # NVLS: the CTA bounds only
+    if a.startswith("nvls"):   # NVLS runs channels of its own: the share of them the run's bounds leave
+        nch, full = _nvls_runs(a, m, cfg)
+        share = nch / full
+    else:
+        nch, share = cfg.channels(found), 1.0
     rel = cfg.release
     # the row of NCCL's per-architecture tables this release reads (before 2.25 a Blackwell GPU reads Hopper's)
     ppn, ci, col = m.ppn, (ARCHS.index("hopper") if rel.table_arch(m.arch) != m.arch else m.cc_index), m.node_column
@@ -480,7 +491,7 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
         cap = rel.nvls_tree_caps.get(m.arch, (math.inf,) * 3)[col] if a == "nvls_tree" else math.inf
         bw = min(intra, inter, cap)
     bus = found * bw
-    links = nch * bw
+    links = nch * bw if not a.startswith("nvls") else found * bw * share
     row = ci if m.nnodes == 1 else int(m.cpu == "amd")
     ll_max = rel.ll_max_hopper[col] if row == 2 else LL_MAX_BW[row][col]
     if a in ("ring", "p2p") and p == "LL":
@@ -519,7 +530,7 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
             # the channels at the search's intra-node speed (x0.85 on Hopper+); the engine honours it as a
             # bound (sim.nccl.execution.kernel_cap_us)
             detail["kernel_cap_bus_GBps"] = bus
-    if nch < found:
+    if (nch < found) if not a.startswith("nvls") else share < 1:
         # NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS below the search's channels: the channels left move at most
         # their search speed each, whatever the links could carry (the engine's links assume channels
         # enough to fill them, so it honours this bound: sim.nccl.execution.kernel_cap_us)

@@ -100,7 +100,7 @@ class CollectiveCosts:
         """The cost of ``op`` moving ``nbytes`` (nccl-tests' convention) over ``ranks`` while the
         ``concurrent`` groups (usually the other groups of its family) run the same collective."""
         from ..api import simulate
-        from ..prediction.intervals import interval
+        from ..prediction.intervals import clip_to_line_rate, interval, line_rate_busbw
         ranks, concurrent = tuple(ranks), _groups(concurrent)
         key = (op, int(nbytes), ranks, root, concurrent)
         if key not in self._memo:
@@ -114,7 +114,8 @@ class CollectiveCosts:
                 for label, b in r.link_bytes.items():
                     tiers[tier_of[label]] = tiers.get(tier_of[label], 0.0) + b * scale
                 single = r.explain.get("single_call_us")
-                iv = interval(r.time_us, r.busbw_GBps, int(nbytes), topo, collective=op, algorithm=r.algorithm)
+                iv = clip_to_line_rate(interval(r.time_us, r.busbw_GBps, int(nbytes), topo, collective=op, algorithm=r.algorithm),
+                                       r.busbw_GBps, line_rate_busbw(topo, op, r.algorithm))   # as simulate gives it
                 self._memo[key] = CollectiveCost(op, int(nbytes), ranks, r.time_us, r.algorithm, r.protocol, tiers,
                                                  float(single) if isinstance(single, (int, float)) else None,
                                                  counted=bool(r.link_bytes) or r.time_us == 0,

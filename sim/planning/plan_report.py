@@ -37,8 +37,8 @@ def _validation_lines(groups: list[dict]) -> list[str]:
     lo, hi = (worst.get("call_time_us_range") or [worst["call_time_us"]] * 2)[:2]
     return [f"# ! not validated: {len(off)} of {len(groups)} distinct collectives; the longest of them, {worst['collective']} "
             f"of {worst['nbytes']} B over {worst['group']}, takes {worst['call_time_us']:.2f} us a call, 80% range "
-            f"{lo:.2f}..{hi:.2f} us ({worst.get('note', '')}); the step's times are as uncertain (--detail and the JSON "
-            "give each collective's range)"]
+            f"{lo:.2f}..{hi:.2f} us ({worst.get('note', '')}); the step's times are as uncertain (--format json gives each "
+            "collective's range)"]
 
 
 def step_table(plan, steps: int | None = None, detail: bool = False, nccl: str = "") -> str:

@@ -31,8 +31,8 @@ busbw the model gives them, outside the unwidened range the servers' residuals g
 range is drawn from are still chosen by fabric and node count alone, so a validated rack question's range
 comes mostly from servers' residuals: the set has too few racks to draw it from racks. Last, a question
 is not validated where the public cases measured nearest it (its fabric and kind of node, its collective's
-kind and size band, within 2x its node count or, where none is that near, at the nearest node count
-measured, weighted by nearness: in full at its own count, half at the window's edge) are themselves missed by more than :data:`MISSED_BAR` out of sample:
+kind and size band: the median error of its node count where measured, else the medians of the measured counts
+around it interpolated in log2 of the nodes, else the nearest count's) are themselves missed by more than :data:`MISSED_BAR` out of sample:
 the note names them and their error (20 GB200 racks, and 41 as well; Polaris-like all_to_alls).
 
 Intervals are honest only if measured rows fall inside them about 80% of the time out of sample:
@@ -216,7 +216,8 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
                      f"{' and '.join(bands)}): the range is borrowed from other collectives and widened")
     in_net = _switch_reduction(algorithm, nodes)
     if in_net and any(len(r) > 8 and r[8] for r in table):   # the table says which algorithm each row ran
-        sharp_bands = sorted({r[3] for r in mine if _switch_reduction(r[8], r[2]) == in_net}, key=BANDS.index)
+        sharp_bands = sorted({r[3] for r in mine if _switch_reduction(r[8] if len(r) > 8 else "", r[2]) == in_net},
+                             key=BANDS.index)
         if b not in sharp_bands:
             widen *= 2.0
             only = f"only {' and '.join(sharp_bands)}" if sharp_bands else "none"
@@ -342,59 +343,53 @@ def _missed_nearby(mine: list, b: str, nodes: int, collective: str | None, where
     """The note for a question whose nearest measured cases the model misses (:data:`MISSED_BAR`), else "".
 
     ``mine``: residual rows of the question's fabric and kind of node (other systems' only, in a
-    cross-validation); the nearest are those of its size band and collective's kind within 2x its node count
-    (or at the nearest count measured, where none is that near), weighted by nearness (in full at its own count,
-    half at the window's edge), and their weighted median decides; on rack-scale NVLink domains every fabric's
-    rack cases count (:func:`interval`). Their error is the one ``collsim validate`` scores: busbw for the large band (``|e^r - 1|``),
-    time otherwise (``|e^-r - 1|``), ``r`` = log(measured / predicted time). A range drawn from many
-    systems' residuals can look narrow where the one system measured like the question is missed by 2x
-    (20 GB200 racks: validated, with 5 of its 6 measured rows outside their ranges, a planner's trial)."""
+    cross-validation; on rack-scale NVLink domains every fabric's rack cases, :func:`interval`), of its size band
+    and collective's kind. Each measured node count has its median error; a count measured decides for itself, a
+    count between two measured ones takes the two medians interpolated in log2 of the nodes, and one beyond every
+    measured count takes the nearest's. Their error is the one ``collsim validate`` scores: busbw for the large band
+    (``|e^r - 1|``), time otherwise (``|e^-r - 1|``), ``r`` = log(measured / predicted time). A range drawn from many
+    systems' residuals can look narrow where the one system measured like the question is missed by 2x (20 GB200
+    racks: validated, with 5 of its 6 measured rows outside their ranges, a planner's trial)."""
     family = FAMILIES.get(collective, collective) if collective else None
-    kin = [r for r in mine if r[3] == b and (family is None or _of_family(r, family))]
-    if not kin:
+    per: dict[int, list[tuple]] = {}
+    for r in mine:
+        if r[3] == b and (family is None or _of_family(r, family)):
+            per.setdefault(r[2], []).append(r)
+    if not per:
         return ""
-    # within 2x the node count, or the nearest node count measured where none is that near (20 GB200 racks missed
-    # by 89%: 41 racks had been validated, 40 not, with the same prediction and range). Inside that window each row
-    # weighs 1 - d / (2 reach), d its distance in octaves of nodes: full at the question's own count, half at the
-    # window's edge. Equal weights made the edges decide: at 80-112 Slingshot nodes the missed 64-node rows tied the
-    # 128-node ones, while at 64 and 128 the 32- or 256-node rows outvoted them, so 64 and 128 nodes read validated
-    # and the counts between did not
-    dist = [abs(math.log2(nodes) - math.log2(r[2])) for r in kin]
-    reach = max(1.0, min(dist)) + 1e-9
-    weighted = [(r, 1.0 - d / (2 * reach)) for r, d in zip(kin, dist) if d <= reach]
-    near = [r for r, _ in weighted]
+    # A window of rows within 2x had edges whatever its weights: at 80-112 Slingshot nodes only the missed 128-node
+    # rows were in it (flagged), at 128 the 256-node ones joined them (validated), so the count of the missed case
+    # itself read validated. Per-count medians, interpolated between the measured counts around the question, have none
+    def error(r) -> float:
+        return abs(math.expm1(r[4])) if b == "large" else abs(math.expm1(-r[4]))
+    below, above = [c for c in per if c < nodes], [c for c in per if c > nodes]
+    around = ([max(below)] if below else []) + ([min(above)] if above else [])
+    if nodes in per:   # a count measured decides for itself; by fewer rows than decide, with the counts around it
+        used = [nodes] + (around if len(per[nodes]) < MISSED_MIN_ROWS else [])
+        near = [r for c in used for r in per[c]]
+        miss = float(np.median([error(r) for r in near]))
+        how = "median"
+    else:              # between two counts: their medians interpolated in log2 of the nodes; beyond them: the nearest's
+        used = around
+        near = [r for c in used for r in per[c]]
+        med = {c: float(np.median([error(r) for r in per[c]])) for c in used}
+        if len(used) == 1:
+            miss, how = med[used[0]], "median"
+        else:
+            lo, hi = used
+            t = (math.log2(nodes) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+            miss, how = med[lo] + t * (med[hi] - med[lo]), "medians interpolated to this node count"
+    used = sorted(used)
     if len(near) < MISSED_MIN_ROWS:
         return ""
-    errs = [abs(math.expm1(r[4])) if b == "large" else abs(math.expm1(-r[4])) for r in near]
-    miss = _weighted_median(errs, [w for _, w in weighted])
     if miss <= MISSED_BAR:
         return ""
     cases = sorted({r[7] for r in near if len(r) > 7 and r[7]})
     named = (", ".join(cases[:3]) + (f" and {len(cases) - 3} more" if len(cases) > 3 else "")) if cases else "public cases"
-    lo, hi = min(r[2] for r in near), max(r[2] for r in near)
-    span = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    span = f"{used[0]}" if len(used) == 1 else f"{used[0]}-{used[-1]}"
     what = "busbw" if b == "large" else f"{b}-size time"
     return (f"the public cases measured nearest this ({named}: {where_words}, {span} nodes) are predicted {miss:.0%} off "
-            f"out of sample ({what}, median): docs/nccl-model.md, Known gaps")
-
-
-def _weighted_median(values: list[float], weights: list[float]) -> float:
-    """The value at half the total weight, ``values`` taken in order (a tie at exactly half: the mean of the two).
-
-    >>> _weighted_median([1.0, 2.0, 3.0], [1.0, 1.0, 1.0]), _weighted_median([1.0, 2.0, 3.0], [0.5, 0.5, 2.0])
-    (2.0, 3.0)
-    >>> _weighted_median([1.0, 3.0], [1.0, 1.0])
-    2.0
-    """
-    pairs = sorted(zip(values, weights))
-    half, run = sum(weights) / 2, 0.0
-    for i, (v, w) in enumerate(pairs):
-        run += w
-        if math.isclose(run, half) and i + 1 < len(pairs):
-            return (v + pairs[i + 1][0]) / 2
-        if run > half:
-            return v
-    return pairs[-1][0]
+            f"out of sample ({what}, {how}): docs/nccl-model.md, Known gaps")
 
 
 def _row_domain(row: tuple) -> str:

@@ -157,6 +157,29 @@ def test_releases_before_2_25_read_hoppers_rows_for_blackwell():
     assert release("2.24").table_arch("blackwell") == "hopper" and release("2.24").table_arch("hopper") == "hopper"
 
 
+def test_cta_and_channel_pairs_resolve_as_nccl_resolves_them():
+    """init.cc lowers a CTA minimum above the CTA maximum to it ("minCTAs %d is larger than maxCTAs %d, set both to
+    %d"); connect.cc lets NCCL_MIN_NCHANNELS above NCCL_MAX_NCHANNELS win (max first, then duplicate)."""
+    ctas = config.make_config(env="NCCL_MIN_CTAS=8,NCCL_MAX_CTAS=2")
+    assert (ctas.channels(16), ctas.nvls_channels(16)) == (2, 2)
+    assert config.make_config(env="NCCL_MIN_NCHANNELS=8,NCCL_MAX_NCHANNELS=2").channels(16) == 8
+
+
+def test_nvls_channel_bounds_scale_its_kernels_and_never_refuse_it():
+    """tuning.cc's "NVLS/NVLStree needs at least 2 channels" reads the search's graph, which the CTA bounds do not
+    touch: NCCL_MAX_CTAS=1 leaves NVLS on one channel, not off. Fewer channels move less: 1 < 4 < 12 < all 16 on
+    DGX H100. From 2.28 NVLS across nodes also takes at most the rings' channels (enqueue.cc: nc = min(nvlsChannels,
+    nChannels)), so NCCL_MAX_NCHANNELS slows it there and not under 2.27."""
+    run = functools.partial(sim.simulate, "all_reduce", 1 << 30, "dgx-h100", algorithm="nvls", nccl_version="2.28")
+    times = [run(nccl_env=f"NCCL_MAX_CTAS={n}").time_us for n in (1, 4, 12)] + [run().time_us]
+    assert times == sorted(times, reverse=True) and len(set(times)) == 4
+    sharp = "dgx-h100:nodes=4,sharp=1,nvls_sharp=1"
+    for version, slower in (("2.28", True), ("2.27", False)):
+        both = [sim.simulate("all_reduce", 1 << 30, sharp, algorithm="nvls", nccl_version=version, nccl_env=env).time_us
+                for env in (None, "NCCL_MAX_NCHANNELS=2")]
+        assert (both[1] > both[0]) is slower, (version, both)
+
+
 def test_versions_resolve_to_documented_rules():
     assert release("2.26").version == "2.25" and release("2.27.7-1").version == "2.27"
     assert release(None) is LATEST
