@@ -60,12 +60,13 @@ def channel_lines(r, topo) -> list[str]:
     runs, found = got
     why = (f"NVLS_NCHANNELS; its search finds {found} heads" if r.algorithm.startswith("nvls") else
            f"its search finds {found}; NCCL duplicates them at init, connect.cc ncclTopoPostset")
+    from .tuner import nvls_runs
     cfg = config.current()
     nvls = r.algorithm.startswith("nvls")
-    bounded = cfg.nvls_channels(runs) if nvls else cfg.channels(runs)
-    if bounded != runs:   # NCCL_MIN/MAX_NCHANNELS (or CTAs; NVLS: CTAs only) move what the machine would run
-        names = [k for k, _ in cfg.env if k in (("NCCL_MIN_CTAS", "NCCL_MAX_CTAS") if nvls else
-                                                ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))]
+    # the count the tuner times (NVLS: its CTA bounds, and from 2.28 the rings' across nodes), not a second reading
+    bounded = nvls_runs(r.algorithm, machine(topo), cfg)[0] if nvls else cfg.channels(runs)
+    if bounded != runs:   # NCCL_MIN/MAX_NCHANNELS or CTAs move what the machine would run
+        names = [k for k, _ in cfg.env if k in config.CHANNEL_VARIABLES]
         distinct = runs if nvls else cfg.distinct_channels(runs)
         dup = f": copies of the first {distinct}, on {'its NIC' if distinct == 1 else 'their NICs'}" if distinct < bounded and distinct < runs else ""
         return [f"#     NCCL channels: {bounded}{dup} ({' and '.join(names) or 'the channel bounds'}; {runs} on this machine: "

@@ -447,7 +447,7 @@ def _ring_step_floor_us(m: Machine, p: str) -> float:
     return m.net_overhead_us * (3 if p == "Simple" else 1)
 
 
-def _nvls_runs(a: str, m: Machine, cfg: NcclConfig) -> tuple[int, int]:
+def nvls_runs(a: str, m: Machine, cfg: NcclConfig) -> tuple[int, int]:
     """(the NVLS channels NCCL runs, NVLS_NCHANNELS): ``transport/nvls.cc`` bounds them by NCCL_MIN/MAX_CTAS only, and
     from 2.28 NVLS across nodes takes at most the rings' channels too (``enqueue.cc``: ``nc = min(nvlsChannels,
     nChannels)``, which NCCL_MIN/MAX_NCHANNELS bound)."""
@@ -465,10 +465,10 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
     # ``nch`` (what runs) bounds the kernels below, ``found`` is what NCCL's tuner counts
     found = graph.nchannels
     if a.startswith("nvls"):   # NVLS runs channels of its own: the share of them the run's bounds leave
-        nch, full = _nvls_runs(a, m, cfg)
-        share = nch / full
-    else:
-        nch, share = cfg.channels(found), 1.0
+        nch, full = nvls_runs(a, m, cfg)
+    else:                      # the rings' and trees': the share of the search's channels that run
+        nch, full = cfg.channels(found), found
+    run_share = nch / full
     rel = cfg.release
     # the row of NCCL's per-architecture tables this release reads (before 2.25 a Blackwell GPU reads Hopper's)
     ppn, ci, col = m.ppn, (ARCHS.index("hopper") if rel.table_arch(m.arch) != m.arch else m.cc_index), m.node_column
@@ -491,7 +491,7 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
         cap = rel.nvls_tree_caps.get(m.arch, (math.inf,) * 3)[col] if a == "nvls_tree" else math.inf
         bw = min(intra, inter, cap)
     bus = found * bw
-    links = nch * bw if not a.startswith("nvls") else found * bw * share
+    links = found * bw * run_share
     row = ci if m.nnodes == 1 else int(m.cpu == "amd")
     ll_max = rel.ll_max_hopper[col] if row == 2 else LL_MAX_BW[row][col]
     if a in ("ring", "p2p") and p == "LL":
@@ -530,7 +530,7 @@ def _bus_bandwidth(coll: Collective, a: str, p: str, m: Machine, cfg: NcclConfig
             # the channels at the search's intra-node speed (x0.85 on Hopper+); the engine honours it as a
             # bound (sim.nccl.execution.kernel_cap_us)
             detail["kernel_cap_bus_GBps"] = bus
-    if (nch < found) if not a.startswith("nvls") else share < 1:
+    if run_share < 1:
         # NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS below the search's channels: the channels left move at most
         # their search speed each, whatever the links could carry (the engine's links assume channels
         # enough to fill them, so it honours this bound: sim.nccl.execution.kernel_cap_us)
