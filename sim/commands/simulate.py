@@ -89,7 +89,15 @@ def nccl_config_from_args(args):
     """The NcclConfig of --nccl-version/--nccl-env/--nccl-env-from-shell; names ignored variables on stderr."""
     import sys
 
-    from ..nccl.config import HONOURED, IN_TOPOLOGY, absent_from_release, env_from_shell, make_config, split_env
+    from ..nccl.config import (
+        CHANNEL_VARIABLES,
+        HONOURED,
+        IN_TOPOLOGY,
+        absent_from_release,
+        env_from_shell,
+        make_config,
+        split_env,
+    )
     pairs = dict(env_from_shell()) if getattr(args, "nccl_env_from_shell", False) else {}
     if getattr(args, "nccl_env", None):
         given = split_env(args.nccl_env)
@@ -104,7 +112,7 @@ def nccl_config_from_args(args):
                            f"newest collsim documents ({LATEST.version})")
     cfg = make_config(version, pairs or None)
     for var, value in pairs.items():   # NCCL clamps a channel count past its MAXCHANNELS (with an INFO line): say so
-        if var in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS") and \
+        if var in CHANNEL_VARIABLES and \
                 value.strip().isdigit() and int(value) > cfg.release.max_channels:
             print(f"collsim: {var}={value} is more than NCCL {cfg.version}'s MAXCHANNELS: NCCL takes "
                   f"{cfg.release.max_channels}, as collsim does", file=sys.stderr)
@@ -144,6 +152,14 @@ def nccl_config_printed(args, printed: str | None, where: str, verb: str = "prin
     cfg = nccl_config.case_config({"id": where, "nccl_version": printed})
     nearest = " (the nearest release collsim models)" if parse_version(cfg.version) != parse_version(printed) else ""
     return cfg, f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.version}'s rules{nearest}; --nccl-version to change"
+
+
+def _tables_arch(cfg, topo) -> str | None:
+    """The GPU generation whose rows of NCCL's tables the release reads, where it is not the GPU's own (before 2.25,
+    Hopper's for Blackwell), else None."""
+    arch = topo.hardware.gpu_arch if topo.hardware is not None else None
+    tables = cfg.release.table_arch(arch)
+    return tables if tables != arch else None
 
 
 def _warn_off_fabric(cfg, topo) -> None:
@@ -251,9 +267,8 @@ def run(args) -> int:
                "nccl_env_ignored": list(cfg.ignored), "results": rows}
     if left_out:
         payload["left_out"] = [{"algorithm": a, "reason": why} for a, why in left_out]
-    gpu_arch = topo.hardware.gpu_arch if topo.hardware is not None else None
-    if cfg.release.table_arch(gpu_arch) != gpu_arch:
-        payload["nccl_tables_arch"] = cfg.release.table_arch(gpu_arch)
+    if _tables_arch(cfg, topo):
+        payload["nccl_tables_arch"] = _tables_arch(cfg, topo)
     payload["stats"] = _stats(LEDGER.since(ledger), time.perf_counter() - started)
     with use(cfg):   # --explain reads NCCL's channel bounds from the configuration
         text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg,
@@ -649,10 +664,9 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
              + (f" (the rules of {cfg.release.tag}, the nearest release collsim reads at or below it)"
                 if cfg is not None and cfg.version != cfg.release.version else "")
              + (f" with {env}" if env else "")
-             + (f"; NCCL {cfg.version} predates {arch.capitalize()} (2.25 added its tables): its tuner reads "
-                f"{cfg.release.table_arch(arch).capitalize()}'s rows for these GPUs, as collsim does"
-                if cfg is not None and (arch := topo.hardware.gpu_arch if topo.hardware is not None else None)
-                and cfg.release.table_arch(arch) != arch else ""),
+             + (f"; NCCL {cfg.version} predates {topo.hardware.gpu_arch.capitalize()} (2.25 added its tables): its tuner "
+                f"reads {tables.capitalize()}'s rows for these GPUs, as collsim does"
+                if cfg is not None and (tables := _tables_arch(cfg, topo)) else ""),
              f"# {'size':>10s} {'count':>12s} {'type':>6s} {'algorithm':>14s} {'protocol':>8s} {'steps':>6s} {'time':>10s} {'algbw':>8s} {'busbw':>8s}"
              f" {'busbw 80% range':^{RANGE_WIDTH}s}",
              f"# {'(B)':>10s} {'(elements)':>12s} {'':>6s} {'':>14s} {'':>8s} {'':>6s} {'(us)':>10s} {'(GB/s)':>8s} {'(GB/s)':>8s}"
