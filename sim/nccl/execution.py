@@ -30,6 +30,7 @@ With an NCCL protocol (LL, LL128, Simple) the engine prediction is
 """
 from __future__ import annotations
 
+import itertools
 import math
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -201,6 +202,10 @@ def channel_order(topo: Topology, channel: int, nchannels: int, ring: bool = Fal
     """
     hw = topo.hardware
     ports = int(hw.nic_ports or 0) if hw is not None else 0
+    if len(topo.hosts) == 1 and ring and nchannels > 1:   # one node's direct NVLink mesh: its own cycles
+        host = topo.hosts[0]
+        cycles = mesh_cycles(len(host))
+        return np.asarray([host[i] for i in cycles[channel % len(cycles)]], dtype=np.int64)
     order: list[int] = []
     for h, host in enumerate(topo.hosts):
         k = len(host)
@@ -210,6 +215,27 @@ def channel_order(topo: Topology, channel: int, nchannels: int, ring: bool = Fal
             rotated = rotated[-1:] + rotated[-2::-1]   # o-1, o-2, ..., o: in where the last host was left
         order.extend(rotated)
     return np.asarray(order, dtype=np.int64)
+
+
+def mesh_cycles(k: int) -> list[tuple[int, ...]]:
+    """The rings a direct NVLink mesh of ``k`` GPUs runs, as orders of its local GPUs, all starting at 0:
+    between them they load every directed GPU pair alike, as NCCL's rings do.
+
+    NCCL's ring search on a 4-GPU board (HGX A100 4-GPU, GH200, V100 SXM2) finds rings through different
+    pairs until the NVLinks are used up, so an all_reduce moves on all three of a GPU's NVLink pairs, not on
+    one ring's. Up to 4 GPUs these are every directed Hamiltonian cycle ((k-1)! of them: each directed pair
+    lies on (k-2)! of them; the complete symmetric digraph on 4 vertices has no decomposition into 3 disjoint
+    directed Hamiltonian cycles (Tillson 1980), so 6 rings at half a pair's rate it is). Beyond 4 GPUs, the
+    stride cycles ``0, s, 2s, ...`` for every stride ``s`` coprime to ``k``, pairwise disjoint.
+
+    >>> mesh_cycles(3)
+    [(0, 1, 2), (0, 2, 1)]
+    >>> len(mesh_cycles(4)), mesh_cycles(5)[1]
+    (6, (0, 2, 4, 1, 3))
+    """
+    if k <= 4:
+        return [(0, *rest) for rest in itertools.permutations(range(1, k))]
+    return [tuple(i * s % k for i in range(k)) for s in range(1, k) if math.gcd(s, k) == 1]
 
 
 def spread_program(name: str, coll, topo: Topology, nchannels: int, pipeline: int, root: int = 0) -> Program:
@@ -325,10 +351,21 @@ def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, 
 
 @lru_cache(maxsize=256)   # once per machine and channel bound: the budget's estimate and the plan both ask
 def _channels(algorithm: str, nchannels: int | None, m: Machine, allowed: int | None = None) -> tuple[bool, int]:
+    if single_node_mesh(m) and algorithm == "ring":   # the mesh's rings, each on its own pairs (mesh_cycles)
+        nch = nchannels or len(mesh_cycles(m.ppn))
+        return nch > 1, nch
     spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
     ports = min(m.nics, m.ppn, allowed or m.nics)   # NICs behind one GPU's switch are one port (presets draw them so)
     nch = nchannels or (ports if spread and ports > 1 else 1)
     return spread and nch > 1, nch
+
+
+def single_node_mesh(m: Machine) -> bool:
+    """One node of a hardware preset whose GPUs join by direct NVLink pairs, not a switch (HGX A100 4-GPU,
+    GH200, V100 SXM2 boards), of 3 GPUs or more: NCCL's rings there take different pairs
+    (:func:`mesh_cycles`). Across nodes the NICs bind long before the NVLink pairs do, and the rings keep
+    their NIC spread (:func:`channel_order`); textbook topologies keep one ring, as drawn."""
+    return bool(m.arch) and m.nnodes == 1 and m.ppn >= 3 and m.intra_class == "nvlink" and not m.nvswitch
 
 
 @cached(maxsize=1024)   # once per input and settings in force: the budget, the engine and the flow model ask for it

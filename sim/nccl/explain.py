@@ -51,7 +51,10 @@ def channel_lines(r, topo) -> list[str]:
     """The --explain lines on channels: NCCL's, and the engine's aggregation of them."""
     got = nccl_runtime_channels(topo, r.algorithm)
     spread = r.explain.get("channels_spread_over_nics")
-    how = (f"the engine runs {r.nchannels} channel(s), one per NIC port, each carrying NCCL's channels through "
+    mesh = spread and len(topo.hosts) == 1   # one node's direct NVLink mesh: rings on different GPU pairs
+    how = (f"the engine runs {r.nchannels} rings, every order of the node's GPUs, which between them load each "
+           f"NVLink pair alike as NCCL's rings do" if mesh else
+           f"the engine runs {r.nchannels} channel(s), one per NIC port, each carrying NCCL's channels through "
            f"its NIC" if spread else
            f"the engine aggregates them into {r.nchannels} flow(s) at the links' effective bandwidth "
            f"(NCCL's channels cross the same links: same bytes, same time once the pipeline is full)")

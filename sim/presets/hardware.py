@@ -176,6 +176,27 @@ HGX_A100_4 = Platform(
     mesh_links=4, default_fabric="slingshot", nic_path="PHB", far_gpus=(0, 2))
 
 
+HGX_V100_4 = Platform(
+    preset="hgx-v100-4", gpu="V100-SXM2", gpu_arch="volta", gpus=4, nvlink_links=6, nvlink_link_GBps=25.0,
+    nvswitch=False, nvls_capable=False, pcie_gen=3, nics=2, nic_gbps=100.0, cpu="intel", nodes_per_leaf=32,
+    summary="4 V100 on a direct NVLink2 mesh (2 links = 50 GB/s/dir per pair), 2x 100G NICs on the CPUs (ABCI (V)-like)",
+    sources="""Four V100-SXM2 joined all-to-all by NVLink2 on the board, no NVSwitch, on a two-socket Xeon host, as in
+    ABCI's Compute Node (V) (FUJITSU PRIMERGY CX2570 M4). Sources: NVIDIA V100 datasheet (SXM2: six NVLink2
+    links of 25 GB/s per direction, "300 GB/s" bidirectional; PCIe Gen3); ABCI's system overview
+    (aistabci/abci-docs ``en/docs/system-overview.md`` and its block diagram ``img/compute-node-v-diagram.png``:
+    "NVLink2 x2" between every pair of the four GPUs = 50 GB/s per direction per pair, two GPUs behind a
+    PCIe switch on each Xeon Gold 6148, and one InfiniBand EDR 100 Gb/s HCA on each CPU's own x16 root
+    port). The NICs are not behind the GPUs' switches (``nic_path=PHB``): each GPU's nearest NIC is its own
+    socket's, so no GPU is far, but NCCL's default NCCL_NET_GDR_LEVEL (PXB), which ABCI's runs set (2),
+    gives this path no GPUDirect RDMA, and NCCL stages the network through host memory.
+
+    >>> from sim.presets import load_topology
+    >>> t = load_topology("hgx-v100-4:nodes=2")
+    >>> t.nranks, t.meta["gpu_arch"], t.meta["nic_GBps"]
+    (8, 'volta', 12.5)
+    """,
+    mesh_links=2, nic_path="PHB")
+
 HGX_H100_4 = Platform(
     preset="hgx-h100-4", gpu="H100-SXM", gpu_arch="hopper", gpus=4, nvlink_links=18, nvlink_link_GBps=25.0,
     nvswitch=False, nvls_capable=False, pcie_gen=5, nics=4, nic_gbps=400.0, cpu="amd", nodes_per_leaf=32,
@@ -215,7 +236,7 @@ GH200_4 = Platform(
     mesh_links=6, default_fabric="slingshot", nic_path="PHB")
 
 
-PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4, HGX_H100_4, GH200_4)
+PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4, HGX_H100_4, GH200_4, HGX_V100_4)
 
 
 def _far_gpus(pf: Platform, nodes: int, gpn: int, nics: int, path: str) -> int | None:

@@ -52,7 +52,7 @@ NVSWITCH_PRESET = {"ampere": "dgx-a100", "hopper": "dgx-h100", "blackwell": "dgx
 H200_NAMES = ("h200",)
 # direct-mesh boards (no NVSwitch) of at most MESH_GPUS GPUs: the preset of each architecture's board. A Hopper
 # mesh is a Grace Hopper node (gh200-4) unless gpu= names a PCIe Hopper (H100, H200, ...: hgx-h100-4, an x86 host)
-MESH_PRESET = {"ampere": "hgx-a100-4", "hopper": "gh200-4"}
+MESH_PRESET = {"volta": "hgx-v100-4", "ampere": "hgx-a100-4", "hopper": "gh200-4"}
 PCIE_HOPPER_MESH = "hgx-h100-4"
 PCIE_HOPPER_NAMES = ("h100", "h200", "h800", "h20")
 SUPERCHIP_NAMES = ("gh200",)
@@ -60,10 +60,10 @@ MESH_GPUS = 4
 # NVLinks between each pair of GPUs on those boards (sim/presets/hardware.py ``mesh_links``, from the datasheets):
 # a mesh with another count gets each pair's bandwidth scaled to its own links, or a note where the caller keeps
 # the preset's (``preset_for(scales_mesh=...)``)
-MESH_PAIR_LINKS = {"hgx-a100-4": 4, "hgx-h100-4": 6, "gh200-4": 6}
+MESH_PAIR_LINKS = {"hgx-v100-4": 2, "hgx-a100-4": 4, "hgx-h100-4": 6, "gh200-4": 6}
 # meshes whose GPUs reach their NICs over PCIe, so the matrix's GPU-to-NIC paths are GPUDirect's paths; a
 # Grace Hopper superchip reaches its NIC through its Grace CPU over NVLink-C2C, which no PCIe path describes
-MESH_PCIE_NICS = ("hgx-a100-4", "hgx-h100-4")
+MESH_PCIE_NICS = ("hgx-v100-4", "hgx-a100-4", "hgx-h100-4")
 PRESET_LINKS = {"dgx-a100": 12, "dgx-h100": 18, "dgx-h200": 18, "dgx-b200": 18}   # NVLinks per GPU (datasheets)
 BRIDGE_CLASS = "0x0680"     # NVSwitch (PCI class "other bridge")
 GPU_CLASS = "0x0302"        # 3D controller (also 0x0300 VGA)

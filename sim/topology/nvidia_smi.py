@@ -41,7 +41,7 @@ from .nccl_xml import XmlNode, mesh_pair_links, preset_for
 MAX_TEXT_BYTES = 1 << 20
 MAX_GPU_NVLINKS = 18   # the most NVLinks a GPU collsim models has (Hopper, Blackwell): beyond, the links go to switches
 _DEVICE = r"(?:GPU|NIC)\d+|mlx5_\d+"
-_GPU_NAME = re.compile(r"NVIDIA\s+(GB200|B200|H200|H100|H800|H20|A100|A800|V100)\b", re.I)
+_GPU_NAME = re.compile(r"(?:NVIDIA|Tesla)\s+(GB200|B200|H200|H100|H800|H20|A100|A800|V100)\b", re.I)   # Volta cards print "Tesla V100-SXM2-16GB"
 # the cells nvidia-smi prints (its legend): X, the device itself; NV#, a bonded set of # NVLinks (NV1 up to NV18
 # on the GPUs of today); the PCIe paths of NIC_PATHS. Older drivers printed SOC where today's print SYS.
 _NV = re.compile(r"NV([1-9]\d?)")

@@ -107,10 +107,34 @@ def test_an_nvswitch_is_told_from_a_mesh_by_the_links_a_gpu_has(tmp_path):
     node, _ = parse_nvidia_smi_topo(text)
     assert all(g["nvswitch"] and not g["mesh"] for g in node.gpus)
     # a mesh of a GPU generation without a mesh board, or of more GPUs than a board has, is refused plainly
-    f = tmp_path / "v100.txt"
+    f = tmp_path / "b200.txt"
     f.write_text(open(POLARIS).read())
-    with pytest.raises(CollsimError, match="no preset: the mesh presets are hgx-a100-4"):
-        load_topology_nvsmi(str(f) + ":gpu=v100,nodes=2")
+    with pytest.raises(CollsimError, match="no preset: the mesh presets are hgx-v100-4 .volta., hgx-a100-4"):
+        load_topology_nvsmi(str(f) + ":gpu=b200,nodes=2")
+
+
+# ABCI's Compute Node (V) as its block diagram draws it (aistabci/abci-docs img/compute-node-v-diagram.png): four
+# V100 SXM2 with two NVLinks between every pair, two GPUs behind a PCIe switch on each socket, and each socket's
+# EDR HCA on its own root port (PHB to that socket's GPUs, SYS to the other's)
+ABCI_V = """\tGPU0\tGPU1\tGPU2\tGPU3\tmlx5_0\tmlx5_1\tCPU Affinity\tNUMA Affinity
+GPU0\t X \tNV2\tNV2\tNV2\tPHB\tSYS\t0-19\t0
+GPU1\tNV2\t X \tNV2\tNV2\tPHB\tSYS\t0-19\t0
+GPU2\tNV2\tNV2\t X \tNV2\tSYS\tPHB\t20-39\t1
+GPU3\tNV2\tNV2\tNV2\t X \tSYS\tPHB\t20-39\t1
+mlx5_0\tPHB\tPHB\tSYS\tSYS\t X \tSYS
+mlx5_1\tSYS\tSYS\tPHB\tPHB\tSYS\t X
+"""
+
+
+def test_a_v100_mesh_reads_as_the_abci_v_node(tmp_path):
+    f = tmp_path / "abci-v.txt"
+    f.write_text("GPU 0: Tesla V100-SXM2-16GB (UUID: x)\n" + ABCI_V)
+    topo = load_topology_nvsmi(str(f) + ":nodes=2")
+    twin = load_topology("hgx-v100-4:nodes=2")
+    assert topo.meta["gpu_arch"] == "volta" and topo.hardware.nvlink_pair_GBps == 50.0   # NV2 x 25 GB/s
+    assert topo.hardware.nic_path == "PHB" and not topo.hardware.gpus_without_gdr       # each GPU has its socket's HCA
+    for size in (1 << 12, 1 << 26):
+        assert sim.simulate("all_reduce", size, topo).time_us == pytest.approx(sim.simulate("all_reduce", size, twin).time_us)
 
 
 @pytest.mark.parametrize("spec, far", [("hgx-a100-4:nodes=2,gpus_without_gdr=0", None),

@@ -162,12 +162,12 @@ def test_every_platform_of_the_table_is_a_preset_with_its_text_and_parameters():
     keys = ["nodes", "gpus_per_node", "nics_per_node", "nic_gbps", "sharp", "nvls", "oversubscription",
             "nodes_per_leaf", "nvls_sharp", "fabric", "nic_path", "gpus_without_gdr"]
     assert [pf.preset for pf in PLATFORMS] == ["dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "hgx-a100-4", "hgx-h100-4",
-                                                "gh200-4"]
+                                                "gh200-4", "hgx-v100-4"]
     for pf in PLATFORMS:
         pr = known[pf.preset]
         assert pr.summary == pf.summary and pr.builder.__doc__ == pf.sources and "Source" in pf.sources
         assert list(pr.params) == keys and pr.params["nodes"] == (int, 1)
         assert pr.params["fabric"] == (str, "slingshot" if pf.preset in ("hgx-a100-4", "gh200-4") else "ib")
-        # Polaris-like nodes: NICs on the CPU's root complex (PHB); DGX/HGX 8-GPU boards: behind the GPU's switch
-        assert pr.params["nic_path"] == (str, "PHB" if pf.preset in ("hgx-a100-4", "gh200-4") else "PXB")
+        # Polaris-like and ABCI (V) nodes: NICs on the CPU's root complex (PHB); DGX/HGX 8-GPU boards: behind the GPU's switch
+        assert pr.params["nic_path"] == (str, "PHB" if pf.preset in ("hgx-a100-4", "gh200-4", "hgx-v100-4") else "PXB")
         assert pr.builder.__name__ == pf.preset.replace("-", "_") and inspect.isfunction(pr.builder)
