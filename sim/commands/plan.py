@@ -87,7 +87,7 @@ def run(args) -> int:
         print(json_text(out, indent=1))
     else:
         print(step_table(labelled[0][1], args.steps, args.detail, nccl=nccl) if single
-              else compare_table(labelled, args.steps))
+              else compare_table(labelled, args.steps, nccl=nccl))
     if args.plot:
         from ..planning.plot import plot_plans
         plot_plans(labelled, args.plot, title=f"collsim plan: {w.name}")

@@ -202,7 +202,7 @@ def channel_order(topo: Topology, channel: int, nchannels: int, ring: bool = Fal
     """
     hw = topo.hardware
     ports = int(hw.nic_ports or 0) if hw is not None else 0
-    if len(topo.hosts) == 1 and ring and nchannels > 1:   # one node's direct NVLink mesh: its own cycles
+    if ring and nchannels > 1 and single_node_mesh(machine(topo)):   # one node's direct NVLink mesh: its own rings
         host = topo.hosts[0]
         cycles = mesh_cycles(len(host))
         return np.asarray([host[i] for i in cycles[channel % len(cycles)]], dtype=np.int64)
@@ -218,24 +218,29 @@ def channel_order(topo: Topology, channel: int, nchannels: int, ring: bool = Fal
 
 
 def mesh_cycles(k: int) -> list[tuple[int, ...]]:
-    """The rings a direct NVLink mesh of ``k`` GPUs runs, as orders of its local GPUs, all starting at 0:
-    between them they load every directed GPU pair alike, as NCCL's rings do.
+    """The rings a direct NVLink mesh of ``k`` GPUs runs, as orders of its local GPUs, all starting at 0, each
+    followed by its reverse (so a channel bound of 2, NCCL_MAX_NCHANNELS=2, leaves a ring and its reverse,
+    which load the pairs they use alike; 4 of the 6 rings of 4 GPUs cannot load 12 pairs alike).
 
     NCCL's ring search on a 4-GPU board (HGX A100 4-GPU, GH200, V100 SXM2) finds rings through different
     pairs until the NVLinks are used up, so an all_reduce moves on all three of a GPU's NVLink pairs, not on
-    one ring's. Up to 4 GPUs these are every directed Hamiltonian cycle ((k-1)! of them: each directed pair
-    lies on (k-2)! of them; the complete symmetric digraph on 4 vertices has no decomposition into 3 disjoint
-    directed Hamiltonian cycles (Tillson 1980), so 6 rings at half a pair's rate it is). Beyond 4 GPUs, the
-    stride cycles ``0, s, 2s, ...`` for every stride ``s`` coprime to ``k``, pairwise disjoint.
+    one ring's. Up to 4 GPUs these are every directed Hamiltonian cycle ((k-1)! of them, which between them
+    load every directed pair alike: each lies on (k-2)! of them). The complete symmetric digraph on 4
+    vertices has no decomposition into 3 disjoint directed Hamiltonian cycles (Tillson 1980), so it is 6
+    rings at half a pair's rate. Beyond 4 GPUs (no board has them; a topology file can draw them) the stride
+    cycles ``0, s, 2s, ...`` for the strides ``s`` coprime to ``k``: pairwise disjoint, and every pair only
+    when ``k`` is prime.
 
     >>> mesh_cycles(3)
     [(0, 1, 2), (0, 2, 1)]
-    >>> len(mesh_cycles(4)), mesh_cycles(5)[1]
-    (6, (0, 2, 4, 1, 3))
+    >>> mesh_cycles(4)[:2], len(mesh_cycles(4)), mesh_cycles(5)[2]
+    ([(0, 1, 2, 3), (0, 3, 2, 1)], 6, (0, 2, 4, 1, 3))
     """
     if k <= 4:
-        return [(0, *rest) for rest in itertools.permutations(range(1, k))]
-    return [tuple(i * s % k for i in range(k)) for s in range(1, k) if math.gcd(s, k) == 1]
+        forward = [c for c in ((0, *rest) for rest in itertools.permutations(range(1, k))) if c[1] < c[-1]]
+        return [c for f in forward for c in (f, (0, *f[:0:-1]))]
+    strides = [s for s in range(1, (k + 1) // 2) if math.gcd(s, k) == 1]
+    return [tuple(i * t % k for i in range(k)) for s in strides for t in (s, k - s)]
 
 
 def spread_program(name: str, coll, topo: Topology, nchannels: int, pipeline: int, root: int = 0) -> Program:
@@ -345,19 +350,28 @@ def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, 
     than ports, its rings cross on that many NICs only, and so do the engine's."""
     m = m or machine(topo)
     # the NICs follow the distinct channels: copies NCCL_MIN_NCHANNELS adds beyond NCCL_MAX_NCHANNELS's ride the same NICs
-    allowed = nccl_config.current().distinct_channels(runtime_channels(m, algorithm)) if m.nnodes > 1 else None
+    allowed = (nccl_config.current().distinct_channels(runtime_channels(m, algorithm))
+               if m.nnodes > 1 or single_node_mesh(m) else None)
     return _channels(algorithm, nchannels, m, allowed)
 
 
 @lru_cache(maxsize=256)   # once per machine and channel bound: the budget's estimate and the plan both ask
 def _channels(algorithm: str, nchannels: int | None, m: Machine, allowed: int | None = None) -> tuple[bool, int]:
     if single_node_mesh(m) and algorithm == "ring":   # the mesh's rings, each on its own pairs (mesh_cycles)
-        nch = nchannels or len(mesh_cycles(m.ppn))
+        nch = nchannels or min(len(mesh_cycles(m.ppn)), allowed or m.ppn * m.ppn)   # as many as NCCL runs apart
         return nch > 1, nch
     spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
     ports = min(m.nics, m.ppn, allowed or m.nics)   # NICs behind one GPU's switch are one port (presets draw them so)
     nch = nchannels or (ports if spread and ports > 1 else 1)
     return spread and nch > 1, nch
+
+
+def spread_explain(plan: "NcclPlan") -> dict:
+    """The explain keys on how the engine's channels are laid out: ``channels_spread_over_nics`` across nodes,
+    ``mesh_rings`` (how many of :func:`mesh_cycles`) on one node of a direct NVLink mesh."""
+    if plan.spread and plan.machine.nnodes == 1:
+        return {"channels_spread_over_nics": False, "mesh_rings": plan.nchannels}
+    return {"channels_spread_over_nics": plan.spread}
 
 
 def single_node_mesh(m: Machine) -> bool:
@@ -750,7 +764,7 @@ def engine_timing(coll, nbytes: int, topo: Topology, algorithm: str, proto, *, n
             "effective_busbw_GBps": analytic.busbw_GBps(coll.name, topo.nranks, nbytes, data_us) if data_us > 0 else 0.0,
             "payload_share": plan.payload_share,
             "chunk_bytes": plan.chunk_bytes or int(math.ceil(nbytes / nch / plan.split)),
-            "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, "channels_spread_over_nics": spread,
+            "pieces_per_channel": pieces, "simulated_pieces": sim_pieces, **spread_explain(plan),
             "link_efficiency": ", ".join(f"{k} {v:.3g}" for k, v in _efficiencies(topo, nvls, duplex, algorithm == "p2p").items())}
     tail: dict = {}
     if nvls and "gpus_per_domain" in one.params:
@@ -872,5 +886,5 @@ def _efficiencies(topo: Topology, nvls: str, duplex: bool = True, p2p: bool = Fa
     return out
 
 
-__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units", "nvls_tree_share", "kernel_cap_us", "kernel_capped", "KernelCapped", "software_overlap_shift_us",
+__all__ = ["simulate_with_plan", "engine_timing", "plan_nccl", "NcclPlan", "nccl_channels", "effective_topology", "spread_program", "channel_order", "mesh_cycles", "single_node_mesh", "spread_explain", "link_efficiency", "latency_us", "tree_chunk_lag_us", "tree_lag_units", "nvls_tree_share", "kernel_cap_us", "kernel_capped", "KernelCapped", "software_overlap_shift_us",
            "payload_share", "steady_state_pieces", "extrapolate_steady_state", "OPS_BUDGET"]

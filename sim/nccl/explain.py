@@ -20,7 +20,10 @@ Differences. The engine's time minus the tuner's splits exactly into three terms
 * ``link efficiency``: the busiest link's busy time (the data at that link's effective bandwidth)
   minus the tuner's ``size / bandwidth``;
 * ``pipeline fill and contention``: the engine's data term minus the busiest link's busy time (the
-  time that link waits: for the pipeline to fill and drain, and for transfers queued on other links).
+  time that link waits: for the pipeline to fill and drain, and for transfers queued on other links);
+  ``the channels' kernel cap`` instead where NCCL's per-channel cap sets the data term
+  (:func:`sim.nccl.execution.kernel_cap_us`: fewer channels than the links need under NCCL_MAX_NCHANNELS
+  or NCCL_MAX_CTAS, perChMaxTreeBw), which NCCL's own estimate counts with the search's channels.
 
 >>> from sim.presets import load_topology
 >>> nccl_runtime_channels(load_topology("dgx-h100"), "ring")   # 12 rings found at 30 GB/s, duplicated
@@ -32,6 +35,7 @@ import math
 
 from . import config
 from .constants import NCCL_ALGORITHMS
+from .execution import mesh_cycles
 from .machine import graph_for, machine, runtime_channels
 
 DIFFERENCE_NOTE = 0.15    # name the terms when the engine and the tuner differ by more than this share
@@ -51,9 +55,12 @@ def channel_lines(r, topo) -> list[str]:
     """The --explain lines on channels: NCCL's, and the engine's aggregation of them."""
     got = nccl_runtime_channels(topo, r.algorithm)
     spread = r.explain.get("channels_spread_over_nics")
-    mesh = spread and len(topo.hosts) == 1   # one node's direct NVLink mesh: rings on different GPU pairs
-    how = (f"the engine runs {r.nchannels} rings, every order of the node's GPUs, which between them load each "
-           f"NVLink pair alike as NCCL's rings do" if mesh else
+    mesh = r.explain.get("mesh_rings")   # one node's direct NVLink mesh: rings on different GPU pairs
+    total = len(mesh_cycles(len(topo.hosts[0])))
+    how = (f"the engine runs {mesh} rings, every order of the node's GPUs, which between them load each NVLink "
+           f"pair alike as NCCL's rings do" if mesh and mesh == total else
+           f"the engine runs {mesh} of the node's {total} rings (each paired with its reverse), on the NVLink "
+           f"pairs they use" if mesh else
            f"the engine runs {r.nchannels} channel(s), one per NIC port, each carrying NCCL's channels through "
            f"its NIC" if spread else
            f"the engine aggregates them into {r.nchannels} flow(s) at the links' effective bandwidth "
@@ -97,7 +104,13 @@ def difference_lines(r, topo) -> list[str]:
     if lag:
         terms["tree depth lag"] = lag
     busiest = max(r.link_busy_us.values()) if r.link_busy_us else None
-    if busiest is not None and busiest <= data * (1 + 1e-9):
+    cap = r.explain.get("kernel_cap_us", 0.0)
+    if busiest is not None and cap and cap >= data * (1 - 1e-9) and cap > busiest:
+        # NCCL's per-channel kernel cap sets the data term (a channel bound such as NCCL_MAX_NCHANNELS, or
+        # perChMaxTreeBw), not the links: say so rather than call the wait pipeline fill
+        terms["link efficiency"] = busiest - tuner_bw
+        terms["the channels' kernel cap"] = data - busiest
+    elif busiest is not None and busiest <= data * (1 + 1e-9):
         terms["link efficiency"] = busiest - tuner_bw
         terms["pipeline fill and contention"] = data - busiest
     else:

@@ -100,14 +100,18 @@ def step_table(plan, steps: int | None = None, detail: bool = False, nccl: str =
     return "\n".join(lines)
 
 
-def compare_table(labelled, steps: int | None = None) -> str:
-    """Configurations side by side: ``labelled`` is ``[(label, StepPlan), ...]``."""
+def compare_table(labelled, steps: int | None = None, nccl: str = "") -> str:
+    """Configurations side by side: ``labelled`` is ``[(label, StepPlan), ...]``; ``nccl``: the NCCL release (and
+    variables) they were timed with. A configuration whose collectives the public set does not validate is
+    marked ``!``, with the plan's own footnote below (the first reason; ``--format json`` has every range)."""
     width = max([len(l) for l, _ in labelled] + [13])
     head = (f"# {'configuration':{width}s} {'step (ms)':>10s} {'compute':>10s} {'comm':>10s} {'exposed':>10s} "
             f"{'exposed %':>9s} {'GB/rank':>8s}")
     if steps:
         head += f" {'GPU-h':>10s} {'comm share':>10s}"
-    lines = ["# collsim plan: comparison" + (f" ({steps} steps + initial broadcast)" if steps else ""), head]
+    lines = ["# collsim plan: comparison" + (f" ({steps} steps + initial broadcast)" if steps else "")
+             + (f", NCCL {nccl}" if nccl else ""), head]
+    notes = []
     for label, p in labelled:
         s = p.summary()
         row = (f"  {label:{width}s} {_ms(s['step_us']):>10s} {_ms(s['compute_us']):>10s} {_ms(s['comm_us']):>10s} "
@@ -115,6 +119,10 @@ def compare_table(labelled, steps: int | None = None) -> str:
         if steps:
             g = p.gpu_hours(steps)
             row += f" {g['gpu_hours']:>10.4g} {g['comm_share']:>10.2%}"
+        said = _validation_lines(collective_groups(p))
+        if said:
+            row += "  !"
+            notes.append(said[0].replace("# ! not validated:", f"# ! {label}: not validated:", 1))
         lines.append(row)
     lines.append("# comm: all collectives; exposed: the part compute does not hide; GB/rank: ring-equivalent bytes sent")
-    return "\n".join(lines)
+    return "\n".join(lines + notes)

@@ -464,6 +464,7 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
         link_efficiency,
         plan_nccl,
         software_overlap_shift_us,
+        spread_explain,
         used_channel_pieces,
     )
     n = topo.nranks
@@ -495,7 +496,7 @@ def _nccl(coll, nbytes, topo, proto, nchannels, pipeline, root, method, cache) -
     extra.update(plan.channels_used_explain())   # as the engine says it
     return _result(coll, nbytes, topo, proto, lat + data, steps, nch, pieces, rings,
                    {"latency_us": lat, "bandwidth_term_us": data, "payload_share": plan.payload_share * plan.small_share,
-                    "channels_spread_over_nics": spread, **extra})
+                    **spread_explain(plan), **extra})
 
 
 def _first(coll, n: int, roots) -> tuple[int, ...]:

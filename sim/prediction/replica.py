@@ -234,12 +234,12 @@ def replica_simulate(coll, nbytes: int, topo: Topology, algorithm: str, proto, *
                                               steps if coll.name in get_algorithm(algorithm).pipelined else 0)
         spread, engine_proto, lat, extra = False, proto, 0.0, {}
     else:
-        from ..nccl.execution import kernel_capped, plan_nccl
+        from ..nccl.execution import kernel_capped, plan_nccl, spread_explain
         plan = plan_nccl(coll, nbytes, topo, algorithm, proto, nchannels=nchannels, pipeline=pipeline, steps=steps,
                          split=max(1, one_rep.nchunks))
         nch, pieces, spread, engine_proto, lat = plan.nchannels, plan.pieces, plan.spread, plan.engine_protocol, plan.latency_us
         extra = {"latency_us": lat, "payload_share": plan.payload_share, "chunk_bytes": plan.chunk_bytes,
-                 "channels_spread_over_nics": spread}
+                 **spread_explain(plan)}
     key = (algorithm, coll, nch, pieces, root, spread, float(nbytes), engine_proto, nvls)
     from ..nccl.execution import is_duplex
     duplex = is_duplex(coll, topo)   # the full cluster's: its links run at the efficiencies NCCL gets there

@@ -113,7 +113,7 @@ def test_an_nvswitch_is_told_from_a_mesh_by_the_links_a_gpu_has(tmp_path):
         load_topology_nvsmi(str(f) + ":gpu=b200,nodes=2")
 
 
-# ABCI's Compute Node (V) as its block diagram draws it (aistabci/abci-docs img/compute-node-v-diagram.png): four
+# A matrix synthesized (not captured) from ABCI's Compute Node (V) as its block diagram draws it (aistabci/abci-docs img/compute-node-v-diagram.png): four
 # V100 SXM2 with two NVLinks between every pair, two GPUs behind a PCIe switch on each socket, and each socket's
 # EDR HCA on its own root port (PHB to that socket's GPUs, SYS to the other's)
 ABCI_V = """\tGPU0\tGPU1\tGPU2\tGPU3\tmlx5_0\tmlx5_1\tCPU Affinity\tNUMA Affinity

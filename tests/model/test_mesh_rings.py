@@ -22,10 +22,20 @@ MESHES = ["hgx-v100-4", "hgx-a100-4", "gh200-4", "hgx-h100-4"]
 def test_the_mesh_cycles_are_rings_that_load_every_directed_pair_alike(k):
     cycles = nr.mesh_cycles(k)
     assert all(sorted(c) == list(range(k)) and c[0] == 0 for c in cycles)   # each visits every GPU once
-    load = Counter((c[i], c[(i + 1) % k]) for c in cycles for i in range(k))
-    assert len(set(load.values())) == 1                                    # every used pair alike
-    if k <= 4 or k == 5:   # small meshes and prime sizes: every directed pair is used
+    assert len(set(cycles)) == len(cycles)
+    for n in (2, len(cycles)):   # a ring and its reverse (a bound of 2 channels), and the whole set
+        load = Counter((c[i], c[(i + 1) % k]) for c in cycles[:n] for i in range(k))
+        assert len(set(load.values())) == 1
+    if k <= 5:   # small meshes and prime sizes: every directed pair is used
         assert len(load) == k * (k - 1)
+
+
+@pytest.mark.parametrize("spec", ["dgx-h100", "pcie:gpus=8,sockets=2,gpus_per_switch=1", "fully-connected:n=4"])
+def test_other_one_node_machines_keep_rotated_rings(spec):
+    topo = load_topology(spec)
+    order = nr.channel_order(topo, 1, 4, ring=True).tolist()
+    k = topo.nranks
+    assert order == [(i + order[0]) % k for i in range(k)]   # a rotation of the drawn ring, not another cycle
 
 
 @pytest.mark.parametrize("spec", MESHES)
@@ -58,3 +68,14 @@ def test_one_v100_node_matches_abci_published_all_reduce():
     row = next(r for r in case["rows"] if r["size"] == 32 << 20)
     r = sim.simulate("all_reduce", row["size"], case["topology"], nccl_version="2.18")
     assert r.busbw_GBps == pytest.approx(row["busbw"], rel=0.15)   # 112.5 GB/s measured; one ring gave 39
+
+
+def test_a_channel_bound_runs_that_many_mesh_rings_and_explain_names_the_cap():
+    topo = load_topology("hgx-v100-4")
+    with_bound = sim.simulate("all_reduce", 1 << 28, topo, nccl_env="NCCL_MAX_NCHANNELS=2")
+    free = sim.simulate("all_reduce", 1 << 28, topo)
+    assert with_bound.explain["mesh_rings"] == 2 and free.explain["mesh_rings"] == 6
+    assert not with_bound.explain["channels_spread_over_nics"]   # one node: no NIC in the path
+    assert with_bound.time_us > 2 * free.time_us                 # 2 channels of NCCL's 12 cannot fill the links
+    from sim.nccl.explain import difference_lines
+    assert "kernel cap" in difference_lines(with_bound, topo)[0]

@@ -70,3 +70,18 @@ def test_plot_writes_a_png(cli, tmp_path):
 def test_errors_are_one_line(cli, args, needle):
     code, out, err = cli("plan", *args)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_comparison_marks_the_configurations_the_public_set_does_not_validate(cli):
+    # a planner's trial: --vs printed every configuration alike, with no release and no word on validation, where the
+    # single plan of the same cluster says its collectives are not validated (256 one-GPU nodes: past 4x the largest
+    # InfiniBand count measured with such nodes)
+    far = "dgx-h100:nodes=256,gpus_per_node=1"
+    code, text, err = cli("plan", "examples/workloads/ddp-1b.yaml", "-t", "dgx-h100:nodes=2", "--vs", far, "--nccl-version", "2.21")
+    assert code == 0, err
+    rows = {ln.split()[0]: ln for ln in text.splitlines() if ln.startswith("  ")}
+    assert rows[far].endswith("!") and not rows["dgx-h100:nodes=2"].endswith("!")
+    assert "NCCL 2.21" in text.splitlines()[0]
+    note = next(ln for ln in text.splitlines() if ln.startswith(f"# ! {far}: not validated"))
+    code, single, err = cli("plan", "examples/workloads/ddp-1b.yaml", "-t", far, "--nccl-version", "2.21")
+    assert note.split("not validated:", 1)[1] in single   # the single plan's own footnote
