@@ -375,11 +375,13 @@ def spread_explain(plan: "NcclPlan") -> dict:
 
 
 def single_node_mesh(m: Machine) -> bool:
-    """One node of a hardware preset whose GPUs join by direct NVLink pairs, not a switch (HGX A100 4-GPU,
-    GH200, V100 SXM2 boards), of 3 GPUs or more: NCCL's rings there take different pairs
+    """One node of a hardware preset whose GPUs join by direct NVLink pairs, every pair, not a switch (HGX A100
+    4-GPU, GH200, V100 SXM2 boards), of 3 GPUs or more: NCCL's rings there take different pairs
     (:func:`mesh_cycles`). Across nodes the NICs bind long before the NVLink pairs do, and the rings keep
-    their NIC spread (:func:`channel_order`); textbook topologies keep one ring, as drawn."""
-    return bool(m.arch) and m.nnodes == 1 and m.ppn >= 3 and m.intra_class == "nvlink" and not m.nvswitch
+    their NIC spread (:func:`channel_order`); textbook topologies keep one ring, as drawn, and so does a
+    topology file whose NVLinks join some pairs only (the DGX-1 hybrid cube-mesh example: NCCL's rings there
+    follow the NVLink graph, which collsim does not search)."""
+    return bool(m.arch) and m.nnodes == 1 and m.ppn >= 3 and m.intra_class == "nvlink" and m.nvlink_full_mesh
 
 
 @cached(maxsize=1024)   # once per input and settings in force: the budget, the engine and the flow model ask for it

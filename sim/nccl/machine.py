@@ -66,6 +66,7 @@ class Machine:
     gpus_per_process: int = 1      # GPUs one thread launches (nccl-tests -g N)
     nic_path: str | None = None    # GPU -> NIC (nvidia-smi: PIX | PXB | PHB | NODE | SYS); None: not known
     gpu_pcie_GBps: float = 0.0     # the GPU's PCIe x16 link in NCCL's units (width x GT/s / 80); 0: none drawn
+    nvlink_full_mesh: bool = False  # every GPU pair of a node joined by its own NVLinks (hardware.nvlink_pair_GBps)
 
     @property
     def nic_path_GBps(self) -> float:
@@ -171,7 +172,8 @@ def _read_machine(topo) -> Machine:
                    intra_wire, inter_wire, (hw.fabric or ("ib" if arch else None)) if nnodes > 1 else None,
                    int(hw.gpus_per_process or 1), hw.nic_path if nnodes > 1 else None,
                    # topo.cc: a PCI link is width x GT/s / 80 GB/s (x16 Gen5: 48), 3/4 of the raw rate drawn
-                   0.75 * float(hw.pcie_GBps) if hw.pcie_GBps and nnodes > 1 else 0.0)
+                   0.75 * float(hw.pcie_GBps) if hw.pcie_GBps and nnodes > 1 else 0.0,
+                   bool(hw.nvlink_pair_GBps) and not hw.nvswitch)
 
 
 def with_gpus_per_process(topo, gpus_per_process: int | None):

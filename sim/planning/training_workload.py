@@ -44,8 +44,9 @@ DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2,
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
 _ALIASES = {"fsdp": "zero3", "full_shard": "zero3", "zero-1": "zero1", "zero-2": "zero2", "zero-3": "zero3",
             "shard_grad_op": "zero2"}
-#: dense bf16 peak TFLOP/s per GPU from the vendors' datasheets (SXM parts, no sparsity)
-PEAK_TFLOPS = {"a100": 312.0, "h100": 989.0, "h200": 989.0, "b200": 2250.0, "gb200": 2500.0}
+#: dense bf16 peak TFLOP/s per GPU from the vendors' datasheets (SXM parts, no sparsity); V100 has no bf16: its
+#: fp16 tensor rate (V100 SXM2 datasheet, 125); GH200's GPU is an H100 (GH200 datasheet: 1,979 with sparsity)
+PEAK_TFLOPS = {"v100": 125.0, "a100": 312.0, "h100": 989.0, "h200": 989.0, "gh200": 989.0, "b200": 2250.0, "gb200": 2500.0}
 _COUNT = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 MAX_FILE_BYTES = 1 << 20
 # parameter and token counts: a thousand times the largest models trained (about 2e12 parameters) and far

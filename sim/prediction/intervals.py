@@ -196,7 +196,10 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
     measured_nodes = [r[2] for r in mine]
     # name the kind of node where it matters: a rack, or a fabric on which the other kind was measured
     mixed = domain_ == "rack" or any(_row_domain(r) != domain_ for r in others)
-    where_words = f"{fabric} with {DOMAIN_WORDS[domain_]}" if mixed else fabric
+    # inside one node (no fabric between nodes) a 4-GPU box counts as a server (regime): say so
+    kind_words = f"servers of up to {RACK_DOMAIN_GPUS} GPUs" if domain_ == "node" and fabric in ("nvlink", "pcie") \
+        else DOMAIN_WORDS[domain_]
+    where_words = f"{fabric} with {kind_words}" if mixed else fabric
     # evidence from few clusters of this fabric: the range is partly borrowed, so wider (none: 2x, below)
     validated, widen = True, 2.0 - min(len({r[0] for r in mine}), THIN_SYSTEMS) / THIN_SYSTEMS
     notes: list[str] = []
@@ -274,8 +277,11 @@ def _switch_reduction(algorithm: str | None, nodes: int) -> str:
 
 def line_rate_busbw(topo, collective: str, algorithm: str = "") -> float | None:
     """The most busbw (GB/s) the NICs between ``topo``'s nodes can carry for ``collective``, whatever the
-    software: the NICs' raw line rate against the bytes a node must send or receive over them. None inside
-    one node or off a network (NVLink's bound depends on NVLS; not drawn).
+    software: the NICs' raw line rate against the bytes a node must send or receive over them. Inside one
+    NVLink node of a hardware preset, a GPU's own NVLinks (raw, one direction): every collective's busbw is
+    at most what one GPU sends or receives over them (a ring all_reduce sends 2(n-1)/n of the buffer for a
+    busbw factor of 2(n-1)/n, an all_gather (n-1)/n for (n-1)/n, a broadcast's root the whole buffer), except
+    NVLS, whose switch reduces (None). None off a network and inside a PCIe box.
 
     With ``k`` nodes of ``g`` GPUs (``n`` ranks) and ``B`` the node's NICs together (GB/s, one direction):
     all_gather and reduce_scatter receive (send) ``(k-1)/k`` of the buffer per node, so busbw =
@@ -290,10 +296,18 @@ def line_rate_busbw(topo, collective: str, algorithm: str = "") -> float | None:
     56.25
     >>> line_rate_busbw("dgx-h100", "all_reduce", "nvls") is None
     True
+    >>> line_rate_busbw("hgx-v100-4", "all_gather", "ring"), line_rate_busbw("hgx-v100-4:gpus_per_node=2", "all_reduce", "ring")
+    (150.0, 50.0)
     """
     from ..nccl.machine import machine
     from ..presets import load_topology
-    m = machine(load_topology(topo) if isinstance(topo, str) else topo)
+    topo = load_topology(topo) if isinstance(topo, str) else topo
+    m = machine(topo)
+    if m.nnodes == 1 and m.arch and m.intra_class == "nvlink":
+        if algorithm.startswith("nvls"):
+            return None
+        gpu = topo.nodes[topo.gpus[0]].name
+        return sum(l.bandwidth_GBps for l in topo.links if l.src == gpu and l.kind == "nvlink") or None
     if m.nnodes < 2 or m.inter_class != "net" or not m.nic_GBps or not m.nics:
         return None
     nic, n, k = m.nics * m.nic_GBps, m.nranks, m.nnodes
@@ -388,7 +402,8 @@ def _missed_nearby(mine: list, b: str, nodes: int, collective: str | None, where
     named = (", ".join(cases[:3]) + (f" and {len(cases) - 3} more" if len(cases) > 3 else "")) if cases else "public cases"
     span = f"{used[0]}" if len(used) == 1 else f"{used[0]}-{used[-1]}"
     what = "busbw" if b == "large" else f"{b}-size time"
-    return (f"the public cases measured nearest this ({named}: {where_words}, {span} nodes) are predicted {miss:.0%} off "
+    unit = "node" if span == "1" else "nodes"
+    return (f"the public cases measured nearest this ({named}: {where_words}, {span} {unit}) are predicted {miss:.0%} off "
             f"out of sample ({what}, {how}): docs/nccl-model.md, Known gaps")
 
 

@@ -33,6 +33,7 @@ must be under 8 MiB.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -362,10 +363,32 @@ def _refuse_partial_nvlink(node: XmlNode, direct: bool, arch: str, path: str) ->
     gen = _pcie_gen(node) if any(g["gts"] for g in node.gpus) else ARCH_PCIE_GEN.get(arch, 4)
     keys = _pcie_keys(node, gen, arch)
     spec = "pcie:" + ",".join(f"{k}={v}" for k, v in keys.items())
+    ring = _nvlink_ring(node)
+    if ring is not None:   # a DGX-1-style cube-mesh: NCCL's rings stay on NVLink, the PCIe spec would be far too slow
+        raise CollsimError(f"{path}: NVLink joins some GPU pairs only ({shown}: {len(pairs)} of {n * (n - 1) // 2} pairs), "
+                           f"yet a ring can stay on NVLink ({'-'.join(map(str, ring))}), as NCCL's do (DGX-1 and AWS p3 "
+                           "hybrid cube-mesh): collsim does not search rings over such a graph, so it cannot model this "
+                           f"node yet; -t {spec} is only a floor (NVLink unused), and "
+                           "examples/topologies/dgx1-hybrid-cube-mesh.yaml draws the links but runs its ring in rank order")
     raise CollsimError(f"{path}: NVLink joins some GPU pairs only ({shown}: {len(pairs)} of {n * (n - 1) // 2} pairs) and "
                        "collsim's NVLink presets join every pair, which would run this node far too fast: describe it "
                        f"by its PCIe paths, -t {spec} (its NVLink pairs left out: a ring still crosses PCIe between "
                        "them), or as a .yaml topology with the NVLink pairs as links")
+
+
+def _nvlink_ring(node: XmlNode) -> list[int] | None:
+    """A ring through every GPU of ``node`` on NVLink pairs only (GPU indices from 0), or None where there is
+    none (bridged pairs: a ring must cross PCIe). Up to 8 GPUs: 5,040 orders at most."""
+    n = len(node.gpus)
+    if n > 8:
+        return None
+    index = {g["busid"]: i for i, g in enumerate(node.gpus)}
+    peers = [{index[p] for p in g["nv_peers"] if p in index} for g in node.gpus]
+    for rest in itertools.permutations(range(1, n)):
+        order = [0, *rest]
+        if all(order[(i + 1) % n] in peers[order[i]] for i in range(n)):
+            return order
+    return None
 
 
 def _mesh_preset(arch: str, gpu_name: str | None, cpu_arch: str | None = None) -> str:

@@ -165,7 +165,7 @@ def load_topology_nvsmi(spec: str):
         params["gpu"] = name
     if "gpu" not in params:
         raise CollsimError(f"{path}: `nvidia-smi topo -m` does not name the GPU model and the text holds no GPU name: add it, "
-                           f"e.g. --from-nvidia-smi {path}:gpu=h100 (a100, h100, h200, h20, b200...)")
+                           f"e.g. --from-nvidia-smi {path}:gpu=h100 (v100, a100, h100, h200, h20, b200...)")
     spec_out, read = preset_for(node, params, path, scales_mesh=True)
     read[0] = read[0].replace("NIC port(s)", "NIC(s)") + " (nvidia-smi topo -m)"
     if name:

@@ -201,3 +201,19 @@ def test_simulate_names_nvidia_smi_text_and_file_parameters(tmp_path, monkeypatc
     code, _, err = cli("simulate", "-t", "./missing.json:nodes=2", "-b", "1M", "-e", "1M")
     assert code == 2 and "does not exist" in err
     assert json.loads(out)["meta"]["nvswitch"] is True
+
+
+def test_a_cube_mesh_whose_rings_stay_on_nvlink_is_refused_without_the_pcie_floor_as_its_answer(tmp_path):
+    # a new user's trial: DGX-1's hybrid cube-mesh (NVLink on 16 of 28 pairs) was sent to a PCIe spec, 15x slower
+    # than the 129 GB/s such a node measures, as if its rings crossed PCIe; NCCL's rings stay on NVLink there.
+    # The NV1/NV2 pattern of the DGX-1 with V100 whitepaper (each GPU: 6 links, quads 0-3 and 4-7, GPU i to i+4)
+    links = {(0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2, (1, 2): 2, (1, 3): 1, (1, 5): 2, (2, 3): 2, (2, 6): 1,
+             (3, 7): 1, (4, 5): 1, (4, 6): 1, (4, 7): 2, (5, 6): 2, (5, 7): 1, (6, 7): 2}
+    cells = [["X" if i == j else f"NV{links.get((min(i, j), max(i, j)))}" if (min(i, j), max(i, j)) in links else "SYS"
+              for j in range(8)] for i in range(8)]
+    assert all(sum(links.get((min(i, j), max(i, j)), 0) for j in range(8)) == 6 for i in range(8))
+    with pytest.raises(CollsimError, match="yet a ring can stay on NVLink") as e:
+        load_topology_nvsmi(write(tmp_path, matrix(cells)) + ":gpu=v100")
+    ring = [int(g) for g in str(e.value).split("stay on NVLink (")[1].split(")")[0].split("-")]
+    assert sorted(ring) == list(range(8)) and all((min(a, b), max(a, b)) in links for a, b in zip(ring, ring[1:] + ring[:1]))
+    assert "only a floor" in str(e.value)

@@ -1,4 +1,5 @@
-"""The NICs' line rate bounds busbw across nodes, and the 80% ranges stop there (a planner's trial, p29).
+"""The NICs' line rate bounds busbw across nodes (a GPU's NVLinks inside one node), and the 80% ranges stop there
+(a planner's trial, p29; a new user's, p35).
 
 Expected values: the bytes a node must move over its NICs (closed forms in the test), the NICs' raw line rate
 from the topology spec, and the published measurements of the public cases, none of which may beat the bound."""
@@ -17,7 +18,8 @@ CASES = load_cases(None)
 def _loosest(case: dict) -> float | None:
     """The bound for whatever NCCL ran: with SHARP in the fabric, the in-network reduction's (the looser)."""
     topo = load_topology(case["topology"])
-    algorithm = case.get("algorithm") or ("collnet_direct" if topo.reducing_switches("sharp") else "ring")
+    algorithm = case.get("algorithm") or ("collnet_direct" if topo.reducing_switches("sharp") else
+                                          "nvls" if topo.reducing_switches("nvls") else "ring")
     return line_rate_busbw(topo, case["collective"], algorithm)
 
 
@@ -39,7 +41,13 @@ def test_the_bound_by_hand():
     assert line_rate_busbw("dgx-h100:nodes=16,sharp=1", "all_reduce", "collnet_direct") == pytest.approx(800 * 127 / 128)
     # all_to_all: a GPU sends (n-g)/n of its buffer over its node's NICs, shared by g GPUs
     assert line_rate_busbw("dgx-h100:nodes=4", "all_to_all", "p2p") == pytest.approx(50 * 31 / 24)
-    assert line_rate_busbw("dgx-h100", "all_reduce", "ring") is None   # one node: no NICs in the path
+    # one node: no NICs in the path; a GPU's NVLinks bound it (18 x 25 GB/s on H100), except NVLS (the switch reduces)
+    assert line_rate_busbw("dgx-h100", "all_reduce", "ring") == pytest.approx(450.0)
+    assert line_rate_busbw("dgx-h100", "all_reduce", "nvls") is None
+    # a 4-V100 board: three pairs of 2 NVLink2 links (50 GB/s each way); 2 of its GPUs: one pair
+    assert line_rate_busbw("hgx-v100-4", "broadcast", "ring") == pytest.approx(150.0)
+    assert line_rate_busbw("hgx-v100-4:gpus_per_node=2", "all_gather", "ring") == pytest.approx(50.0)
+    assert line_rate_busbw("pcie:gpus=4", "all_reduce", "ring") is None   # a PCIe box: not drawn
 
 
 def test_a_range_stops_at_the_line_rate_and_keeps_the_prediction():

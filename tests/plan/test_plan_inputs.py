@@ -140,3 +140,17 @@ def test_a_parameter_count_beyond_any_model_is_refused(value):
     with pytest.raises(CollsimError, match="more than any model or batch"):
         parse_count(value, "model.params")
     assert parse_count("2T", "model.params") == 2 * 10**12 and parse_count(10**15, "model.params") == 10**15
+
+
+def test_v100_and_gh200_presets_have_a_compute_speed(cli):
+    # a new user's trial: plan on hgx-v100-4 or gh200-4 stopped asking for peak_tflops, and --vs then timed an H100
+    # cluster's compute at the number given for V100. The datasheets: V100 SXM2 125 TFLOP/s fp16 tensor, A100 312
+    # bf16, GH200's H100 989 (1,979 with sparsity)
+    import json
+    step = {}
+    for spec in ("hgx-v100-4:nodes=2", "hgx-a100-4:nodes=2", "gh200-4:nodes=2"):
+        code, out, err = cli("plan", "examples/workloads/ddp-1b.yaml", "-t", spec, "--format", "json")
+        assert code == 0, err
+        step[spec.split(":")[0]] = json.loads(out)["summary"]["compute_us"]
+    assert step["hgx-v100-4"] / step["hgx-a100-4"] == pytest.approx(312 / 125)
+    assert step["hgx-a100-4"] / step["gh200-4"] == pytest.approx(989 / 312)
