@@ -169,7 +169,9 @@ def load_topology_nvsmi(spec: str):
     spec_out, read = preset_for(node, params, path, scales_mesh=True)
     read[0] = read[0].replace("NIC port(s)", "NIC(s)") + " (nvidia-smi topo -m)"
     if name:
-        read.insert(1, f"GPU name in the text: {name.upper()}")
+        given = str(params.get("gpu", "")).lower()
+        clash = f" (note: gpu={given} given, which is what builds)" if given and given != name else ""
+        read.insert(1, f"GPU name in the text: {name.upper()}{clash}")
     read += node.notes
     from ..presets import load_topology
     from . import Topology

@@ -135,6 +135,10 @@ def test_a_v100_mesh_reads_as_the_abci_v_node(tmp_path):
     assert topo.hardware.nic_path == "PHB" and not topo.hardware.gpus_without_gdr       # each GPU has its socket's HCA
     for size in (1 << 12, 1 << 26):
         assert sim.simulate("all_reduce", size, topo).time_us == pytest.approx(sim.simulate("all_reduce", size, twin).time_us)
+    # gpu= over the text's own name builds what was asked, and the read lines say the two differ
+    other = load_topology_nvsmi(str(f) + ":nodes=2,gpu=a100")
+    assert other.meta["gpu_arch"] == "ampere"
+    assert any("V100" in line and "gpu=a100 given" in line for line in other.hardware.xml_read)
 
 
 @pytest.mark.parametrize("spec, far", [("hgx-a100-4:nodes=2,gpus_without_gdr=0", None),
