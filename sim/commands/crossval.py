@@ -51,8 +51,8 @@ it affects, by a small grid search:
   has any: the copy is what the others add, :func:`_without_copies`): these add the same time to every (algorithm,
   protocol) NCCL could pick, so the time of a row is linear in them and needs no new run.
 
-Cases run with an NCCL release older than the oldest collsim models (2.8, 2.9) are scored but fit
-nothing (:func:`modelled_release`). While one group is fitted the other group stays at its *prior* (:data:`PRIORS`: public figures, never
+Cases run with an NCCL release whose rules collsim does not model whole (2.8 and 2.9: their latency tables,
+2.18's other rules) are scored but fit nothing (:func:`modelled_release`). While one group is fitted the other group stays at its *prior* (:data:`PRIORS`: public figures, never
 fitted on a case), so no constant fitted with case k inside reaches its own fold. A constant with no
 training row left (the only case of its fabric is the one scored) takes its prior; a bandwidth constant is
 fitted only on sweeps past their ramp (:func:`on_plateau`: reaching :data:`PLATEAU_BYTES`, or flat over their last two doublings; Olivia's, which stops at 128 MiB still rising, is not). Runs are memoised
@@ -408,12 +408,16 @@ def _lat_errors(case: Case, fit: dict, mid: bool = False, base: list[float] | No
     return [abs(t + shift - r["time_us"]) / r["time_us"] for t, r in zip(base, rows)]
 
 
+# releases whose rules collsim models whole: runs of older ones are scored but fit nothing
+FITTED_SINCE = (2, 18)
+
+
 def modelled_release(case: Case) -> bool:
-    """Whether ``case`` ran an NCCL release collsim models (or does not say): a 2.8 or 2.9 run is still
-    scored (with 2.18's rules, the oldest collsim has), but fits nothing, since its NCCL made choices and
-    had costs (no PXN, older p2p and channel logic) that no modelled release has."""
+    """Whether ``case`` ran an NCCL release collsim models whole (or does not say): a 2.8 or 2.9 run is still
+    scored (with 2.8's latency tables and 2.18's other rules), but fits nothing, since its NCCL made choices
+    and had costs (no PXN, older p2p and channel logic) that no modelled release has."""
     version = case.raw.get("nccl_version")
-    return not version or versions.parse_version(str(version)) >= versions.OLDEST.key()
+    return not version or versions.parse_version(str(version)) >= FITTED_SINCE
 
 
 def fit(cases: list[Case]) -> dict:

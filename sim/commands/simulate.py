@@ -74,7 +74,8 @@ def add_nccl_args(p, default_note: str | None = None) -> None:
     default_note = default_note or f"default {LATEST.version}, the newest documented"
     p.add_argument("--nccl-version", default=None, metavar="X.Y",
                    help=f"the NCCL release whose rules to model: {', '.join(r.version for r in RELEASES)} (a release in "
-                        f"between takes the older one's rules; {default_note})")
+                        f"between takes the older one's rules, but 2.8 stands for 2.8-2.9 only, its latency tables "
+                        f"with 2.18's other rules; {default_note})")
     p.add_argument("--nccl-env", default=None, metavar="K=V,...",
                    help="NCCL variables the run sets, e.g. NCCL_ALGO=Ring,NCCL_MIN_NCHANNELS=32. Honoured: "
                         + "; ".join(f"{k} ({v})" for k, v in HONOURED.items()).replace("%", "%%")

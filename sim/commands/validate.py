@@ -169,8 +169,10 @@ def _say_clamped_release(version: str, path: str) -> None:
         return
     nearest = versions.nearest_documented(key)
     if nearest is not None:
-        print(f"collsim: {os.path.basename(path)!r} ran NCCL {version}, {'newer' if nearest is versions.LATEST else 'older'} "
-              f"than the releases collsim documents: scored with NCCL {nearest.version}'s rules", file=sys.stderr)
+        where = ("newer than" if nearest is versions.LATEST else "older than" if key < versions.OLDEST.key()
+                 else "between")
+        print(f"collsim: {os.path.basename(path)!r} ran NCCL {version}, {where} the releases collsim documents: "
+              f"scored with NCCL {nearest.version}'s rules", file=sys.stderr)
 
 
 def _check_bus_factor(rows: list[dict], coll: str, nranks: int | None, path: str) -> None:

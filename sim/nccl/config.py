@@ -442,7 +442,7 @@ def make_config(version=None, env=None) -> NcclConfig:
 
 def case_config(case: dict) -> NcclConfig:
     """The configuration a published case ran with: its ``nccl_version`` (default: the one in force), clamped to
-    the releases collsim models (a 2.8 run is scored with 2.18's rules, the oldest it has), and its
+    the releases collsim models (a 2.6 run is scored with the oldest's, 2.8, a 2.13 run with 2.18's), and its
     ``nccl_env`` (a mapping or ``"K=V,..."``; variables the model does not honour are ignored)."""
     version = case.get("nccl_version")
     if version in (None, "") and not case.get("nccl_env"):

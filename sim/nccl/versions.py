@@ -4,6 +4,8 @@ Every fact below was read in NCCL's source at the tag named (``git show TAG:src/
 ``src/include/collectives.h``); a release inherits everything it does not change from the one before.
 Only facts the tuner model (:mod:`sim.nccl.tuner`) uses are here; ``docs/nccl-model.md`` has the table.
 
+* ``through``: the last minor release an entry stands for, where NCCL changed its tables before the next entry
+  (2.8: 2.8-2.9; 2.10-2.17 are scored with 2.18's rules).
 * ``ag_rs_algorithms``: the algorithms NCCL's tuner considers for all_gather / reduce_scatter
   (2.18: ring only; 2.19 added NVLS; 2.21 CollNetDirect; 2.23 PAT, "1 GPU per node" ``ncclPatEnable``).
 * ``base_latency`` / ``hw_latency``: ``baseLat`` / ``hwLat`` overrides against 2.27.7's tables
@@ -33,8 +35,8 @@ Only facts the tuner model (:mod:`sim.nccl.tuner`) uses are here; ``docs/nccl-mo
 A table entry holds one minor release, read at its newest tag; where a patch release of it differs, the
 entry says so (2.29.2-2.29.6 capped Blackwell's ring LL128 at 34.5/34.6/34.5 GB/s per channel, 2.29.7 at 40).
 
->>> release("2.18").ag_rs_algorithms, release("2.27").ag_rs_algorithms
-(('ring',), ('ring', 'nvls', 'collnet_direct', 'pat'))
+>>> release("2.18").ag_rs_algorithms, release("2.27").ag_rs_algorithms, release("2.9.9").version
+(('ring',), ('ring', 'nvls', 'collnet_direct', 'pat'), '2.8')
 >>> release("2.25").version, release("2.26").version   # a release between two entries has the older one's rules
 ('2.25', '2.25')
 """
@@ -66,6 +68,7 @@ class Release:
     nvls_efficiency_model: bool = False                   # 2.28+ NVLS busBw (nvlsEfficiency, n/nsteps)
     nvls_tree_caps: dict = field(default_factory=dict)    # arch -> perChMaxNVLSTreeBws (N1, N2, N4)
     nvls_tree_correction_x86: bool = False                # 2.29+: treeCorrectionFactor on Blackwell NVLSTree, x86
+    through: tuple[int, int] | None = None                # the last minor release the entry stands for (None: up to the next)
     notes: str = ""
 
     def __hash__(self) -> int:
@@ -125,6 +128,18 @@ _R218 = Release(
     ring_ll_quarter=True, ring_ll128_one_gpu=0.7, ll_max_hopper=(87.7, 22.5, 19.0), nvls_tree_ratio_old=True,
     ring_ar_inter_steps_2n=True, net_tree_row_one_gpu=False, ll128_blackwell=False,
     notes="all_gather/reduce_scatter: ring only; no PAT")
+# 2.8-2.9: the latency tables of v2.8.4-1 (the same at v2.9.9-1), every other rule as 2.18's (below). NCCL kept
+# this baseLat through 2.17, but its hwLat moved in between (the network ring Simple hop: 9.6 us at 2.8, 2.9 and
+# 2.17, 28 at 2.13), so the entry stands for 2.8 and 2.9 only and 2.10-2.17 keep 2.18's rules
+_R28 = replace(_R218, version="2.8", tag="v2.8.4-1",
+               base_latency={"tree": (4.4, 4.4, 0.0), "ring": (3.6, 10.0, 8.4),
+                             "nvls": (0.0, 0.0, 23.0), "nvls_tree": (0.0, 0.0, 23.0)},
+               hw_latency={**_R218.hw_latency,
+                           ("nvlink", "tree"): (0.52, 1.25, 28.0), ("nvlink", "ring"): (0.47, 1.9, 3.4),
+                           ("pcie", "tree"): (1.0, 1.9, 28.0), ("pcie", "ring"): (1.0, 2.5, 5.7),
+                           ("net", "tree"): (5.0, 8.5, 28.0), ("net", "ring"): (2.7, 4.0, 9.6)},
+               through=(2, 9),
+               notes="2.8-2.9's latency tables (baseLat, hwLat; v2.8.4-1 = v2.9.9-1); every other rule as 2.18's")
 _R219 = replace(_R218, version="2.19", tag="v2.19.4-1", ag_rs_algorithms=("ring", "nvls"),
                 base_latency={"tree": (6.8, 14.0, 0.0)},
                 hw_latency={**_OLD_LAT, ("nvlink", "nvls"): (0.0, 0.0, 23.0), ("nvlink", "nvls_tree"): (0.0, 0.0, 23.0)},
@@ -156,7 +171,7 @@ _R230 = replace(_R229, version="2.30", tag="v2.30.7-1",
                 nvls_tree_caps={"hopper": (0.0, 57.7, 45.5), "blackwell": (0.0, 96.0, 80.0)},
                 notes="Blackwell NVLSTree N4 cap 80")
 
-RELEASES: tuple[Release, ...] = (_R218, _R219, _R221, _R223, _R224, _R225, _R227, _R228, _R229, _R230)
+RELEASES: tuple[Release, ...] = (_R28, _R218, _R219, _R221, _R223, _R224, _R225, _R227, _R228, _R229, _R230)
 LATEST = RELEASES[-1]
 OLDEST = RELEASES[0]
 
@@ -186,16 +201,35 @@ def release(version=None) -> Release:
     if want > LATEST.key():
         raise CollsimError(f"NCCL {version} is newer than the newest release collsim documents ({LATEST.version}): "
                            f"give --nccl-version {LATEST.version} or older")
+    gap = _between(want)
+    if gap is not None:
+        entry, nxt = gap
+        last = ".".join(map(str, entry.through or entry.key()))
+        raise CollsimError(f"NCCL {version} falls between the releases collsim models ({entry.version} stands for "
+                           f"{entry.version}-{last}, and NCCL changed its latency tables before {nxt.version}): give "
+                           f"--nccl-version {nxt.version}, whose rules validate scores such a run with, or {entry.version}")
     return [r for r in RELEASES if r.key() <= want][-1]
 
 
-def nearest_documented(key: tuple[int, int]) -> Release | None:
-    """The documented release that stands for ``key`` (MAJOR, MINOR) outside them: the oldest for an older one
-    (a 2.8 run is scored with 2.18's rules), the newest for a newer one; None for a key within them.
+def _between(key: tuple[int, int]) -> tuple[Release, Release] | None:
+    """(entry, next entry) where ``key`` is past what an entry stands for (``through``) and before the next."""
+    for r, nxt in zip(RELEASES, RELEASES[1:]):
+        if r.through is not None and r.through < key < nxt.key():
+            return r, nxt
+    return None
 
-    >>> nearest_documented((2, 8)).version == OLDEST.version, nearest_documented((2, 21))
-    (True, None)
+
+def nearest_documented(key: tuple[int, int]) -> Release | None:
+    """The documented release that stands for ``key`` (MAJOR, MINOR) outside them: the oldest for an older one,
+    the newest for a newer one, the next entry for one between an entry's last minor and the next (a 2.13 run
+    is scored with 2.18's rules); None for a key an entry stands for.
+
+    >>> nearest_documented((2, 6)).version, nearest_documented((2, 13)).version, nearest_documented((2, 9))
+    ('2.8', '2.18', None)
     """
+    gap = _between(key)
+    if gap is not None:
+        return gap[1]
     return OLDEST if key < OLDEST.key() else LATEST if key > LATEST.key() else None
 
 

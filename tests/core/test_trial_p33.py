@@ -68,3 +68,15 @@ def test_p5_mid_sizes_at_32_nodes_are_not_validated_by_the_cases_missed_there(ca
     import json
     row = json.loads(capsys.readouterr().out)["results"][0]
     assert row["validated"] is False and "HP-P5-32-AR" in row["note"]
+
+
+def test_validate_says_when_a_files_release_falls_between_those_documented(tmp_path, capsys):
+    # 2.8 stands for 2.8-2.9 (its latency tables); a 2.13 run is scored with 2.18's rules, and says so
+    from tests.model.test_nccl_tests_format import CURRENT
+    f = tmp_path / "ar.txt"
+    f.write_text("# Collective test starting: all_reduce_perf\n" + CURRENT + "# NCCL version 2.13.4+cuda11.7\n")
+    assert main(["validate", str(f), "-t", "dgx-h100:gpus_per_node=2"]) == 0
+    assert "ran NCCL 2.13.4, between the releases collsim documents: scored with NCCL 2.18's rules" in capsys.readouterr().err
+    f.write_text("# Collective test starting: all_reduce_perf\n" + CURRENT + "# NCCL version 2.9.9+cuda11.2\n")
+    assert main(["validate", str(f), "-t", "dgx-h100:gpus_per_node=2"]) == 0
+    assert "ran NCCL" not in capsys.readouterr().err   # a release an entry stands for: nothing to say

@@ -183,9 +183,24 @@ def test_nvls_channel_bounds_scale_its_kernels_and_never_refuse_it():
 def test_versions_resolve_to_documented_rules():
     assert release("2.26").version == "2.25" and release("2.27.7-1").version == "2.27"
     assert release(None) is LATEST
-    for bad in ("2.8", "3.0", "two", "2"):
+    for bad in ("2.7", "2.13", "3.0", "two", "2"):   # older than 2.8, between 2.9 and 2.18, newer, malformed
         with pytest.raises(CollsimError):
             release(bad)
+    assert release("2.8.4").version == release("2.9.9-1").version == "2.8"
+
+
+def test_nccl_2_8_reads_its_own_latency_tables():
+    # v2.8.4-1's tuning.cc (the same at v2.9.9-1): baseLat ring LL 3.6 (2.18: 6.6), tree LL 4.4 (6.8); hwLat NVLink
+    # ring LL .47 (.6), network ring Simple 9.6 (14). A 4 B all_reduce on one DGX A100, ring/LL: baseLat + 14 hops
+    from sim.collectives import get_collective
+    from sim.presets import load_topology
+    topo = load_topology("dgx-a100")
+    lat = {}
+    for v in ("2.8", "2.18"):
+        with config.use(config.make_config(v)):
+            lat[v] = tuner_terms(get_collective("all_reduce"), 4, topo, "ring", "LL").latency_us
+    # (both add the same launch cost, fitted, so the difference is the two releases' tables alone)
+    assert lat["2.18"] - lat["2.8"] == pytest.approx((6.6 + 14 * 0.6) - (3.6 + 14 * 0.47))
 
 
 def test_default_call_names_the_release():
@@ -212,8 +227,10 @@ def test_cli_names_ignored_variables_once(cli):
     lines = [l for l in err.splitlines() if "ignoring" in l]
     assert code == 0 and len(lines) == 1 and "NCCL_IB_HCA" in lines[0] and "NCCL_ALGO" not in lines[0]
     assert " ring " in out
-    code, out, err = cli("simulate", "-t", "dgx-h100", "--nccl-version", "2.8")
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "2.18" in err
+    code, out, err = cli("simulate", "-t", "dgx-h100", "--nccl-version", "2.7")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "2.8" in err
+    code, out, err = cli("simulate", "-t", "dgx-a100", "--nccl-version", "2.15")   # between 2.9 and 2.18: not modelled
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--nccl-version 2.18" in err
 
 
 def test_cli_points_machine_variables_to_the_topology(cli):
