@@ -242,7 +242,10 @@ def test_validate_scores_a_case_with_its_nccl_version():
     new = score_case({**base, "nccl_version": "2.27", "nccl_env": {"NCCL_DEBUG": "INFO"}}, model="tuner")
     off = score_case({**base, "nccl_version": "2.27", "nccl_env": "NCCL_PAT_ENABLE=0"}, model="tuner")
     assert list(old["chosen"]) == ["ring/LL"] and list(new["chosen"]) == ["pat/Simple"] and "pat" not in str(off["chosen"])
-    assert old["nccl_version"] == "2.18" and score_case({**base, "nccl_version": "2.8"}, model="tuner")["nccl_version"] == "2.18"
+    assert old["nccl_version"] == "2.18" and score_case({**base, "nccl_version": "2.8"}, model="tuner")["nccl_version"] == "2.8"
+    # releases collsim has no entry for: 2.13 (between 2.9 and 2.18) with 2.18's rules, 2.6 with the oldest's
+    assert score_case({**base, "nccl_version": "2.13.4"}, model="tuner")["nccl_version"] == "2.18"
+    assert score_case({**base, "nccl_version": "2.6"}, model="tuner")["nccl_version"] == "2.8"
 
 
 def test_cli_cross_validate_by_system_writes_the_table(cli, tmp_path):
