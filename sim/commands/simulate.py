@@ -268,8 +268,8 @@ def run(args) -> int:
                "nccl_env_ignored": list(cfg.ignored), "results": rows}
     if left_out:
         payload["left_out"] = [{"algorithm": a, "reason": why} for a, why in left_out]
-    if _tables_arch(cfg, topo):
-        payload["nccl_tables_arch"] = _tables_arch(cfg, topo)
+    if tables := _tables_arch(cfg, topo):
+        payload["nccl_tables_arch"] = tables
     payload["stats"] = _stats(LEDGER.since(ledger), time.perf_counter() - started)
     with use(cfg):   # --explain reads NCCL's channel bounds from the configuration
         text = _table(topo, coll, results, elem, args, multi=len(algos) > 1, faster=faster, ranges=ranges, cfg=cfg,

@@ -358,7 +358,8 @@ def nccl_channels(topo: Topology, algorithm: str, nchannels: int | None = None, 
 @lru_cache(maxsize=256)   # once per machine and channel bound: the budget's estimate and the plan both ask
 def _channels(algorithm: str, nchannels: int | None, m: Machine, allowed: int | None = None) -> tuple[bool, int]:
     if single_node_mesh(m) and algorithm == "ring":   # the mesh's rings, each on its own pairs (mesh_cycles)
-        nch = nchannels or min(len(mesh_cycles(m.ppn)), allowed or m.ppn * m.ppn)   # as many as NCCL runs apart
+        rings = len(mesh_cycles(m.ppn))
+        nch = nchannels or min(rings, allowed or rings)   # as many as NCCL runs apart
         return nch > 1, nch
     spread = algorithm in SPREAD_ALGORITHMS and m.nnodes > 1 and m.ppn > 1
     ports = min(m.nics, m.ppn, allowed or m.nics)   # NICs behind one GPU's switch are one port (presets draw them so)

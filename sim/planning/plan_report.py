@@ -88,9 +88,10 @@ def step_table(plan, steps: int | None = None, detail: bool = False, nccl: str =
     lines.append(f"# wire bytes per step  {tiers or 'none'} (whole cluster, per link tier)")
     lines += _validation_lines(collective_groups(plan))
     ib = plan.init_broadcast
+    sync = "DDP's sync of rank 0's parameters" if plan.workload.parallel.strategy == "ddp" else \
+        "FSDP's sync of rank 0's parameters, sync_module_states"
     lines.append(f"# initial broadcast    {ib['nbytes'] / 1e9:.3f} GB in {ib['buckets']} bucket(s) over dp, "
-                 f"{_ms(ib['time_us'])} ms once ({'DDP' if plan.workload.parallel.strategy == 'ddp' else 'FSDP'}'s "
-                 f"sync of rank 0's parameters{'' if plan.workload.parallel.strategy == 'ddp' else ', sync_module_states'})")
+                 f"{_ms(ib['time_us'])} ms once ({sync})")
     m = plan.memory_GB
     lines.append(f"# memory per rank      params {m['params']:.2f} GB, grads {m['grads']:.2f} GB, "
                  f"optimizer {m['optimizer']:.2f} GB, total {m['total']:.2f} GB (model states, no activations)")
