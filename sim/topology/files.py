@@ -76,6 +76,8 @@ def _check_meta(meta: dict, source: str) -> dict:
         if k.lower().endswith("_gbps"):
             if k.lower().startswith("nic_") and value == 0 and meta.get("nics_per_node") == 0:
                 continue  # a box without NICs: no NIC speed to check
+            if k.lower().startswith("nvlink") and value == 0 and meta.get("nvlink_links") == 0:
+                continue  # PCIe GPUs without NVLink (what `collsim topo pcie:... --format json` writes)
             bandwidth_GBps(value, what)
         elif k.endswith("_us"):
             latency_us(value, what)

@@ -101,3 +101,19 @@ def test_good_yaml_round_trips(tmp_path):
 def test_cli_entry_point_exits_2_without_traceback():
     p = subprocess.run([sys.executable, "-m", "sim", "simulate", "--topology", "ring:n=0"], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and "too few" in p.stderr
+
+
+@pytest.mark.parametrize("spec", ["pcie:gpus=4", "pcie:gpus=8,sockets=2,gpus_per_switch=1,p2p=0"])
+def test_a_pcie_topology_written_by_topo_loads_back_and_predicts_as_its_preset(cli, tmp_path, spec):
+    # `collsim topo SPEC --format json` is "the file format (loadable)": a PCIe machine writes
+    # nvlink_GBps 0 with nvlink_links 0 (no NVLink), which the file check once refused as a bad bandwidth
+    code, out, err = cli("topo", spec, "--format", "json")
+    assert code == 0, err
+    path = tmp_path / "t.json"
+    path.write_text(out)
+    rows = {}
+    for source in (spec, str(path)):
+        code, out, err = cli("simulate", "-t", source, "-c", "all_reduce", "-b", "1M", "-e", "64M", "-f", "64", "--format", "json")
+        assert code == 0, err
+        rows[source] = [(r["algorithm"], r["protocol"], r["time_us"]) for r in json.loads(out)["results"]]
+    assert rows[str(path)] == rows[spec] and len(rows[spec]) == 2
