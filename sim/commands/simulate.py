@@ -10,7 +10,7 @@ from ..collectives import get_collective
 from ..engine import ENGINES
 from ..errors import CollsimError
 from ..nccl.select import FLOW_CHECK_MAX_RANKS
-from ..presets import load_topology
+from ..presets import load_topology, spec_notes
 from .common import (
     DEFAULT_TOPOLOGY,
     DTYPE_BYTES,
@@ -182,6 +182,8 @@ def run(args) -> int:
     from ..prediction.budget import parse_memory
     started, ledger = time.perf_counter(), LEDGER.snapshot()
     topo = with_gpus_per_process(load_topology(args.topology), args.gpus_per_process)
+    for note in spec_notes(args.topology):
+        print(f"collsim: note: {note}", file=sys.stderr)
     coll = get_collective(args.collective)
     sizes = nccl_tests_sizes(sizes_from_args(args), coll, topo.nranks, DTYPE_BYTES[args.datatype])
     check_output_path(args.trace, "--trace", (".json",))

@@ -149,6 +149,7 @@ def _read_cases(path: str, topology: str | None, collective: str | None) -> list
                                "busbw/algbw fits several): pass --collective all_reduce (or all_gather, reduce_scatter, "
                                "all_to_all, broadcast, reduce)")
         print(all_reduce_by_columns_note(os.path.basename(path)), file=sys.stderr)
+    meta["nranks"] = _device_lines_or_columns(rows, coll, meta["nranks"], topology, path)
     _check_bus_factor(rows, coll, meta["nranks"], path)
     case = {"id": os.path.basename(path), "topology": topology, "collective": coll, "format": "nccl-tests",
             "nranks": meta["nranks"], "source": path, "gpus_per_process": meta["gpus_per_process"],
@@ -175,6 +176,37 @@ def _say_clamped_release(version: str, path: str) -> None:
               f"scored with NCCL {nearest.version}'s rules", file=sys.stderr)
 
 
+def _bus_ratios(rows: list[dict]) -> list[float]:
+    return [r["busbw_GBps"] / r["algbw_GBps"] for r in rows if (r.get("algbw_GBps") or 0) >= 1.0 and r.get("busbw_GBps")]
+
+
+def _device_lines_or_columns(rows: list[dict], coll: str, listed: int | None, topology: str | None, path: str) -> int | None:
+    """The rank count to score a raw nccl-tests file over. Its ``#  Rank N ... device`` lines count the ranks,
+    unless the listing was cut (a file trimmed to one device line): then the table's own busbw/algbw, which
+    nccl-tests computes with the true rank count, contradicts them, and where it fits the --topology given,
+    the topology's count is taken and said so (a real mismatch of file and topology is still refused)."""
+    if not listed or not topology:
+        return listed
+    try:
+        given = load_topology(topology).nranks
+    except CollsimError:
+        return listed   # refused with its own message where the case is scored
+    ratios, factor = _bus_ratios(rows), get_collective(coll).bus_factor
+    if given == listed or not ratios or factor(given) == factor(listed):
+        return listed
+    name, ratio = os.path.basename(path), statistics.median(ratios)
+    if all(abs(x - factor(given)) <= 0.02 for x in ratios) and all(abs(x - factor(listed)) > 0.02 for x in ratios):
+        print(f"collsim: note: {name!r} lists {listed} device line(s) ('#  Rank ...'), but its busbw/algbw ({ratio:.3g}) "
+              f"is {coll} over {given} ranks, as {topology} has: scored over {given} (the device listing was cut)",
+              file=sys.stderr)
+        return given
+    if listed < 2:   # one device line and a busbw above 0: no single rank measured this; say the one thing to fix
+        raise CollsimError(f"{name!r} lists {listed} device line ('#  Rank ...'), too few for a collective, and its "
+                           f"busbw/algbw ({ratio:.3g}) is not {coll} over the {given} ranks of {topology} either: give "
+                           "--topology the ranks the run had (or --collective, if it was not " + coll + ")")
+    return listed
+
+
 def _check_bus_factor(rows: list[dict], coll: str, nranks: int | None, path: str) -> None:
     """Say so (stderr) when the table's own busbw/algbw contradicts the collective it is scored as: nccl-tests
     writes busbw = algbw x the collective's bus factor (2(n-1)/n for all_reduce, (n-1)/n for all_gather,
@@ -182,7 +214,7 @@ def _check_bus_factor(rows: list[dict], coll: str, nranks: int | None, path: str
     if not nranks:
         return
     want = get_collective(coll).bus_factor(nranks)
-    ratios = [r["busbw_GBps"] / r["algbw_GBps"] for r in rows if (r.get("algbw_GBps") or 0) >= 1.0 and r.get("busbw_GBps")]
+    ratios = _bus_ratios(rows)
     if ratios and all(abs(x - want) > 0.02 for x in ratios):
         print(f"collsim: warning: {os.path.basename(path)!r}: its busbw/algbw is {statistics.median(ratios):.3g}, where "
               f"{coll} over {nranks} ranks gives {want:.3g}: the file measures another collective (or rank count) "
