@@ -172,6 +172,12 @@ def _warn_off_fabric(cfg, topo) -> None:
               f"{fabric or 'this topology'}", file=sys.stderr)
 
 
+def _say_spec_notes(spec) -> None:
+    """Say (stderr) what a preset spec means where a reader may take it otherwise (:func:`sim.presets.spec_notes`)."""
+    for note in spec_notes(spec):
+        print(f"collsim: note: {note}", file=sys.stderr)
+
+
 def run(args) -> int:
     import time
 
@@ -182,8 +188,7 @@ def run(args) -> int:
     from ..prediction.budget import parse_memory
     started, ledger = time.perf_counter(), LEDGER.snapshot()
     topo = with_gpus_per_process(load_topology(args.topology), args.gpus_per_process)
-    for note in spec_notes(args.topology):
-        print(f"collsim: note: {note}", file=sys.stderr)
+    _say_spec_notes(args.topology)
     coll = get_collective(args.collective)
     sizes = nccl_tests_sizes(sizes_from_args(args), coll, topo.nranks, DTYPE_BYTES[args.datatype])
     check_output_path(args.trace, "--trace", (".json",))
