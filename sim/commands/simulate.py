@@ -670,7 +670,9 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
              + (f", {args.gpus_per_process} GPUs per process" if args.gpus_per_process != 1 else "") + f"), model {args.model}"
              + (f", NCCL {cfg.version}" if cfg is not None else "")
              + (f" (the rules of {cfg.release.tag}, the nearest release collsim reads at or below it)"
-                if cfg is not None and cfg.version != cfg.release.version else "")
+                if cfg is not None and cfg.version != cfg.release.version else
+                f" (asked {cfg.patch}: the rules of {cfg.release.tag}, the release of {cfg.version} collsim reads)"
+                if cfg is not None and cfg.patch else "")
              + (f" with {env}" if env else "")
              + (f"; NCCL {cfg.version} predates {topo.hardware.gpu_arch.capitalize()} (2.25 added its tables): its tuner "
                 f"reads {tables.capitalize()}'s rows for these GPUs, as collsim does"

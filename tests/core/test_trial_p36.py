@@ -48,3 +48,16 @@ def test_a_rack_scale_preset_split_into_tray_sized_domains_is_said_to_be_so(cli,
     code, _, err = cli("simulate", "-t", spec, "-b", "1G", "-e", "1G")
     assert code == 0
     assert ("separate NVLink domains" in err) == note
+
+
+def test_a_patch_release_other_than_the_one_read_is_said_in_the_header(cli):
+    # collsim reads one release per minor version; asked for another patch, the header names whose rules ran
+    # (the JSON's nccl_rules), as it does for a minor version between two entries
+    code, out, _ = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1M", "-e", "1M", "--nccl-version", "2.27", "--format", "json")
+    assert code == 0
+    tag = json.loads(out)["nccl_rules"]
+    asked = tag.lstrip("v").split("-")[0].rsplit(".", 1)[0] + ".0"
+    code, out, _ = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1M", "-e", "1M", "--nccl-version", asked)
+    assert code == 0 and f"asked {asked}: the rules of {tag}" in out.splitlines()[0]
+    code, out, _ = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1M", "-e", "1M", "--nccl-version", tag.lstrip("v").split("-")[0])
+    assert code == 0 and "asked" not in out.splitlines()[0]
