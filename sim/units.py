@@ -36,7 +36,7 @@ def parse_size(text: str | int) -> int:
     except ValueError:
         value = float("nan")
     if not math.isfinite(value):
-        raise CollsimError(f"cannot read size {text!r}: use a byte count with an optional K/M/G suffix, e.g. 8, 64K, 1G")
+        raise CollsimError(f"cannot read size {text!r}: use a byte count with an optional K/M/G/T suffix, e.g. 8, 64K, 1G")
     nbytes = value * _SUFFIX[suffix]
     if not math.isfinite(nbytes) or nbytes > MAX_BYTES:
         raise CollsimError(f"size {text!r} is over the {format_size(MAX_BYTES)} limit (no GPU holds such a buffer): "

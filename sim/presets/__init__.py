@@ -17,7 +17,18 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..errors import CollsimError
-from ..io.validation import MAX_GBPS, MAX_PARAM, MAX_RANKS, MAX_US, MIN_GBPS, bandwidth_GBps, number, parse_number, whole
+from ..io.validation import (
+    GPU_LIMIT,
+    MAX_GBPS,
+    MAX_PARAM,
+    MAX_RANKS,
+    MAX_US,
+    MIN_GBPS,
+    bandwidth_GBps,
+    number,
+    parse_number,
+    whole,
+)
 from ..topology import Topology
 
 
@@ -80,7 +91,10 @@ def _convert(preset: Preset, key: str, raw: str):
             raise CollsimError(f"{what}={raw!r} is not a valid int: give a whole number such as 8") from None
         # the whole-number check first, without the generic bound: the preset states its own range
         # ("nodes=2.5 ... at most 1048576" named a limit no preset has)
-        return whole(whole(number(value, what, example="8"), what), what, high=MAX_RANKS)
+        count = whole(whole(number(value, what, example="8"), what), what)
+        if count > MAX_RANKS:   # said as the presets' own limits say it (nodes=16385: "... at most 131,072 GPUs")
+            raise CollsimError(f"{what}={count} is beyond anything collsim builds ({GPU_LIMIT}): give a smaller {key}")
+        return count
     if typ is float:  # finite and within the documented limits (sim.io.validation); builders check the rest
         value = parse_number(raw, what)
         # the limits here; a zero or negative value gets the builder's own message

@@ -4,6 +4,8 @@ Expected values come from a second route to the same answer: the untrimmed nccl-
 rack-scale spec was meant to be.
 """
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -61,3 +63,22 @@ def test_a_patch_release_other_than_the_one_read_is_said_in_the_header(cli):
     assert code == 0 and f"asked {asked}: the rules of {tag}" in out.splitlines()[0]
     code, out, _ = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1M", "-e", "1M", "--nccl-version", tag.lstrip("v").split("-")[0])
     assert code == 0 and "asked" not in out.splitlines()[0]
+
+
+@pytest.mark.parametrize("nodes", ["16385", "2000000", "1e9"])
+def test_too_many_nodes_names_the_gpu_limit_whatever_the_count(cli, nodes):
+    # nodes=16385 and nodes=1e9 once named two different limits (131,072 GPUs; "at most 1048576")
+    code, _, err = cli("simulate", "-t", f"dgx-h100:nodes={nodes}", "-b", "1M", "-e", "1M")
+    assert code == 2 and err.count("\n") == 1 and "131,072 GPUs" in err and "1048576" not in err
+
+
+def test_a_negative_size_says_why_argparse_did_not_take_it():
+    p = subprocess.run([sys.executable, "-m", "sim", "simulate", "-t", "dgx-h100:nodes=2", "-b", "-1M", "-e", "1M"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "read as an option" in p.stderr
+
+
+def test_the_size_message_names_every_suffix_it_accepts(cli):
+    code, _, _ = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1T", "-e", "1T")   # T is read (and over the limit)
+    code, _, err = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1P", "-e", "1P")
+    assert code == 2 and "K/M/G/T" in err
