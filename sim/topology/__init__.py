@@ -418,8 +418,17 @@ class Topology:
             lines.append("  no NVLink: GPUs talk over PCIe")
         for k, v in self.meta.items():
             if isinstance(v, (int, float, str)) and not (no_nvlink and k.startswith("nvlink_")):
-                lines.append(f"  {k}: {v}")
+                lines.append(f"  {k}: {v}" + (self._p2p_why() if k == "p2p" else ""))
         return "\n".join(lines)
+
+    def _p2p_why(self) -> str:
+        """Why ``p2p`` reads False on a PCIe server whose spec asked for p2p=1: the flag says whether every pair
+        talks peer to peer, and NCCL's default P2P level (PXB) keeps pairs across host bridges or sockets off it."""
+        if self.hardware.p2p is False and self.hardware.intra == "pcie" and "p2p=1" in self.name:
+            return (" (not every pair: with p2p=1, pairs under one PCIe switch talk peer to peer, those across host "
+                    "bridges or sockets go through host memory, as NCCL's default P2P level PXB has it; p2p_level=SYS "
+                    "lets them talk through the CPUs)")
+        return ""
 
     def to_dict(self) -> dict:
         """Plain data, the shape :func:`topology_from_dict` reads (and the YAML/JSON file format)."""

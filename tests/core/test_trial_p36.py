@@ -82,3 +82,14 @@ def test_the_size_message_names_every_suffix_it_accepts(cli):
     code, _, _ = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1T", "-e", "1T")   # T is read (and over the limit)
     code, _, err = cli("simulate", "-t", "dgx-h100:nodes=2", "-b", "1P", "-e", "1P")
     assert code == 2 and "K/M/G/T" in err
+
+
+@pytest.mark.parametrize("spec,why", [("pcie:gpus=8,sockets=2,gpus_per_switch=4", True), ("pcie:gpus=8,sockets=2,gpus_per_switch=1", True),
+                                      ("pcie:gpus=8,sockets=2,gpus_per_switch=4,p2p_level=SYS", False), ("pcie:gpus=4,p2p=0", False)])
+def test_topo_says_why_p2p_reads_false_when_the_spec_asked_for_it(cli, spec, why):
+    # p2p=1 in the spec, "p2p: False" in the summary: the flag is "every pair", and pairs beyond NCCL's P2P
+    # level (PXB) bounce through host memory; with p2p_level=SYS every pair talks peer to peer again
+    code, out, _ = cli("topo", spec)
+    line = next(x for x in out.splitlines() if x.strip().startswith("p2p:"))
+    assert code == 0 and ("not every pair" in line) == why
+    assert line.strip().startswith("p2p: True") == ("p2p_level=SYS" in spec)
