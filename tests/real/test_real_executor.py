@@ -134,4 +134,7 @@ def test_cli_refuses_a_switch_program_in_one_line(cli, tmp_path):
                  "    return Program.from_ops('all_reduce', nranks, 1, [0, 1, 2, 2], [2, 2, 0, 1], [0] * 4, [0, 0, 1, 1],\n"
                  "                            [True, True, False, False], algorithm='toy_sharp', steps=2, switches=('sw0',))\n")
     code, out, err = cli("bench", "--backend", "gloo", "--nprocs", 2, "--impl", f"program:{f}")
-    assert code == 2 and "hosts cannot play a SHARP/NVLS switch" in err and err.count("\n") == 1
+    # where bubblewrap is missing the user's file runs with a one-line "not contained:" warning first (the
+    # README's test command must pass on such a machine too, as tests/reliability's helpers allow)
+    lines = [ln for ln in err.splitlines() if not ln.startswith("not contained: ")]
+    assert code == 2 and "hosts cannot play a SHARP/NVLS switch" in err and len(lines) == 1
