@@ -40,8 +40,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse's usage errors: one line, status 2
         if message.endswith("expected one argument"):
             # "-b -1M": argparse reads a value starting with '-' as the next option and names only the symptom
-            message += " (a value starting with '-' is read as an option: sizes and counts are 0 or more; give " \
-                       "another such value as --option=VALUE)"
+            message += " (if you gave one starting with '-', such as a negative size, it was read as an option: " \
+                       "sizes and counts are 0 or more; give any other such value as --option=VALUE)"
         self.exit(2, f"collsim: error: {message} (see `{self.prog} --help`)\n")
 
 

@@ -182,28 +182,29 @@ def _bus_ratios(rows: list[dict]) -> list[float]:
 
 def _device_lines_or_columns(rows: list[dict], coll: str, listed: int | None, topology: str | None, path: str) -> int | None:
     """The rank count to score a raw nccl-tests file over. Its ``#  Rank N ... device`` lines count the ranks,
-    unless the listing was cut (a file trimmed to one device line): then the table's own busbw/algbw, which
-    nccl-tests computes with the true rank count, contradicts them, and where it fits the --topology given,
-    the topology's count is taken and said so (a real mismatch of file and topology is still refused)."""
-    if not listed or not topology:
+    unless the listing was cut (a file trimmed to one device line). Then, where the --topology given does not
+    contradict the table's own busbw/algbw (which nccl-tests computes with the true rank count), the
+    topology's count is taken and said so; with one device line and nothing to take, one error names the fix
+    (a real mismatch of file and topology is still refused where the case is scored)."""
+    if not listed:
         return listed
-    try:
-        given = load_topology(topology).nranks
-    except CollsimError:
-        return listed   # refused with its own message where the case is scored
+    given = load_topology(topology).nranks if topology else None   # a bad spec: its own one-line error
     ratios, factor = _bus_ratios(rows), get_collective(coll).bus_factor
-    if given == listed or not ratios or factor(given) == factor(listed):
-        return listed
-    name, ratio = os.path.basename(path), statistics.median(ratios)
-    if all(abs(x - factor(given)) <= 0.02 for x in ratios) and all(abs(x - factor(listed)) > 0.02 for x in ratios):
-        print(f"collsim: note: {name!r} lists {listed} device line(s) ('#  Rank ...'), but its busbw/algbw ({ratio:.3g}) "
-              f"is {coll} over {given} ranks, as {topology} has: scored over {given} (the device listing was cut)",
-              file=sys.stderr)
+    name = os.path.basename(path)
+
+    def fits(n: int) -> bool:
+        return all(abs(x - factor(n)) <= 0.02 for x in ratios)
+    columns = f"its busbw/algbw ({statistics.median(ratios):.3g})" if ratios else "its table (no busbw to check)"
+    if given and given != listed and (listed < 2 or ratios and not fits(listed)) and (not ratios or fits(given)):
+        print(f"collsim: note: {name!r} lists {listed} device line(s) ('#  Rank ...'), and {columns} fits {coll} over "
+              f"the {given} ranks of {topology}: scored over {given} (the device listing was cut)", file=sys.stderr)
         return given
-    if listed < 2:   # one device line and a busbw above 0: no single rank measured this; say the one thing to fix
-        raise CollsimError(f"{name!r} lists {listed} device line ('#  Rank ...'), too few for a collective, and its "
-                           f"busbw/algbw ({ratio:.3g}) is not {coll} over the {given} ranks of {topology} either: give "
-                           "--topology the ranks the run had (or --collective, if it was not " + coll + ")")
+    if listed < 2:   # no single rank measured a collective
+        what = f"does not fit {coll} over the {given} ranks of {topology} either" if given else \
+            "no --topology says how many ranks ran"
+        raise CollsimError(f"{name!r} lists {listed} device line ('#  Rank ...'), too few for a collective, and "
+                           f"{columns if given else ''}{' ' if given else ''}{what}: give --topology the ranks the run had (or --collective, if it was not {coll}), "
+                           "or the whole nccl-tests output")
     return listed
 
 

@@ -451,11 +451,15 @@ def _patch_asked(version, rel: versions.Release) -> str:
     """
     if not isinstance(version, str):
         return ""
-    parts = version.strip().lstrip("v").split("-")[0].split(".")
-    if len(parts) < 3 or not rel.tag:
+    def numbers(text: str) -> tuple[int, ...] | None:
+        try:
+            return tuple(int(p) for p in text.strip().lstrip("v").split("-")[0].split("."))
+        except ValueError:
+            return None
+    asked, read = numbers(version), numbers(rel.tag or "")
+    if not asked or len(asked) < 3 or not read or asked[:3] == read[:3]:
         return ""
-    asked = ".".join(parts[:3])
-    return "" if rel.tag.lstrip("v").split("-")[0] == asked else asked
+    return ".".join(map(str, asked[:3]))
 
 
 def case_config(case: dict) -> NcclConfig:

@@ -13,22 +13,17 @@ keeping the nearest :data:`NEIGHBOURS` rows (every row tied with the last one to
 percentiles of their residuals scale the predicted time into the 80% range (and busbw, which is
 size / time, inversely); the range always holds the prediction itself. A fabric measured on fewer than
 :data:`THIN_SYSTEMS` clusters (with that kind of node) gets a wider range, by the share of them missing:
-its neighbours are then mostly other fabrics' rows, whose spread says little about its own. Where public
-cases were measured at the question's very point (its fabric, kind of node, node count, collective's kind and
-size band), the range also holds each of their out-of-sample misses there: a planner reading the low end as a
-floor is not told less than what was measured (20 GB200 racks' six rows fell outside a range drawn from servers).
+its neighbours are then mostly other fabrics' rows, whose spread says little about its own.
 
 ``validated`` is False, with a one-line ``note`` (every reason that applies, ``;``-separated), when the
 question lies outside what the public set covers: a fabric no case was measured on with that kind of node,
 a collective whose kind (:data:`FAMILIES`: all_reduce; all_gather and reduce_scatter; all_to_all; broadcast
 and reduce) no case measured there, or measured there only at other sizes (a size band no case of its kind
-measured: the InfiniBand racks' all_reduces start at 512 MiB, inside the large band, the broadcasts between
-nodes stop at 32 MiB), or more
+measured: the racks' all_reduces start at 512 MiB, the broadcasts between nodes stop at 32 MiB), or more
 than :data:`EXTRAPOLATION_LIMIT` times the largest node count validated on that fabric with that kind of
 node (where nothing of its kind was measured, the largest of its fabric, else of the set). A range borrowed
-from other regimes is doubled, and one beyond the largest node count measured there is widened by half its
-log-width per doubling from that count (so a range grows with the distance, with no jump where "validated"
-ends), both together where both apply: the residuals were not measured there, and a range that pretended
+from other regimes is doubled, and one beyond that node count is widened by half its log-width per
+doubling, both together where both apply: the residuals were not measured there, and a range that pretended
 otherwise would be the confident single number this replaces. The kind of node counts because a
 rack-scale NVLink domain (a GB200 NVL72 rack is one "node" of 72 GPUs) is not an 8-GPU server: 20 such
 racks are not validated by 64 servers on the same InfiniBand (out of sample, 20 GB200 racks ran at half the
@@ -232,15 +227,11 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
             notes.append(f"no public case measured in-network reduction by {in_net}, {algorithm}, at {b} sizes "
                          f"({BAND_WORDS[b]}) on {where_words} ({only}): the range is borrowed from other algorithms "
                          "and widened")
-    # however the range was drawn, one beyond the node counts measured is extrapolated: widened per doubling
+    # however the range was drawn, one far beyond the node counts measured is extrapolated: widened per doubling
     # (a range borrowed from other kinds of node or collectives is not narrower for being far from them too)
     reference = measured_nodes or [r[2] for r in others] or [r[2] for r in table if r[0] != exclude_system]
-    if reference and nodes > max(reference):
-        # widened from the largest count measured on, by half the log-width per doubling beyond it, so the range
-        # grows with the distance and does not jump where "validated" ends (4x: 256 nodes read 226..401 GB/s and
-        # 257 138..401 while the prediction moved 1%, a new user's trial, thirty-sixth pass)
-        widen *= 1.0 + 0.5 * math.log2(nodes / max(reference))
     if reference and nodes > EXTRAPOLATION_LIMIT * max(reference):
+        widen *= 1.0 + 0.5 * math.log2(nodes / max(reference))
         counted = where_words if measured_nodes else (fabric if others else "any fabric")
         notes.append(f"{nodes} nodes is over {EXTRAPOLATION_LIMIT}x the largest node count validated on {counted}: "
                      f"{max(reference)}; extrapolated, range widened")
@@ -263,13 +254,6 @@ def interval(time_us: float, busbw_GBps: float, nbytes: int, topo=None, *, where
     lo, hi = (float(np.percentile(res, q)) for q in (LOW_Q, HIGH_Q))
     widen = min(widen, MAX_WIDEN)
     lo, hi = min(lo, 0.0) * widen, max(hi, 0.0) * widen
-    # a public case measured at this very point (fabric, kind of node, node count, collective's kind, size band)
-    # bounds the range with its own out-of-sample misses: the 80% of the neighbours' spread is the model's
-    # uncertainty elsewhere, and a range that left out what was measured here would be a floor a planner
-    # cannot trust (out of sample, 20 GB200 racks' six rows fell outside a range drawn from servers)
-    here = [r[4] for r in mine if r[2] == nodes and r[3] == b and (family is None or _of_family(r, family))]
-    if here:
-        lo, hi = min(lo, min(here)), max(hi, max(here))
     t = (time_us * math.exp(lo), time_us * math.exp(hi))
     bw = (busbw_GBps / math.exp(hi), busbw_GBps / math.exp(lo))
     return Interval(t, bw, validated, note, len(res))

@@ -92,8 +92,9 @@ def _convert(preset: Preset, key: str, raw: str):
         # the whole-number check first, without the generic bound: the preset states its own range
         # ("nodes=2.5 ... at most 1048576" named a limit no preset has)
         count = whole(whole(number(value, what, example="8"), what), what)
-        if count > MAX_RANKS:   # said as the presets' own limits say it (nodes=16385: "... at most 131,072 GPUs")
-            raise CollsimError(f"{what}={count} is beyond anything collsim builds ({GPU_LIMIT}): give a smaller {key}")
+        if count > MAX_RANKS:   # a GPU count said as the presets' own limits say it (nodes=16385: "... 131,072 GPUs")
+            limit = GPU_LIMIT if key in ("nodes", "gpus", "n", "gpus_per_node") else f"at most {MAX_RANKS}"
+            raise CollsimError(f"{what}={count} is out of range ({limit}): give a smaller {key}")
         return count
     if typ is float:  # finite and within the documented limits (sim.io.validation); builders check the rest
         value = parse_number(raw, what)
@@ -143,7 +144,7 @@ def spec_notes(spec: "str | object") -> list[str]:
         return []
     try:
         name, params = parse_spec(spec)
-        nodes, per_node = int(params.get("nodes", 1)), int(params.get("gpus_per_node", 0) or 0)
+        nodes, per_node = int(float(params.get("nodes", 1))), int(float(params.get("gpus_per_node", 0) or 0))
     except (CollsimError, ValueError):
         return []   # a bad spec is refused, with its own message, where it is loaded
     rack = RACK_SCALE_PRESETS.get(name)

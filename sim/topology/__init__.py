@@ -424,10 +424,12 @@ class Topology:
     def _p2p_why(self) -> str:
         """Why ``p2p`` reads False on a PCIe server whose spec asked for p2p=1: the flag says whether every pair
         talks peer to peer, and NCCL's default P2P level (PXB) keeps pairs across host bridges or sockets off it."""
-        if self.hardware.p2p is False and self.hardware.intra == "pcie" and "p2p=1" in self.name:
-            return (" (not every pair: with p2p=1, pairs under one PCIe switch talk peer to peer, those across host "
-                    "bridges or sockets go through host memory, as NCCL's default P2P level PXB has it; p2p_level=SYS "
-                    "lets them talk through the CPUs)")
+        params = dict(p.split("=", 1) for p in self.name.partition(":")[2].split(",") if "=" in p)
+        if self.hardware.p2p is False and self.hardware.intra == "pcie" and params.get("p2p") == "1":
+            level = params.get("p2p_level", "PXB")
+            return (f" (not every pair: with p2p=1, pairs under one PCIe switch talk peer to peer, those beyond NCCL's "
+                    f"P2P level {level}{' (its default)' if level == 'PXB' else ''} go through host memory; "
+                    "p2p_level=SYS lets every pair talk through the CPUs)")
         return ""
 
     def to_dict(self) -> dict:
