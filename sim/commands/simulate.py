@@ -10,6 +10,7 @@ from ..collectives import get_collective
 from ..engine import ENGINES
 from ..errors import CollsimError
 from ..nccl.select import FLOW_CHECK_MAX_RANKS
+from ..nccl.versions import patch_asked
 from ..presets import load_topology, spec_notes
 from .common import (
     DEFAULT_TOPOLOGY,
@@ -673,8 +674,8 @@ def _table(topo, coll, results, elem, args, multi: bool, faster: dict | None = N
              + (f", NCCL {cfg.version}" if cfg is not None else "")
              + (f" (the rules of {cfg.release.tag}, the nearest release collsim reads at or below it)"
                 if cfg is not None and cfg.version != cfg.release.version else
-                f" (asked {cfg.patch}: the rules of {cfg.release.tag}, the release of {cfg.version} collsim reads)"
-                if cfg is not None and cfg.patch else "")
+                f" (asked {patch}: the rules of {cfg.release.tag}, the release of {cfg.version} collsim reads)"
+                if cfg is not None and (patch := patch_asked(getattr(args, "nccl_version", None), cfg.release)) else "")
              + (f" with {env}" if env else "")
              + (f"; NCCL {cfg.version} predates {topo.hardware.gpu_arch.capitalize()} (2.25 added its tables): its tuner "
                 f"reads {tables.capitalize()}'s rows for these GPUs, as collsim does"

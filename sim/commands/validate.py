@@ -200,11 +200,11 @@ def _device_lines_or_columns(rows: list[dict], coll: str, listed: int | None, to
               f"the {given} ranks of {topology}: scored over {given} (the device listing was cut)", file=sys.stderr)
         return given
     if listed < 2:   # no single rank measured a collective
-        what = f"does not fit {coll} over the {given} ranks of {topology} either" if given else \
+        why = f"{columns} does not fit {coll} over the {given} ranks of {topology} either" if given else \
             "no --topology says how many ranks ran"
-        raise CollsimError(f"{name!r} lists {listed} device line ('#  Rank ...'), too few for a collective, and "
-                           f"{columns if given else ''}{' ' if given else ''}{what}: give --topology the ranks the run had (or --collective, if it was not {coll}), "
-                           "or the whole nccl-tests output")
+        raise CollsimError(f"{name!r} lists {listed} device line ('#  Rank ...'), too few for a collective, and {why}: "
+                           f"give --topology the ranks the run had (or --collective, if it was not {coll}), or the whole "
+                           "nccl-tests output")
     return listed
 
 

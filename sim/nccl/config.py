@@ -124,7 +124,6 @@ class NcclConfig:
     safe_devmem_copy: int = SAFE_DEVMEM_COPY_DEFAULT
     tuner_plugin: str = ""                 # sim.nccl.tuner_plugin.AWS_OFI, or "" (NCCL's own tuner)
     buffsizes: tuple[tuple[str, int], ...] = ()   # (protocol, bytes) set by NCCL_BUFFSIZE / NCCL_LL*_BUFFSIZE
-    patch: str = ""                        # a patch release asked for (``2.27.3``) other than the one read (2.27.7)
 
     @cached_property
     def _hash(self) -> int:
@@ -438,28 +437,7 @@ def make_config(version=None, env=None) -> NcclConfig:
     # a minimum above the maximum is NCCL's own combination, not a mistake: the first MAX channels, duplicated
     # up to MIN (NcclConfig.channels)
     requested = "" if version in (None, "") else ".".join(map(str, versions.parse_version(version)))
-    kw["patch"] = _patch_asked(version, rel)
     return NcclConfig(rel, requested, tuple(honoured), tuple(sorted(set(ignored))), **kw)
-
-
-def _patch_asked(version, rel: versions.Release) -> str:
-    """``"2.27.3"`` where a patch release was asked for and the rules read are another's (v2.27.7-1): collsim
-    reads one release of each minor version, so the header says whose rules ran, as it does for a minor.
-
-    >>> _patch_asked("2.27.3", versions.release("2.27")), _patch_asked("2.27", versions.release("2.27"))
-    ('2.27.3', '')
-    """
-    if not isinstance(version, str):
-        return ""
-    def numbers(text: str) -> tuple[int, ...] | None:
-        try:
-            return tuple(int(p) for p in text.strip().lstrip("v").split("-")[0].split("."))
-        except ValueError:
-            return None
-    asked, read = numbers(version), numbers(rel.tag or "")
-    if not asked or len(asked) < 3 or not read or asked[:3] == read[:3]:
-        return ""
-    return ".".join(map(str, asked[:3]))
 
 
 def case_config(case: dict) -> NcclConfig:

@@ -188,6 +188,24 @@ def parse_version(text) -> tuple[int, int]:
     return major, minor
 
 
+def patch_asked(version, rel: Release) -> str:
+    """``"2.27.3"`` where a patch release was asked for and ``rel``'s rules are another's (v2.27.7-1): collsim
+    reads one release of each minor version, so ``collsim simulate``'s header says whose rules ran.
+
+    >>> patch_asked("2.27.3", release("2.27")), patch_asked("2.27", release("2.27")), patch_asked("2.27.07", release("2.27"))
+    ('2.27.3', '', '')
+    """
+    def numbers(text: str) -> tuple[int, ...] | None:
+        try:
+            return tuple(int(p) for p in str(text).strip().lstrip("v").split("-")[0].split("."))
+        except ValueError:
+            return None
+    asked, read = numbers(version), numbers(rel.tag or "")
+    if not isinstance(version, str) or not asked or len(asked) < 3 or not read or asked[:3] == read[:3]:
+        return ""
+    return ".".join(map(str, asked[:3]))
+
+
 def release(version=None) -> Release:
     """The rules of NCCL ``version`` (default: the newest documented): the newest table entry not after it."""
     if version is None or version == "":

@@ -127,11 +127,6 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
     return name.strip(), params
 
 
-# presets whose "node" is an NVLink domain larger than one host (a GB200/GB300 NVL72 rack is 18 compute trays of
-# 4 GPUs): the spec's nodes= counts domains, joined by the network, so a tray count there is a trap
-RACK_SCALE_PRESETS = {"gb200-nvl72": 72}
-
-
 def spec_notes(spec: "str | object") -> list[str]:
     """What a preset spec means where a reader may take it otherwise (printed by ``collsim simulate``).
 
@@ -140,18 +135,21 @@ def spec_notes(spec: "str | object") -> list[str]:
     >>> spec_notes("gb200-nvl72:nodes=2"), spec_notes("dgx-h100:nodes=4")
     ([], [])
     """
+    from .hardware import RACK_SCALE_GPUS
     if not isinstance(spec, str) or spec.lower().endswith((".json", ".yaml", ".yml", ".xml", ".txt")):
         return []
     try:
         name, params = parse_spec(spec)
-        nodes, per_node = int(float(params.get("nodes", 1))), int(float(params.get("gpus_per_node", 0) or 0))
-    except (CollsimError, ValueError):
+        rack, preset = RACK_SCALE_GPUS.get(name), presets().get(name)
+        if not rack or preset is None:
+            return []
+        nodes, per_node = (_convert(preset, k, params[k]) if k in params else None for k in ("nodes", "gpus_per_node"))
+    except CollsimError:
         return []   # a bad spec is refused, with its own message, where it is loaded
-    rack = RACK_SCALE_PRESETS.get(name)
-    if rack and nodes > 1 and 0 < per_node < rack:
+    if nodes and nodes > 1 and per_node and per_node < rack:
         return [f"{name}: nodes={nodes},gpus_per_node={per_node} is {nodes} separate NVLink domains of {per_node} GPUs "
-                f"joined by the network (a node here is one NVLink domain, not a compute tray); one rack's "
-                f"{rack // 4} trays of 4 GPUs are {name}:nodes=1 ({rack} GPUs on NVLink), {nodes} racks {name}:nodes={nodes}"]
+                f"joined by the network (a node here is one NVLink domain, not a compute tray); one rack of {rack} GPUs on "
+                f"NVLink is {name}:nodes=1, {nodes} racks {name}:nodes={nodes}"]
     return []
 
 

@@ -237,6 +237,9 @@ GH200_4 = Platform(
 
 
 PLATFORMS = (DGX_A100, DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, HGX_A100_4, HGX_H100_4, GH200_4, HGX_V100_4)
+# platforms whose node is an NVLink domain of more GPUs than one 8-GPU server (a GB200 NVL72 rack): their
+# nodes= counts domains joined by the network, not hosts (sim.presets.spec_notes says so where it may mislead)
+RACK_SCALE_GPUS = {pf.preset: pf.gpus for pf in PLATFORMS if pf.gpus > 8}
 
 
 def _far_gpus(pf: Platform, nodes: int, gpn: int, nics: int, path: str) -> int | None:
