@@ -586,7 +586,7 @@ def _pcie_server(gpus: int, gen: int, p2p: bool, arch: str, cpu: str, sockets: i
     hardware = Hardware(gpu_arch=arch, gpu=f"PCIe GPU ({arch})", nvlink_GBps=0.0, nvlink_links=0, intra="pcie",
                         nvswitch=False, pcie_gen=gen, p2p=all_p2p, nodes=1, gpus_per_node=gpus, nics_per_node=0,
                         nic_GBps=0.0, nic_gbps=0.0, sharp=False, nvls=False, cpu=cpu, nic_latency_us=NIC_LATENCY_US,
-                        pcie_GBps=bw)
+                        pcie_GBps=bw, p2p_level=p2p_level if p2p else None)
     params = [f"gpus={gpus}", f"gen={gen}", f"p2p={int(p2p)}", f"sockets={sockets}", f"gpus_per_switch={per_switch}"]
     params += [f"cpu={cpu}"] if cpu != "intel" else []
     params += [f"socket_GBps={link_GBps:g}"] if socket_GBps else []

@@ -422,11 +422,11 @@ class Topology:
         return "\n".join(lines)
 
     def _p2p_why(self) -> str:
-        """Why ``p2p`` reads False on a PCIe server whose spec asked for p2p=1: the flag says whether every pair
-        talks peer to peer, and NCCL's default P2P level (PXB) keeps pairs across host bridges or sockets off it."""
-        params = dict(p.split("=", 1) for p in self.name.partition(":")[2].split(",") if "=" in p)
-        if self.hardware.p2p is False and self.hardware.intra == "pcie" and params.get("p2p") == "1":
-            level = params.get("p2p_level", "PXB")
+        """Why ``p2p`` reads False on a PCIe server drawn with peer-to-peer on (``hardware.p2p_level`` set): the flag
+        says whether every pair talks peer to peer, and NCCL's P2P level (default PXB) keeps pairs across host
+        bridges or sockets off it."""
+        level = self.hardware.p2p_level
+        if self.hardware.p2p is False and self.hardware.intra == "pcie" and level:
             return (f" (not every pair: with p2p=1, pairs under one PCIe switch talk peer to peer, those beyond NCCL's "
                     f"P2P level {level}{' (its default)' if level == 'PXB' else ''} go through host memory; "
                     "p2p_level=SYS lets every pair talk through the CPUs)")

@@ -41,7 +41,10 @@ class Hardware:
     intra: str | None = None             # nvlink | pcie: how GPUs of a node talk
     nvswitch: bool | None = None         # GPUs on an NVSwitch (else a direct mesh or PCIe)
     pcie_gen: int | None = None          # PCIe generation (3..6)
-    p2p: bool | None = None              # GPU peer-to-peer over PCIe (False: every transfer bounces via host memory)
+    p2p: bool | None = None              # GPU peer-to-peer over PCIe for every pair (False: some or all pairs bounce via host memory)
+    # the NCCL_P2P_LEVEL a PCIe server's pairs were drawn under, where peer-to-peer was asked for (PIX, PXB, PHB,
+    # NODE, SYS): pairs farther apart than it go through host memory, so ``p2p`` reads False with some pairs direct
+    p2p_level: str | None = None
     nodes: int | None = None             # hosts (NVLink domains)
     gpus_per_node: int | None = None
     nics_per_node: int | None = None
