@@ -26,12 +26,45 @@ def table(fabric="ib", nodes=2, system="x", values=None, b="large", systems=THIN
 
 
 def test_range_is_the_10th_to_90th_percentile_of_the_neighbours():
-    rows = table()   # 41 rows, all at the same distance: every one is a neighbour
+    rows = table()   # 41 rows, all at the same distance: every one is a neighbour, of equal weight
     iv = interval(100.0, 50.0, 1 << 30, where=("ib", 2), rows=rows)
-    lo, hi = np.percentile(np.linspace(-0.2, 0.2, 41), [10, 90])
+    # equal weights: the weighted quantile is the plain one at Hazen's plotting positions (i - 1/2) / n
+    lo, hi = np.percentile(np.linspace(-0.2, 0.2, 41), [10, 90], method="hazen")
     assert iv.time_us_range == pytest.approx((100 * math.exp(lo), 100 * math.exp(hi)))
     assert iv.busbw_GBps_range == pytest.approx((50 / math.exp(hi), 50 / math.exp(lo)))
     assert iv.validated and iv.note == ""
+
+
+def test_range_moves_continuously_with_the_node_count():
+    # two measured node counts with overlapping residuals (-0.2..0.2 at 16 nodes, 0..0.8 at 64): the nearest-rows
+    # rule took one group below their midpoint in log2 (32 nodes), both at it (a tie) and the other above, so two
+    # single nodes carried the whole change between them; weighted, the upper end rises a node at a time
+    rows = table(nodes=16, system="a", values=np.linspace(-0.2, 0.2, NEIGHBOURS)) + \
+        table(nodes=64, system="b", values=np.linspace(0.0, 0.8, NEIGHBOURS))
+    his = [math.log(interval(1.0, 1.0, 1 << 30, where=("ib", n), rows=rows).time_us_range[1]) for n in range(16, 65)]
+    hazen = [np.percentile(v, 90, method="hazen") for v in (np.linspace(-0.2, 0.2, NEIGHBOURS), np.linspace(0.0, 0.8, NEIGHBOURS))]
+    assert (his[0], his[-1]) == pytest.approx(hazen)   # at a measured count, only its own rows weigh in
+    steps = np.diff(his)
+    assert (steps >= -1e-9).all() and steps.max() < 0.35 * (his[-1] - his[0])
+
+
+def test_rows_at_the_very_point_asked_weigh_most():
+    # 40 rows measured at the question's 64 nodes (residual 0.1) and 400 at 2 nodes (0.5): every row is within the
+    # NEIGHBOURS-th nearest's distance plus the margin, so every row counts, but tricube-weighted by its distance
+    # d = |log2 64 - log2 2| / 2 = 2.5 against the bandwidth h = 2.5 + 0.5
+    from sim.prediction.intervals import BANDWIDTH_MARGIN
+    rows = table(nodes=64, system="a", values=np.full(40, 0.1)) + table(nodes=2, system="b", values=np.full(400, 0.5))
+    iv = interval(1.0, 1.0, 1 << 30, where=("ib", 64), rows=rows)
+    w_far = (1 - (2.5 / (2.5 + BANDWIDTH_MARGIN)) ** 3) ** 3
+    near_share = 40 / (40 + 400 * w_far)                         # 0.57: the 40 near rows outweigh the 400 far ones
+    assert 0.5 < near_share < 0.9
+    # Hazen's position of the last near row and of the first far one: the 10th percentile lies among the near rows
+    # (0.1), and the 90th among the far (0.5), where the unweighted rule gave 0.5 to both ends' side
+    assert math.log(iv.time_us_range[0]) == pytest.approx(0.0)   # the range always holds the prediction
+    assert math.log(iv.time_us_range[1]) == pytest.approx(0.5)
+    median_asked = interval(1.0, 1.0, 1 << 30, where=("ib", 64), rows=tuple((s, f, n, b, v - 0.3) for s, f, n, b, v in rows))
+    # shifted by -0.3 (near -0.2, far 0.2): the 10th percentile is the near rows' own -0.2, not the far rows' 0.2
+    assert math.log(median_asked.time_us_range[0]) == pytest.approx(-0.2)
 
 
 def test_range_always_holds_the_prediction_and_uses_the_size_band():
@@ -59,10 +92,14 @@ def test_beyond_four_times_the_validated_nodes_is_not_validated():
     assert interval(1.0, 1.0, 1 << 30, where=("ib", 64), rows=rows).validated
     far = interval(1.0, 1.0, 1 << 30, where=("ib", 2048), rows=rows)
     assert not far.validated and "2048 nodes" in far.note
-    # half the log-width per doubling past 16 nodes (7 doublings: 4.5x), capped at MAX_WIDEN (4x)
-    assert far.time_us_range[1] == pytest.approx(math.exp(0.2 * min(1 + 0.5 * math.log2(2048 / 16), 4.0)))
-    near = interval(1.0, 1.0, 1 << 30, where=("ib", 256), rows=rows)   # 4 doublings: 3x, under the cap
-    assert near.time_us_range[1] == pytest.approx(math.exp(0.2 * (1 + 0.5 * math.log2(256 / 16))))
+    # half the log-width per doubling past 4 x 16 = 64 nodes (5 doublings: 3.5x), capped at MAX_WIDEN (4x)
+    assert far.time_us_range[1] == pytest.approx(math.exp(0.2 * min(1 + 0.5 * math.log2(2048 / 64), 4.0)))
+    near = interval(1.0, 1.0, 1 << 30, where=("ib", 256), rows=rows)   # 2 doublings past 64: 2x
+    assert near.time_us_range[1] == pytest.approx(math.exp(0.2 * (1 + 0.5 * math.log2(256 / 64))))
+    # no jump where validated ends: one node past 4x widens by a hair, not at once by half again
+    inside, past = (interval(1.0, 1.0, 1 << 30, where=("ib", n), rows=rows) for n in (64, 65))
+    assert inside.validated and not past.validated
+    assert past.time_us_range[1] == pytest.approx(inside.time_us_range[1], rel=0.01)
 
 
 def test_shipped_table_gives_every_simulate_row_a_range(cli):
@@ -79,8 +116,9 @@ def test_coverage_counts_rows_inside_ranges_from_other_systems():
     resid = [{"system": "s2", "fabric": "ib", "nodes": 2, "band": "large", "log_ratio": v} for v in np.linspace(-0.05, 0.1, 30)]
     resid += [{"system": "s1", "fabric": "ib", "nodes": 2, "band": "large", "log_ratio": 0.5}] * 30   # its own: never used
     share, per = coverage(scores, resid)
-    hi = 100 * math.exp(np.percentile(np.linspace(-0.05, 0.1, 30), 90))
-    want = sum(100 * math.exp(np.percentile(np.linspace(-0.05, 0.1, 30), 10)) <= r["time_us"] <= hi for r in rows) / 4
+    hi = 100 * math.exp(np.percentile(np.linspace(-0.05, 0.1, 30), 90, method="hazen"))
+    want = sum(100 * math.exp(np.percentile(np.linspace(-0.05, 0.1, 30), 10, method="hazen")) <= r["time_us"] <= hi
+               for r in rows) / 4
     assert share == pytest.approx(want) and per == {"k": share} and share < 1
 
 
@@ -108,7 +146,7 @@ def test_a_rack_scale_nvlink_domain_is_its_own_regime():
     assert interval(1.0, 1.0, 1 << 30, where=("ib", 8, "rack"), rows=racks).validated   # 4x two racks
     far = interval(1.0, 1.0, 1 << 30, where=("ib", 20, "rack"), rows=racks)
     assert not far.validated and ": 2;" in far.note
-    assert far.time_us_range[1] == pytest.approx(math.exp(0.1 * (1 + 0.5 * math.log2(20 / 2))))
+    assert far.time_us_range[1] == pytest.approx(math.exp(0.1 * (1 + 0.5 * math.log2(20 / (4 * 2)))))
 
 
 def test_a_collective_of_a_kind_never_measured_there_is_not_validated():
@@ -134,7 +172,7 @@ def test_a_collective_of_a_kind_never_measured_there_is_not_validated():
 def test_a_fabric_measured_on_few_clusters_gets_a_wider_range():
     # the same residuals from one, two or three clusters of the fabric: the range's log-width grows by the
     # share of THIN_SYSTEMS clusters missing (5/3 with one, 4/3 with two, as measured with three)
-    lo, hi = np.percentile(np.linspace(-0.2, 0.2, 41), [10, 90])
+    lo, hi = np.percentile(np.linspace(-0.2, 0.2, 41), [10, 90], method="hazen")
     for k, widen in ((1, 1 + 2 / 3), (2, 1 + 1 / 3), (3, 1.0), (5, 1.0)):
         iv = interval(100.0, 50.0, 1 << 30, where=("ib", 2), rows=table(systems=k))
         assert iv.time_us_range == pytest.approx((100 * math.exp(lo * widen), 100 * math.exp(hi * widen)))
