@@ -34,11 +34,90 @@ def register(sub) -> None:
                    help="also write the topology spec derived from the NCCL log (one line) to FILE")
     p.add_argument("--algorithm", "-a", default="auto", help="the model's algorithm (default auto: NCCL-style choice)")
     p.add_argument("--protocol", "-p", default="auto", help="auto, LL, LL128, Simple or ideal")
-    add_nccl_args(p, default_note="default: the release an NCCL log among PATHs prints, else the newest")
-    p.add_argument("--format", default="table", choices=("table", "json", "markdown", "html"))
+    add_nccl_args(p, default_note=_release_help())
+    p.add_argument("--format", default="table", choices=("table", "json", "markdown", "html"),
+                   help="table (default: text on stdout), json (the document of docs/traces.md), markdown (figures "
+                        "written beside --out) or html (one page, figures embedded)")
     p.add_argument("--out", metavar="FILE", default=None,
                    help="write the output here instead of stdout (markdown: figures go beside it, named after it without .md: r.md -> r-time.png, ...)")
     p.set_defaults(func=run)
+
+
+def _unmodelled() -> list[tuple[str, str]]:
+    """(the minor releases between two of collsim's entries that it does not model, the entry that stands for
+    them), from sim.nccl.versions: [("2.10-2.17", "2.18")]."""
+    from ..nccl.versions import RELEASES
+    out = []
+    for r, nxt in zip(RELEASES, RELEASES[1:]):
+        if r.through is not None and (r.through[0], r.through[1] + 1) < nxt.key():
+            major, minor = r.through
+            out.append((f"{major}.{minor + 1}-{nxt.key()[0]}.{nxt.key()[1] - 1}", nxt.version))
+    return out
+
+
+def _release_help() -> str:
+    """What ``trace`` does without --nccl-version, as sim.nccl.versions.nearest_documented decides it."""
+    from ..nccl.versions import LATEST, OLDEST
+    gaps = "; ".join(f"{span}: {entry}'s" for span, entry in _unmodelled())
+    return (f"default: the release an NCCL log among PATHs prints, else one a trace or the dumps record, else "
+            f"{LATEST.version}; a recorded release collsim does not model gets the nearest modelled one's rules ({gaps}; "
+            f"before {OLDEST.version}: {OLDEST.version}'s; after {LATEST.version}: {LATEST.version}'s) and a note says "
+            "which, while --nccl-version refuses those")
+
+
+def _rules_why(version: str, rel) -> str:
+    """Why release ``version`` is predicted with ``rel``'s rules ("" when they are its own minor release's)."""
+    from ..nccl.versions import LATEST, OLDEST, parse_version
+    key = parse_version(version)
+    if key == rel.key():
+        return ""
+    if key < OLDEST.key():
+        return f" ({version} is older than the oldest release collsim models)"
+    if key > LATEST.key():
+        return f" ({version} is newer than the newest release collsim models)"
+    if key < rel.key():   # between an entry's last release and the next entry (2.10-2.17): the next one's
+        span = next((s for s, entry in _unmodelled() if entry == rel.version), "")
+        return (f" (collsim does not model {span or version}: NCCL changed its latency tables in between; such a run "
+                f"gets the next modelled release's rules, as collsim validate scores it)")
+    stands = f"{rel.version}-{rel.through[0]}.{rel.through[1]}" if rel.through else "it"
+    return (f" ({version} is not in collsim's table of releases, which lists those where NCCL changed what the model "
+            f"reads: {rel.version}'s entry stands for {stands})")
+
+
+def _release_note(args, cfg, note: str, printed, where: str, verb: str) -> str:
+    """The note on the release predicted with, naming the modelled release whose rules ran (``note``: the
+    command's own, kept where no release was asked for or recorded)."""
+    if args.nccl_version is not None:
+        return f"predicted with NCCL {cfg.release.version}'s rules{_rules_why(args.nccl_version, cfg.release)} (--nccl-version)"
+    if not printed or args.nccl_env or args.nccl_env_from_shell:
+        return note
+    return (f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.release.version}'s rules"
+            f"{_rules_why(printed, cfg.release)}; --nccl-version to change")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two output names reach one file: the same path after links and '..', or one file by two names."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:   # one of them does not exist yet: they are different files
+        return False
+
+
+def _check_outputs(args) -> None:
+    """Refuse two outputs that would write one file (one would silently replace the other)."""
+    outs = [(args.out, "--out"), (args.topology_out, "--topology-out")]
+    if args.out and args.format == "markdown":   # the report's figures go beside it (see run)
+        from ..evidence.trace_report import FIGURES
+        stem = os.path.splitext(args.out)[0]
+        outs += [(f"{stem}-{name}.png", f"--out {args.out}'s figure") for name, _caption, _make in FIGURES]
+    named = [(path, flag) for path, flag in outs if path]
+    for i, (a, flag_a) in enumerate(named):
+        for b, flag_b in named[i + 1:]:
+            if _same_file(a, b):
+                raise CollsimError(f"{flag_a} {a} and {flag_b} {b} are the same file: one would replace the other; "
+                                   "give each its own name")
 
 
 def _topology(args, job):
@@ -90,6 +169,7 @@ def run(args) -> int:
     check_model_choice(args.algorithm, args.protocol)
     for path, flag in ((args.out, "--out"), (args.topology_out, "--topology-out")):
         check_output_path(path, flag)
+    _check_outputs(args)
     if args.out and args.format == "markdown" and not args.out.lower().endswith(".md"):
         raise CollsimError(f"--out {args.out}: a Markdown report needs a name ending in .md")
     if args.out and args.format == "html" and not args.out.lower().endswith((".html", ".htm")):
@@ -108,10 +188,14 @@ def run(args) -> int:
     else:
         release = job.nccl_version, "the evidence (profiler trace or flight dumps)", "records"
     cfg, release_note = nccl_config_printed(args, *release)
+    release_note = _release_note(args, cfg, release_note, *release)
     with nccl_config.use(cfg):
         doc = compare_job(job, topo, args.algorithm, args.protocol)
-    doc["topology_spec"] = spec
+    # the spec as given or derived, not the topology's name: a name leaves out parameters such as bandwidth_GBps
+    # (fully-connected:n=2), and the printed topology must reproduce the prediction when given to -t
+    doc["topology"] = doc["topology_spec"] = spec
     doc["nccl_version"] = cfg.version
+    doc["nccl_rules"] = cfg.release.version
     doc["notes"] = notes + [release_note] + doc["notes"]
     if args.topology_out:
         write_output(args.topology_out, spec + "\n", "--topology-out")

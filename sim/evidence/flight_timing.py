@@ -19,6 +19,7 @@ read, one damaged value does not hide what the rest of the evidence shows, but i
 from __future__ import annotations
 
 from ..flight.loader import load_dir
+from ..io.printable import short_repr
 from .job import Call, Job, dtype_bytes, op_of
 
 # the fields whose damage changes a timing (the loader also names a damaged timeout_ms, which none uses)
@@ -35,6 +36,16 @@ def _elems(sizes) -> int | None:
             return None
         n *= d
     return n
+
+
+def _dtype(e: dict, bad: list) -> str | None:
+    """The first input's element type (``"Float"``); a value no recorder writes there (a number, a list) is not
+    used and is listed in ``bad``: it would otherwise key the report's rows and counts as text."""
+    dtypes = e["input_dtypes"]
+    if isinstance(dtypes, (list, tuple)) and all(isinstance(t, str) for t in dtypes):
+        return dtypes[0] if dtypes else None
+    bad.append(short_repr(dtypes))
+    return None
 
 
 def _timing(e: dict, bad: list) -> tuple:
@@ -59,6 +70,7 @@ def read_flight_dir(directory: str) -> Job:
         notes.append(f"flight dump {path} refused: {why}")
     untimed = 0
     damaged: list = []  # (rank, record, what) of entries with clocks no recorder writes
+    bad_dtypes: list = []  # (rank, record, what) of entries whose input_dtypes are not type names
     for rank, d in sorted(dumps.dumps.items()):
         pgs = d["pg_config"]
         for i, e in enumerate(d["entries"]):
@@ -67,25 +79,35 @@ def read_flight_dir(directory: str) -> Job:
                 continue
             members = pgs.get(e["pg"], {}).get("ranks") or []
             n = _elems(e["input_sizes"])
-            size = dtype_bytes(e["input_dtypes"][0]) if e["input_dtypes"] else None
+            not_names: list = []
+            dtype = _dtype(e, not_names)
+            if not_names:
+                bad_dtypes.append((rank, e["record_id"], not_names[0]))
+            size = dtype_bytes(dtype) if dtype else None
             bad: list = []
             created, started, dur = _timing(e, bad)
             if bad:
                 damaged.append((rank, e["record_id"], ", ".join(bad)))
             untimed += dur is None
             calls.append(Call(source=directory, rank=rank, op=op, nbytes=n * size if n is not None and size else None,
-                              dtype=e["input_dtypes"][0] if e["input_dtypes"] else None,
+                              dtype=dtype,
                               group_size=len(members) or None, group_ranks=tuple(members) or None, seq=i,
                               launch_us=created / 1e3 if created else None,
                               start_us=started / 1e3 if started else None, duration_us=dur,
                               backend=d.get("backend") or None,
                               # PyTorch numbers a group's collectives on every member alike; the k-th entry
                               # of a rank's ring buffer is not its k-th call once older ones were evicted
-                              match=("flight", e["pg"], e["seq"]) if e["seq"] > 0 and not e["is_p2p"] else None))
+                              match=("flight", e["pg"], e["seq"]) if e["seq"] > 0 and not e["is_p2p"] else None,
+                              recorder="flight"))
     if damaged:
         rank, record, what = damaged[0]
         notes.append(f"{directory}: {len(damaged)} flight-recorder entr{'y has' if len(damaged) == 1 else 'ies have'} "
                      f"clocks no recorder writes (first: rank {rank}, record {record}: {what}): those values are not used")
+    if bad_dtypes:
+        rank, record, what = bad_dtypes[0]
+        notes.append(f"{directory}: {len(bad_dtypes)} flight-recorder entr{'y has' if len(bad_dtypes) == 1 else 'ies have'} "
+                     f"input_dtypes that are not type names (first: rank {rank}, record {record}: {what}): their "
+                     "element type and size are not used")
     if untimed:
         notes.append(f"{directory}: {untimed} of {len(calls)} flight-recorder entries have no timing (record with "
                      "TORCH_NCCL_ENABLE_TIMING=1 for durations)")

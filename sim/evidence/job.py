@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
+from ..errors import CollsimError
 
 # torch / c10 / NCCL spellings of element types -> bytes per element
 _DTYPES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
@@ -48,6 +49,12 @@ P2P = ("send", "recv")
 # (PyTorch's NCCL watchdog aborts a collective after 10 minutes by default), so a longer one is a damaged
 # value (1e300), not a slow job.
 MAX_EVENT_US = 86_400e6
+
+
+class NotEvidence(CollsimError):
+    """A file that is no profiler trace or NCCL log at all (a config, notes, collsim's own report), as opposed to
+    a damaged one: named on the command line it is refused like any bad input; found in a folder of traces it
+    is skipped and listed in a note (sim.evidence.load)."""
 
 
 _GPU_MODEL = re.compile(r"([A-Z])(\d{3})")  # A100, V100, H100, B200 (GB200's B200): the chip, not the board
@@ -113,6 +120,9 @@ class Call:
     # name and its collective_seq_id): the same call on every rank of the group, whatever each rank's
     # buffer kept. None: matched as the k-th call of the same kind on each rank
     match: tuple | None = None
+    # "flight": read from a flight-recorder dump, whose launch time is its host's wall clock (hosts' clocks differ
+    # by milliseconds), so lateness across ranks is judged as `collsim flight analyze` judges it
+    recorder: str | None = None
 
     @property
     def collective(self):

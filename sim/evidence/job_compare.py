@@ -26,11 +26,15 @@ from collections import Counter
 from ..errors import CollsimError
 from ..planning.costs import CollectiveCosts
 from ..topology import Topology
-from .job import Call, Job, dtype_bytes, other_chip
+from .job import P2P, Call, Job, dtype_bytes, other_chip
 
 MAX_PREDICTED = 200       # distinct collectives predicted per report (each is one simulation)
 STRAGGLER_MIN_US = 20.0   # a median lateness below this is launch jitter, not a straggler
 STRAGGLER_FACTOR = 2.0    # ... and it must be this many times the median lateness over ranks
+# Flight-recorder dumps stamp each call with its own host's wall clock, and hosts' clocks differ by up to
+# milliseconds: lateness below this is clock skew as much as a late rank. `collsim flight analyze` uses the
+# same 10 ms by default (docs/flight.md), so the two commands name the same stragglers.
+FLIGHT_STRAGGLER_MIN_US = 10_000.0
 # backends of communication kernels that are not NCCL's (sim.evidence.kineto), as a note names them
 NOT_NCCL = {"symm_mem": "PyTorch's symmetric-memory kernels (multimem/one-shot/two-shot all-reduce)",
             "custom": "a custom all-reduce kernel (vLLM's cross_device_reduce)"}
@@ -239,25 +243,30 @@ def stragglers(job: Job) -> dict:
     with the earliest (a clock shared by the ranks is assumed: one host, or hosts synchronised by NTP/PTP to
     well under the lateness reported). A call whose evidence names it (flight recorder: process group and
     ``collective_seq_id``, :attr:`~sim.evidence.job.Call.match`) is matched by that name; others as the
-    k-th call of each distinct collective on each rank (a trace or log that kept every call)."""
+    k-th call of each distinct collective of one process group on each rank (a trace or log that kept every
+    call). Send/recv are not matched: rank 0's k-th send and rank 1's are different transfers. With
+    flight-recorder timings (each host's clock) lateness must reach :data:`FLIGHT_STRAGGLER_MIN_US`."""
     occurrences: dict = {}
     matched: dict = {}
     for c in sorted(job.calls, key=lambda c: (c.rank, c.seq)):
-        if c.launch_us is None:
+        if c.launch_us is None or c.op in P2P:
             continue
         if c.match is not None:
             matched.setdefault(("named",) + c.match, {})[c.rank] = c
             continue
-        per = occurrences.setdefault((_key(c), c.rank), [])
+        # the group's own ranks where recorded: two groups' calls of one size are different calls
+        per = occurrences.setdefault((_key(c), c.group_ranks, c.rank), [])
         per.append(c)
-    for (key, rank), calls in occurrences.items():
+    for (key, group, rank), calls in occurrences.items():
         for k, c in enumerate(calls):
-            matched.setdefault((key, k), {})[rank] = c
+            matched.setdefault((key, group, k), {})[rank] = c
     late: dict = {}
     gap: dict = {}
+    flight = False   # some lateness was measured on flight-recorder clocks
     for calls in matched.values():
         if len(calls) < 2:
             continue
+        flight = flight or any(c.recorder == "flight" for c in calls.values())
         first = min(c.launch_us for c in calls.values())
         for r, c in calls.items():
             late.setdefault(r, []).append(c.launch_us - first)
@@ -270,11 +279,14 @@ def stragglers(job: Job) -> dict:
               "launch_to_start_us_median": _median(gap.get(r, []))} for r in ranks]
     meds = [t["late_us_median"] for t in table if t["late_us_median"] is not None]
     typical = statistics.median(meds) if meds else 0.0
-    named = [t["rank"] for t in table if t["late_us_median"] is not None and t["late_us_median"] >= STRAGGLER_MIN_US
+    least = FLIGHT_STRAGGLER_MIN_US if flight else STRAGGLER_MIN_US
+    named = [t["rank"] for t in table if t["late_us_median"] is not None and t["late_us_median"] >= least
              and t["late_us_median"] >= STRAGGLER_FACTOR * max(typical, 1e-9)]
+    why = (" (flight-recorder times are each host's clock, which differ by up to milliseconds: collsim flight "
+           "analyze's 10 ms rule)" if flight else "")
     return {"ranks": table, "named": named,
-            "rule": f"a straggler issues its calls a median >= {STRAGGLER_MIN_US:g} us after the first rank and "
-                    f">= {STRAGGLER_FACTOR:g}x the median lateness over ranks"}
+            "rule": f"a straggler issues its calls a median >= {least:g} us after the first rank of the same call{why} "
+                    f"and >= {STRAGGLER_FACTOR:g}x the median lateness over ranks"}
 
 
 def compare_job(job: Job, topology: Topology | None, algorithm: str = "auto", protocol: str = "auto") -> dict:

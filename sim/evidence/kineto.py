@@ -29,7 +29,8 @@ Times no profiler records are refused in one line naming the event, as ``collsim
 row of nccl-tests' table: a complete event ("ph": "X") with a negative or non-finite ``dur`` or one over
 :data:`MAX_EVENT_US` (a day), or a ``ts`` that is not finite or beyond :data:`MAX_TS_US`. Skipping them
 would change the calls counted and the step's shares without a word; one corrupted event is a damaged
-file. Events without a numeric ``ts``/``dur`` or a name are not Kineto's complete events and are skipped.
+file. So is a complete event without a text name or numeric ``ts``/``dur``, and one whose ``pid``/``tid`` or
+``args`` ``correlation``/``External id`` (the keys that tie events together) is a list or an object.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from ..collectives import COLLECTIVES
 from ..errors import CollsimError
 from ..io.printable import short_repr
 from ..io.safe_io import GZIP_MAGIC, GzipDamaged, GzipTooLarge, gunzip, load_json, read_input
-from .job import MAX_EVENT_US, P2P, Call, Job, dtype_bytes, op_of
+from .job import MAX_EVENT_US, P2P, Call, Job, NotEvidence, dtype_bytes, op_of
 
 MAX_FILE_BYTES = 512 << 20    # the largest published trace is 1.8 MB gzipped; real multi-step traces reach ~1 GB
 MAX_JSON_BYTES = 512 << 20     # decompressed (a real trace's objects take ~2-3x that; a bomb's, see MAX_CONTAINERS)
@@ -146,9 +147,9 @@ def load_trace(path: str) -> dict:
     try:
         text = blob.decode("utf-8")
     except UnicodeDecodeError:
-        raise CollsimError(f"{path}: binary data, not a profiler trace (Chrome-trace JSON as torch.profiler exports it)") from None
+        raise NotEvidence(f"{path}: binary data, not a profiler trace (Chrome-trace JSON as torch.profiler exports it)") from None
     if "\x00" in text[:4096] or not text.lstrip().startswith(("{", "[")):
-        raise CollsimError(f"{path}: not a profiler trace (Chrome-trace JSON as torch.profiler exports it)")
+        raise NotEvidence(f"{path}: not a profiler trace (Chrome-trace JSON as torch.profiler exports it)")
     _check_counts(text, path)
     del blob   # the bytes are no longer needed: do not hold them while the objects are built
     # JSON builds no reference cycles, and Python's cycle collector, run again and again while millions of
@@ -162,11 +163,11 @@ def load_trace(path: str) -> dict:
             gc.enable()
     if isinstance(data, list):   # Chrome-trace's array form: a list of event objects
         if data and not any(isinstance(e, dict) for e in data[:1000]):
-            raise CollsimError(f"{path}: a JSON list without event objects: not a profiler trace (Chrome-trace JSON as "
+            raise NotEvidence(f"{path}: a JSON list without event objects: not a profiler trace (Chrome-trace JSON as "
                                "torch.profiler exports it)")
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise CollsimError(f"{path}: no 'traceEvents' list: not a profiler trace (export it with "
+        raise NotEvidence(f"{path}: no 'traceEvents' list: not a profiler trace (export it with "
                            "prof.export_chrome_trace or tensorboard_trace_handler)")
     if len(data["traceEvents"]) > MAX_EVENTS:
         raise CollsimError(f"{path}: {len(data['traceEvents']):,} events, over the {MAX_EVENTS:,} limit: profile fewer steps")
@@ -377,9 +378,32 @@ def _check_times(name: str, ts: float, dur: float, path: str) -> None:
                            f"{MAX_EVENT_US:,.0f} us (a day): the trace is damaged: export it again (or delete that event)")
 
 
+# The fields that tie events together are used as keys (a thread, a CUDA correlation, an External id): a value
+# no profiler writes there (a list, an object) is refused naming the event, never read as something else.
+# Kineto writes numbers; Chrome traces may name a process or thread ("Spans", "stream 7").
+_ID_FIELDS = (("pid", (int, float, str), "a number or a name"), ("tid", (int, float, str), "a number or a name"))
+_ARG_ID_FIELDS = (("correlation", (int,), "a whole number"), ("External id", (int,), "a whole number"))
+
+
+def _check_ids(index: int, e: dict, args: dict, path: str) -> None:
+    """Refuse a complete event whose pid/tid or args' correlation/External id is not what profilers write."""
+    for where, fields in ((e, _ID_FIELDS), (args, _ARG_ID_FIELDS)):
+        for key, types, what in fields:
+            v = where.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, types)):
+                label = "args." + key if where is args else key
+                raise CollsimError(f"{path}: event {index} ({str(e.get('name'))[:60]!r}): {label} is "
+                                   f"{_json_kind(v)} {short_repr(v)}, not {what}: a damaged trace: export it again "
+                                   "(or delete that event)")
+
+
+def _json_kind(v) -> str:
+    return {list: "a list", dict: "an object", str: "text", bool: "true/false", float: "a fraction"}.get(type(v), "a value")
+
+
 def _sort_events(events, path: str = "trace") -> _Events:
     out = _Events()
-    for e in events:
+    for index, e in enumerate(events):
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         ts, dur, name, cat = _real(e.get("ts")), _real(e.get("dur")), e.get("name"), e.get("cat")
@@ -394,6 +418,7 @@ def _sort_events(events, path: str = "trace") -> _Events:
                                "ts and dur: the trace is damaged: export it again (or delete that event)")
         _check_times(name, ts, dur, path)
         args: dict = e["args"] if isinstance(e.get("args"), dict) else {}
+        _check_ids(index, e, args, path)
         e = {"name": name, "ts": ts, "dur": dur, "pid": e.get("pid"), "tid": e.get("tid"), "args": args, "cat": cat}
         if cat != "Trace":
             out.lo, out.hi = min(out.lo, ts), max(out.hi, ts + dur)

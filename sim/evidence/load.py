@@ -7,24 +7,27 @@ lines is an NCCL debug log, whatever its first byte (Open MPI's ``--tag-output``
 ``entries``) and none of Kineto's (``traceEvents``, ``schemaVersion``, ``deviceProperties``) is a
 flight-recorder dump, as is a pickle. A folder is a flight-recorder dump folder when it holds ``_dump_N`` /
 ``rank_N`` dumps (``rank_N.json`` included: what ``collsim flight simulate --dump`` writes), else every
-``*.json``, ``*.json.gz``, ``*.log`` and ``*.txt`` file in it is read (one trace per rank). Anything else is
-refused in one line, naming the file: the comparison never silently drops what it was asked to read.
+``*.json``, ``*.json.gz``, ``*.log`` and ``*.txt`` file in it is read (one trace per rank); the folder's files that
+are no trace or log at all (notes, a config, collsim's own JSON report: :class:`~sim.evidence.job.NotEvidence`)
+are skipped and listed in a note, as ``flight analyze`` lists what it skips. A file named on the command line
+that is none of these is refused in one line, naming it, and so is a damaged trace or log wherever it lies:
+the comparison never silently drops what it was asked to read.
 
 One command reads one job: profiler traces or dump folders that state different world sizes, or traces
 of different GPU models, are refused (pooled, their calls would average two jobs' steps into one), and so are
-NCCL logs of two runs (two nccl-tests tables, or another release, world size, ring or channel count). A call
-read twice (the same rank's trace given twice: same op, size, start and duration) is counted once, with a
-note.
+NCCL logs of two runs (two nccl-tests tables, or another release, world size, ring or channel count), and two
+traces that claim one rank over overlapping times. A call read twice (the same rank's trace given twice: same
+op, size, start and duration) is counted once, with a note.
 """
 from __future__ import annotations
 
 import os
 
 from ..errors import CollsimError
-from ..flight.loader import dump_rank, rank_of
+from ..flight.loader import dump_rank, rank_of, shown_items
 from ..io.safe_io import GZIP_MAGIC
 from .flight_timing import read_flight_dir
-from .job import Job
+from .job import Job, NotEvidence
 from .kineto import read_trace
 from .nccl_log import log_job, read_log
 
@@ -77,6 +80,31 @@ def _is_flight_dir(path: str, names: list) -> bool:
     return len(dumps) >= 1 and len(dumps) * 2 >= len([n for n in names if not n.endswith(_LOG_EXT)])
 
 
+MAX_SUBFOLDERS = 256   # subfolders looked into, a few names each, to name those that hold evidence
+
+
+def _subfolders_with_evidence(path: str) -> list[str]:
+    """The subfolders of ``path`` holding a file named like a trace, log or dump (the first
+    :data:`MAX_SUBFOLDERS`, a few dozen names looked at in each: bounded work on any tree)."""
+    out = []
+    try:
+        subs = sorted(e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith("."))
+    except OSError:
+        return []
+    for sub in subs[:MAX_SUBFOLDERS]:
+        try:
+            with os.scandir(os.path.join(path, sub)) as it:
+                for k, e in enumerate(it):
+                    if k >= 64:
+                        break
+                    if e.name.endswith(_TRACE_EXT + _LOG_EXT) or rank_of(e.name) is not None or dump_rank(e.name) is not None:
+                        out.append(os.path.join(path, sub))
+                        break
+        except OSError:
+            continue
+    return out
+
+
 def _check_one_job(part: Job, source: str, seen: dict) -> None:
     """Refuse a trace or dump folder whose world size or GPU model differs from the first one that said them."""
     said = {"world size": part.world_size, "GPU": part.device, "NCCL": part.nccl_version}
@@ -113,6 +141,20 @@ def _check_one_run(log, runs: list) -> None:
     runs.append(log)
 
 
+def _check_own_window(part: Job, source: str, windows: dict) -> None:
+    """Refuse a trace whose rank already has a trace recorded over overlapping times: one rank's profiler records
+    one window at a time, so one of the two is another rank's (a wrong ``distributedInfo.rank`` or file name) or
+    another job's. Pooled, that rank's calls would be summed twice into one step (a share above 100%)."""
+    for rank, (lo, hi) in part.spans.items():
+        for other_lo, other_hi, other in windows.get(rank, []):
+            if lo < other_hi and other_lo < hi:
+                raise CollsimError(f"{other} and {source} both record rank {rank} over overlapping times ({max(lo, other_lo):.0f}"
+                                   f"..{min(hi, other_hi):.0f} us): one rank records one window at a time, so one is "
+                                   "another rank's trace (check distributedInfo.rank or the file name) or another job's: "
+                                   "pass one trace per rank")
+        windows.setdefault(rank, []).append((lo, hi, source))
+
+
 def _drop_repeats(part: Job, read: set) -> int:
     """Drop the calls of ``part`` already read from another file (the same rank's trace given twice: the
     same op, size, start and duration on the same rank); how many were dropped."""
@@ -133,6 +175,8 @@ def read_job(paths) -> Job:
     files: list = []
     flight_dirs: list = []
     seen: dict = {}  # what the first trace or dump folder said of its job: "world size"/"GPU" -> (value, source)
+    folder_of: dict = {}   # a file found in a folder (not named by the user) -> the folder
+    skipped: dict = {}     # folder -> names of its files that are no trace or log (not read, or not evidence)
     for p in paths:
         if os.path.isdir(p):
             names = sorted(n for n in os.listdir(p) if not n.startswith(".") and os.path.isfile(os.path.join(p, n)))
@@ -144,43 +188,71 @@ def read_job(paths) -> Job:
                 continue
             picked = [os.path.join(p, n) for n in names if n.endswith(_TRACE_EXT + _LOG_EXT)]
             if not picked:
-                raise CollsimError(f"{p}: no profiler trace (*.json, *.json.gz), NCCL log (*.log) or flight dumps in this folder")
+                inner = _subfolders_with_evidence(p)
+                raise CollsimError(f"{p}: no profiler trace (*.json, *.json.gz), NCCL log (*.log) or flight dumps in this "
+                                   "folder" + (f"; its subfolder(s) {shown_items(inner)} hold some: give one of them (each "
+                                               "is read as one job)" if inner else ""))
             files += picked
+            folder_of.update((f, p) for f in picked)
+            skipped[p] = [n for n in names if not n.endswith(_TRACE_EXT + _LOG_EXT)]
         else:
             files.append(p)
         if len(files) > MAX_FILES:
             raise CollsimError(f"more than {MAX_FILES} files: pass one job's traces (one file per rank)")
     used_ranks: set = set()
+    windows: dict = {}   # rank -> [(first, last us, file)] of the traces read: one rank records one window at a time
     read_calls: set = set()
     kinds: set = set()
     logs: list = []   # the NCCL logs read so far: one run's only
     for i, f in enumerate(files):
         kind = _sniff(f) if os.path.isfile(f) else "trace"
-        kinds.add(kind)
         if kind == "flight":
             raise CollsimError(f"{f}: a flight-recorder dump: pass the folder holding every rank's dump")
-        if kind == "binary":
-            raise CollsimError(f"{f}: binary data, not a profiler trace (Chrome-trace JSON as torch.profiler "
-                               "exports it), NCCL log or flight-recorder dump")
+        try:
+            if kind == "binary":
+                raise NotEvidence(f"{f}: binary data, not a profiler trace (Chrome-trace JSON as torch.profiler "
+                                  "exports it), NCCL log or flight-recorder dump")
+            if kind == "log":
+                log = read_log(f)
+            else:
+                part = read_trace(f, fallback_rank=i)
+        except NotEvidence:
+            if f not in folder_of:   # named by the user: refused, as any input that is not what it claims
+                raise
+            # a stray file in a folder of traces (notes, a config, collsim's own JSON report) is not evidence
+            skipped[folder_of[f]].append(os.path.basename(f))
+            continue
+        kinds.add(kind)
         if kind == "log":
-            log = read_log(f)
             _check_one_run(log, logs)
             part = log_job(log)
             _check_one_job(part, f, seen)   # a log of another job would be pooled with the traces unseen
             job.extend(part)
             continue
-        part = read_trace(f, fallback_rank=i)
         _check_one_job(part, f, seen)
         ranks = {c.rank for c in part.calls} | set(part.spans)
         total, dropped = len(part.calls), _drop_repeats(part, read_calls)
-        if dropped:
-            part.notes.append(f"{f}: {dropped} of its {total} calls were already read from another file (the same "
-                              "trace twice?): counted once")
-        elif ranks & used_ranks:
-            part.notes.append(f"{f}: rank {sorted(ranks & used_ranks)} appears in another trace too (two jobs, or "
-                              "two steps of one rank?); their calls are pooled")
+        if dropped and dropped == total:
+            part.notes.append(f"{f}: its {total} calls were already read from another file (the same trace twice?): "
+                              "counted once")
+        else:
+            _check_own_window(part, f, windows)
+            if dropped:
+                part.notes.append(f"{f}: {dropped} of its {total} calls were already read from another file: counted once")
+            if ranks & used_ranks:
+                part.notes.append(f"{f}: rank {sorted(ranks & used_ranks)} appears in another trace too, recorded at "
+                                  "other times (two profiled windows of one rank): their calls are pooled; the step's "
+                                  "shares are of the last window read")
         used_ranks |= ranks
         job.extend(part)
+    for folder, names in skipped.items():
+        if names and not any(folder_of.get(f) == folder for f in job.sources):
+            raise CollsimError(f"{folder}: no profiler trace or NCCL log among its files (not read: {shown_items(names)})"
+                               + "".join(f"; its subfolder(s) {shown_items(inner)} hold some: give one of them"
+                                         for inner in [_subfolders_with_evidence(folder)] if inner))
+        if names:
+            job.notes.append(f"{folder}: {len(names)} file(s) not read, being no profiler trace or NCCL log: "
+                             f"{shown_items(sorted(names))}")
     if not job.calls:
         if kinds == {"log"} and not flight_dirs:
             raise CollsimError(f"no per-call lines in the NCCL log {', '.join(files)}: run with NCCL_DEBUG=INFO "

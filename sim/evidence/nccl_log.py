@@ -34,6 +34,7 @@ ranks interleaved or glued together, truncated lines, TRACE lines. At most :data
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 
 from ..collectives import COLLECTIVES
@@ -47,7 +48,7 @@ from ..io.nccl_tests_format import (
     split_records,
 )
 from ..io.safe_io import read_input
-from .job import Call, Job
+from .job import Call, Job, NotEvidence
 from .kineto import ALGORITHMS, PROTOCOLS
 
 MAX_LOG_BYTES = 256 << 20
@@ -85,6 +86,9 @@ _OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "
         "Reduce": "reduce", "AllToAll": "all_to_all", "Send": "send", "Recv": "recv", "SendRecv": "send"}
 _NVL = re.compile(r"\+ NVL\[(\d+(?:\.\d+)?)\] - GPU/")
 _MAX_DEVICE_LINE = 1024
+# nccl-tests prints its result table's header once per run; the lines that open a run come before it
+_TABLE_HEAD = re.compile(r"#\s+size\s+count\s")
+_RUN_BANNER = re.compile(r"#\s*(?:Collective test starting|nccl-tests version|nThread\s+\d+\s+nGpus|Using devices|Rank\s+0+\s)")
 _GPU = re.compile(r"#\s*Rank\s+\d+ .*device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 
 
@@ -138,9 +142,9 @@ def read_log(path: str) -> NcclLog:
     """Parse the log file ``path`` (one clear error when it is not an NCCL log)."""
     text = read_input(path, "NCCL log", MAX_LOG_BYTES)
     if "\x00" in text[:65536]:
-        raise CollsimError(f"{path}: binary data, not an NCCL debug log")
+        raise NotEvidence(f"{path}: binary data, not an NCCL debug log")
     if not looks_like_log(text):
-        raise CollsimError(f"{path}: no 'NCCL INFO' lines: not an NCCL debug log (run with NCCL_DEBUG=INFO)")
+        raise NotEvidence(f"{path}: no 'NCCL INFO' lines: not an NCCL debug log (run with NCCL_DEBUG=INFO)")
     return parse_log(text, path)
 
 
@@ -156,6 +160,7 @@ def parse_log(text: str, source: str) -> NcclLog:
     last_op: dict = {}  # (host, pid, tid) -> the op of its last COLL line (numeric tuning lines name none)
     stdout: list = []  # what the program itself printed (nccl-tests' table), pieces in order
     lines = [MPI_PREFIX.sub("", raw) for raw in lines]
+    _check_one_run_in_file(lines, source)
     for head, m in split_records(lines):
         if head.strip():
             stdout.append((head, m is not None))  # a piece glued to a log record continues on a later line
@@ -188,6 +193,21 @@ def parse_log(text: str, source: str) -> NcclLog:
         if coll is not None and coll.input_is_shard and c.group_size:
             c.nbytes //= c.group_size
     return log
+
+
+def _check_one_run_in_file(lines: list, source: str) -> None:
+    """Refuse a log holding two nccl-tests runs (two result tables: logs concatenated), saying where the second
+    starts. Read as one, it would take its topology from one run and its times from the other, and count every
+    call twice, as two files of two runs are refused (:func:`sim.evidence.load.read_job`)."""
+    heads = [i for i, line in enumerate(lines) if "size" in line and _TABLE_HEAD.search(line)]
+    if len(heads) < 2:
+        return
+    # the second run opens at its first banner line after the first table's header (else at its own header)
+    start = next((i for i in range(heads[0] + 1, heads[1]) if _RUN_BANNER.search(lines[i])), heads[1])
+    n, q = start + 1, shlex.quote(source)
+    raise CollsimError(f"{source}: holds {len(heads)} nccl-tests runs (a second result table at line {heads[1] + 1}; "
+                       f"its run starts at line {n}: {lines[start].strip()[:50]!r}): split it there (head -n {n - 1} "
+                       f"{q} > run1.log; tail -n +{n} {q} > run2.log) and pass one run per command")
 
 
 def _read_network(log: NcclLog, body: str) -> None:

@@ -196,6 +196,9 @@ def load_json(text: str, source: str):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
+        if e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string"):   # the text ends mid-document
+            raise CollsimError(f"{source!r} is not valid JSON: it ends before its JSON does ({e.msg.removesuffix(' at')} at line {e.lineno} "
+                               f"column {e.colno}), so it looks truncated: export or copy it again") from None
         raise CollsimError(f"{source!r} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:  # json recurses per level: 100,000 '[' exhaust the stack
         data = None
@@ -205,7 +208,8 @@ def load_json(text: str, source: str):
     else:
         if not _too_deep(data):
             return data
-    raise CollsimError(f"{source!r}: JSON nested deeper than {MAX_DEPTH} levels: not a collsim file")
+    raise CollsimError(f"{source!r}: JSON nested deeper than {MAX_DEPTH} levels: too deeply nested to read safely (no "
+                       "file collsim reads nests so deep)")
 
 
 def check_output(path: str, flag: str) -> None:

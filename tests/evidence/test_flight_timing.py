@@ -37,7 +37,8 @@ def _entry(seq, dur_ms, created_ns):
 
 def test_timed_dump_gives_durations_and_stragglers(tmp_path, cli):
     for rank in (0, 1):
-        late = 3_000_000 if rank == 1 else 0  # rank 1 issues every call 3 ms late
+        # rank 1 issues every call 30 ms late: past the 10 ms that flight-recorder clocks of two hosts may differ by
+        late = 30_000_000 if rank == 1 else 0
         dump = {"version": "2.9", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
                 "pg_status": {"0": {"last_enqueued_collective": 3, "last_started_collective": 3, "last_completed_collective": 3}},
                 "entries": [_entry(s, 0.5 * s, 10**12 + s * 10**7 + late) for s in (1, 2, 3)]}
@@ -50,7 +51,7 @@ def test_timed_dump_gives_durations_and_stragglers(tmp_path, cli):
     assert row["measured_us"] == 1000.0 and row["measured_min_us"] == 500.0  # duration_ms 0.5, 1.0, 1.5
     assert doc["stragglers"]["named"] == [1]
     late = {t["rank"]: t["late_us_median"] for t in doc["stragglers"]["ranks"]}
-    assert late == {0: 0.0, 1: 3000.0}
+    assert late == {0: 0.0, 1: 30000.0}
 
 
 def test_calls_are_matched_by_sequence_number_not_buffer_position(tmp_path, cli):
