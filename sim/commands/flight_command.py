@@ -18,7 +18,7 @@ import time
 
 from ..errors import CollsimError
 from ..flight.analyze import rank_text, ranks_short
-from ..flight.loader import NAMING, shown_items
+from ..flight.loader import MAX_DIR_ENTRIES, MAX_DUMP_ENTRIES, NAMING, shown_items
 from ..flight.scenarios import BUILTIN
 from ..io.printable import printable_lines
 
@@ -53,12 +53,13 @@ def _evidence_lines(d: dict) -> list[str]:
             for text, ranks in by_text.items()] + lines
 
 
-def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
-    """The analyzer's answer as a few lines and a per-rank table."""
-    lines = [f"ranks read: {rank_text(d['ranks'])}" + (f"; refused: {len(d['refused'])} file(s)" if d["refused"] else "")]
+def format_diagnosis(d: dict, elapsed_s: float | None = None, last: int | None = None) -> str:
+    """The analyzer's answer as a few lines and a per-rank table (``last``: each dump's entries were cut to it)."""
+    lines = [f"ranks read: {rank_text(d['ranks'])}" + (f"; refused: {len(d['refused'])} file(s)" if d["refused"] else "")
+             + (f"; the last {last:,} entries of each (--last)" if last else "")]
     if d.get("skipped"):   # a dump under another name is otherwise a "missing" rank with no word of why
-        lines.append(f"  skipped {len(d['skipped'])} file(s) or folder(s) not named like a rank's dump ({NAMING}): "
-                     f"{shown_items(d['skipped'])}")
+        lines.append(f"  skipped {len(d['skipped'])} file(s) or folder(s) (folders, hidden files, names not like a "
+                     f"rank's dump: {NAMING}): {shown_items(d['skipped'])}")
     for why in d["refused"].values():
         lines.append(f"  refused {why}")
     for path, why in (d.get("other_job") or {}).items():
@@ -91,15 +92,19 @@ def format_diagnosis(d: dict, elapsed_s: float | None = None) -> str:
 def _analyze(args) -> int:
     from ..flight.analyze import analyze
     from ..flight.loader import load_dir
-    from ..io.validation import number
+    from ..flight.replay import no_cyclic_gc
+    from ..io.validation import number, whole
     number(args.straggler_ms, "--straggler-ms", low=0, example="10")
     number(args.slow_factor, "--slow-factor", low=1, low_open=True, example="1.5")
+    if args.last is not None:
+        whole(args.last, "--last", low=1, high=MAX_DUMP_ENTRIES, example="2000")
     t0 = time.perf_counter()
-    d = analyze(load_dir(args.dir), straggler_ms=args.straggler_ms, slow_factor=args.slow_factor)
+    with no_cyclic_gc():   # a million entries are kept: the collector rescanning them doubled the reading time
+        d = analyze(load_dir(args.dir, last=args.last), straggler_ms=args.straggler_ms, slow_factor=args.slow_factor)
     if args.format == "json":
         _print_json(d)
     else:
-        print(format_diagnosis(d, time.perf_counter() - t0))
+        print(format_diagnosis(d, time.perf_counter() - t0, args.last))
     return 0
 
 
@@ -142,13 +147,19 @@ def _demo(args) -> int:
     return 0
 
 
+FORMAT_HELP = "text (default): a few lines to read; json: every field, every rank (docs/flight.md lists the keys)"
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("flight", help="flight recorder: analyze dumps, simulate hangs and faults, recovery",
-                              description=__doc__.split("\n\n")[0])
+                              description=__doc__.split("\n\n")[0].replace("``", ""))   # reST quotes, not help text
     sub = p.add_subparsers(dest="flight_command", metavar="SUBCOMMAND", parser_class=type(p))
     a = sub.add_parser("analyze", help="name the culprit rank(s) from flight-recorder dumps in DIR")
-    a.add_argument("dir", metavar="DIR", help="directory with one dump per rank (rank_0, rank_1.json, ...)")
-    a.add_argument("--format", choices=("text", "json"), default="text")
+    a.add_argument("dir", metavar="DIR", help=f"directory with one dump per rank, named like {NAMING} (pickle or "
+                   "JSON, as PyTorch or collsim wrote it)")
+    a.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
+    a.add_argument("--last", type=int, metavar="N", help="read only each dump's last N entries, as a ring buffer of N "
+                   f"would have kept them (for dumps past the limit of {MAX_DUMP_ENTRIES:,} entries each, {MAX_DIR_ENTRIES:,} in all)")
     a.add_argument("--straggler-ms", type=float, default=10.0,
                    help="a rank enqueuing this much later than the median member is a straggler (default 10)")
     a.add_argument("--slow-factor", type=float, default=1.5,
@@ -156,9 +167,10 @@ def register(subparsers) -> None:
     a.set_defaults(func=_analyze)
     s = sub.add_parser("simulate", help="run a fault scenario (built-in name or YAML file) and diagnose it")
     s.add_argument("scenario", metavar="SCENARIO", help="a .yaml file or a built-in: " + ", ".join(BUILTIN))
-    s.add_argument("--format", choices=("text", "json"), default="text")
+    s.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     s.add_argument("--dump", metavar="DIR", help="also write the simulated dumps (rank_N.json) here; a folder holding "
-                   "dumps collsim did not simulate (a real job's) is refused")
+                   "dumps collsim did not simulate (a real job's), or an earlier simulation's that this run would not "
+                   "replace, is refused")
     s.set_defaults(func=_simulate)
     d = sub.add_parser("demo", help="a real gloo job with one faulty rank, its dumps, and their analysis (needs torch)")
     d.add_argument("--nprocs", type=int, default=3,
@@ -167,6 +179,6 @@ def register(subparsers) -> None:
     d.add_argument("--dump", metavar="DIR", help="write the dumps here (default: a new temporary directory); a folder "
                    "already holding dumps is refused")
     d.add_argument("--timeout-s", type=float, default=5.0, help="gloo timeout: how long ranks wait (default 5)")
-    d.add_argument("--format", choices=("text", "json"), default="text")
+    d.add_argument("--format", choices=("text", "json"), default="text", help=FORMAT_HELP)
     d.set_defaults(func=_demo)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

@@ -114,8 +114,8 @@ def collective_rows(job: Job, topology: Topology | None, algorithm: str = "auto"
         if why:
             unsized[why] += 1
     if unsized:
-        notes.append(f"{sum(unsized.values())} distinct collective(s) are not predicted: the evidence gives "
-                     + "; ".join(f"{n} {why}" for why, n in sorted(unsized.items())))
+        notes.append(f"{sum(unsized.values())} distinct collective(s) are not predicted, for what the evidence lacks "
+                     "(how many each): " + "; ".join(f"{why}: {n}" for why, n in sorted(unsized.items())))
     return [row for row, _ in rows]
 
 

@@ -144,15 +144,26 @@ def _minority(groups: dict) -> tuple[list[int], object, bool]:
 def _sig(e: dict, what: str):
     if what == "op":
         return e["op"]
+    if what == "size":   # lists of whole numbers (the loader checks them): str is JSON's text, ~5x faster
+        return str([e["input_sizes"], e["output_sizes"]])
+    # the dtypes are the dump's own values, unchecked: a value JSON cannot write is shown as Python writes it
+    return json.dumps([e["input_dtypes"], e["output_dtypes"]], default=repr)
+
+
+def _fields(e: dict, what: str):
+    """What :func:`_sig` compares, as it is: equal fields need no signature (a fast path taken at nearly every
+    sequence id: building signatures of every entry once took half the analysis)."""
+    if what == "op":
+        return e["op"]
     if what == "size":
-        return json.dumps([e["input_sizes"], e["output_sizes"]])
-    return json.dumps([e["input_dtypes"], e["output_dtypes"]])
+        return e["input_sizes"], e["output_sizes"]
+    return e["input_dtypes"], e["output_dtypes"]
 
 
 class _Pg:
     """One process group's records, by rank and sequence id."""
 
-    def __init__(self, name: str, members: tuple, dumps: dict, refused: tuple):
+    def __init__(self, name: str, members: tuple, dumps: dict, refused, refused_why: dict | None = None):
         self.name, self.members = name, members
         self.by_rank = {r: {e["seq"]: e for e in dumps[r]["entries"] if e["pg"] == name and not e["is_p2p"]}
                         for r in members if r in dumps}
@@ -160,6 +171,7 @@ class _Pg:
         # findings, never a reason to say "every collective matches"
         self.no_dump = [r for r in members if r not in dumps]
         self.unreadable = {r for r in members if r in refused}
+        self.why = {r: (refused_why or {}).get(r, "") for r in self.unreadable}   # why each file was refused
         self.lost_evidence: dict | None = None   # made once (_lost_evidence), not at every sequence id
         self.desc = next((e["pg_desc"] for es in self.by_rank.values() for e in es.values()), "")
         self.last, self.status = {}, {}
@@ -175,21 +187,32 @@ def _lost(pg: _Pg, r: int) -> str:
     return "dump unreadable (refused: see 'refused')" if r in pg.unreadable else "no dump"
 
 
-def _lost_text(pg: _Pg) -> str:
-    bad = [r for r in pg.no_dump if r in pg.unreadable]
-    none = [r for r in pg.no_dump if r not in pg.unreadable]
-    return "; ".join(([f"dump of rank(s) {ranks_short(bad)} unreadable"] if bad else [])
-                     + ([f"no dump from rank(s) {ranks_short(none)}"] if none else []))
+def _lost_text(pg: _Pg, why: bool = False, ranks=None) -> str:
+    """Which of the group's ranks (or of ``ranks``) left no dump and whose file was refused; ``why``: the first
+    refusal's reason and what a missing file means (a refused file is there: a crash or a lost file does not
+    explain it)."""
+    ranks = pg.no_dump if ranks is None else ranks
+    bad = [r for r in ranks if r in pg.unreadable]
+    none = [r for r in ranks if r not in pg.unreadable]
+    first = next((pg.why[r] for r in bad if pg.why[r]), "")
+    return "; ".join(([f"the file of rank(s) {ranks_short(bad)} is there but was refused"
+                       + (f" ({first}{', ...' if len(bad) > 1 else ''})" if why and first else "")] if bad else [])
+                     + ([f"rank(s) {ranks_short(none)} wrote none" + (": crashed or killed, or the file was lost"
+                                                                      if why else "")] if none else []))
 
 
-def _finding(kind, pg, seq, culprits, details, evidence, tie=False, silent=False):
+TIE = " (a tie: the records cannot say which side is wrong, so both are named)"
+
+
+def _finding(kind, pg, seq, culprits, details, evidence, tie=False, silent=False, behind=None):
     """One finding. ``silent``: it rests only on ranks having left no readable dump, which a crash explains but
-    so does a lost file: weaker than any record that disagrees, so it is ranked after those."""
+    so does a lost file: weaker than any record that disagrees, so it is ranked after those. ``behind``: in a
+    tie of ranks that are behind against ranks ahead (both named), the ranks behind: if they are blocked in
+    another group, that explains the tie."""
     unknown = "" if silent or not pg.no_dump else f"; unknown for rank(s) {ranks_short(pg.no_dump)} ({_lost_text(pg)})"
     return {"error_type": kind, "culprits": sorted(culprits), "collective_seq_id": seq,
-            "process_group": pg.name, "pg_desc": pg.desc, "details": details + (
-                " (a tie: the records cannot say which side is wrong)" if tie else "") + unknown,
-            "evidence": evidence, "_silent": silent}
+            "process_group": pg.name, "pg_desc": pg.desc, "details": details + (TIE if tie else "") + unknown,
+            "evidence": evidence, "_silent": silent, "_behind": sorted(behind if behind is not None else culprits)}
 
 
 def _calls(pg: _Pg, r: int, start: int, n: int = 8) -> list:
@@ -235,12 +258,18 @@ def _waiting(present: dict, op: str) -> str:
 def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
     present = {r: es[s] for r, es in pg.by_rank.items() if s in es}
     absent = [r for r in pg.by_rank if s not in pg.by_rank[r] and pg.last[r] < s]
-    ev = {str(r): {"op": e["op"], "input_sizes": e["input_sizes"], "dtypes": e["input_dtypes"],
-                   "completed": e["completed"]} for r, e in present.items()}
-    ev.update({str(r): {"last_enqueued_collective": pg.last[r]} for r in absent})
-    ev.update(_lost_evidence(pg))
+
+    def evidence() -> dict:   # made only for a finding: most sequence ids have none
+        ev = {str(r): {"op": e["op"], "input_sizes": e["input_sizes"], "dtypes": e["input_dtypes"],
+                       "completed": e["completed"]} for r, e in present.items()}
+        ev.update({str(r): {"last_enqueued_collective": pg.last[r]} for r in absent})
+        ev.update(_lost_evidence(pg))
+        return ev
     for what, kind in (("op", "collective_type_mismatch"), ("size", "size_mismatch"), ("dtype", "dtype_mismatch")):
         if what == "size" and any(e["op"] in _NO_SIZE_CHECK for e in present.values()):
+            continue
+        values = [_fields(e, what) for e in present.values()]
+        if all(v == values[0] for v in values):
             continue
         groups = {}
         for r, e in present.items():
@@ -260,10 +289,10 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
                 k = _shift(pg, culprits, groups[major][0], s)
                 if k > 0:
                     return _finding("missing_rank", pg, s, culprits, f"rank(s) {ranks_short(culprits)} skipped {k} collective(s) "
-                                    f"at seq {s}: their calls from seq {s} match the others' from seq {s + k} ({said})", ev)
+                                    f"at seq {s}: their calls from seq {s} match the others' from seq {s + k} ({said})", evidence())
                 if k < 0:
                     return _finding("extra_collective", pg, s, culprits, f"rank(s) {ranks_short(culprits)} made {-k} extra call(s) "
-                                    f"at seq {s}: the others' calls from seq {s} match theirs from seq {s - k} ({said})", ev)
+                                    f"at seq {s}: the others' calls from seq {s} match theirs from seq {s - k} ({said})", evidence())
             hint = ""
             if what == "op" and not tie:  # a skipped call also shows up as one call of that kind fewer
                 count = lambda r, s=s, major=major: sum(1 for q, e in pg.by_rank[r].items() if q <= s and e["op"] == major)
@@ -273,30 +302,39 @@ def _check_seq(pg: _Pg, s: int, completed_lowest: bool):
                     mine = pg.by_rank[fewer[0]][s]["op"]
                     hint = (f"; rank(s) {ranks_short(fewer)} made fewer {major} calls up to seq {s} ({count(fewer[0])} vs {ref}):"
                             f" called {mine} in place of one, or skipped one and went on to {mine}")
-            return _finding(kind, pg, s, culprits, f"at seq {s} {said}{hint}", ev, tie)
+            return _finding(kind, pg, s, culprits, f"at seq {s} {said}{hint}", evidence(), tie)
     if absent:
         here = sorted(present)
         op = next(iter(present.values()))["op"]
         if len(absent) > len(here):
             return _finding("extra_collective", pg, s, here, f"only rank(s) {ranks_short(here)} called seq {s} "
-                            f"({op}); rank(s) {ranks_short(absent)} never did", ev)
+                            f"({op}); rank(s) {ranks_short(absent)} never did", evidence())
         said = lambda v: str(v) if v >= 0 else "none recorded"
         lasts = sorted({pg.last[r] for r in absent})
-        # each absent rank's own number while they are few; past that the distinct numbers (bounded text)
-        last = (", ".join(said(pg.last[r]) for r in sorted(absent)) if len(absent) <= SHOWN
-                else f"{said(lasts[0])} on each" if len(lasts) == 1 else f"between {said(lasts[0])} and {lasts[-1]}")
-        return _finding("missing_rank", pg, s, absent, f"rank(s) {ranks_short(absent)} never reached seq {s} "
-                        f"(last enqueued: {last}); rank(s) {ranks_short(here)} {_waiting(present, op)}", ev,
-                        len(absent) == len(here))
+        # one number for all, or each absent rank's own while they are few; past that the range (bounded text)
+        last = (said(lasts[0]) + (" for each" if len(absent) > 1 else "") if len(lasts) == 1
+                else ", ".join(f"{said(pg.last[r])} on rank {r}" for r in sorted(absent)) if len(absent) <= SHOWN
+                else f"between {said(lasts[0])} and {lasts[-1]}")
+        # as many behind as ahead (a 2-rank group): they skipped a call or the others made an extra one, and
+        # nothing here says which: both sides are named (the docs' tie), the ranks behind first in the text
+        tie = len(absent) == len(here)
+        return _finding("missing_rank", pg, s, absent + here if tie else absent,
+                        f"rank(s) {ranks_short(absent)} never reached seq {s} (last enqueued: {last}); rank(s) "
+                        f"{ranks_short(here)} {_waiting(present, op)}" + (
+                            f": rank(s) {ranks_short(absent)} skipped a call, or rank(s) {ranks_short(here)} made "
+                            "one more" if tie else ""), evidence(), tie, behind=absent)
     if present and not all(e["completed"] for e in present.values()):
         if pg.no_dump:
+            # the only members not seen here are those without a readable dump: named by elimination, after
+            # every finding records support; a refused file is there, so a crash or a lost file is not the reason
             return _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {ranks_short(pg.no_dump)} left no readable "
-                            f"dump ({_lost_text(pg)}: crashed or killed, or the file was lost) while rank(s) "
-                            f"{ranks_short(present)} wait at seq {s}", ev, silent=True)
+                            f"dump ({_lost_text(pg, why=True)}) and are the only member(s) not seen at seq {s}, where "
+                            f"rank(s) {ranks_short(present)} wait: named by elimination, what they did is unknown",
+                            evidence(), silent=True)
         if completed_lowest and len(present) == len(pg.members) and not any(e["completed"] for e in present.values()):
             return _finding("stuck_collective", pg, s, list(pg.members), f"every member of group {pg.name} "
                             f"joined seq {s} ({next(iter(present.values()))['op']}), the calls match and none "
-                            "completed: no desync; suspect the transport (link, NIC) among these ranks", ev)
+                            "completed: no desync; suspect the transport (link, NIC) among these ranks", evidence())
     return None
 
 
@@ -310,15 +348,17 @@ def _status_only(pg: _Pg):
         return None
     culprits, major, tie = _minority(groups)
     ev = {str(r): {"last_enqueued_collective": last} for r, last in pg.status.items()}
+    # in a tie every side is named (_minority); the text speaks of the ranks behind the furthest
+    named = culprits
     if tie:
         major = max(groups)
         culprits = sorted(r for k, v in groups.items() if k != major for r in v)
     behind = all(pg.last[r] < major for r in culprits)
     seq = min(pg.last[r] for r in culprits) + 1 if behind else major + 1
-    return _finding("missing_rank" if behind else "extra_collective", pg, seq, culprits,
+    return _finding("missing_rank" if behind or tie else "extra_collective", pg, seq, named,
                     f"no entries recorded; pg_status says rank(s) {ranks_short(culprits)} last enqueued "
                     f"[{shown_items((str(v) for v in sorted({pg.last[r] for r in culprits})), SHOWN)}] while the others reached {major}",
-                    ev, tie)
+                    ev, tie, behind=culprits)
 
 
 def _blocked_elsewhere(r: int, pg_name: str, dumps: dict, found: dict) -> tuple | None:
@@ -362,7 +402,7 @@ def _slow_groups(pgs, slow_factor):
             if len(es) == len(pg.members) and all(e and e["started_ns"] and e["completed_ns"] for e in es):
                 durs.append((max(e["completed_ns"] for e in es) - max(e["started_ns"] for e in es), s, es[0]))
         for d, s, e in durs:
-            key = (len(pg.members), e["op"], _sig(e, "size"), _sig(e, "dtype"))
+            key = (len(pg.members), e["op"], _sig(e, "size"), repr(_fields(e, "dtype")))   # compared, not shown
             by_sig.setdefault(key, {}).setdefault(pg.name, []).append((d, s))
     found = []
     members = {p.name: set(p.members) for p in pgs}
@@ -430,12 +470,13 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     ``error_type`` is ``"none"`` when nothing is
     wrong. ``straggler_ms``: lateness that counts as straggling; ``slow_factor``: how much slower a
     group must be than its peers to blame a link."""
-    refused_files, refused, other_job, damaged, skipped = ({}, (), {}, {}, ())
+    refused_files, refused, refused_why, other_job, damaged, skipped = ({}, (), {}, {}, {}, ())
     if isinstance(dumps, DumpSet):
-        refused_files, refused, other_job, damaged, skipped, dumps = (
-            dumps.refused, dumps.refused_ranks, dumps.other_job, dumps.damaged, dumps.skipped, dumps.dumps)
+        refused_files, refused, refused_why, other_job, damaged, skipped, dumps = (
+            dumps.refused, dumps.refused_ranks, dumps.refused_why, dumps.other_job, dumps.damaged, dumps.skipped,
+            dumps.dumps)
     members = _members(dumps, refused)
-    pgs = [_Pg(n, m, dumps, refused) for n, m in sorted(members.items(), key=lambda x: (len(x[0]), x[0]))]
+    pgs = [_Pg(n, m, dumps, refused, refused_why) for n, m in sorted(members.items(), key=lambda x: (len(x[0]), x[0]))]
     findings = []
     for pg in pgs:
         first_open = min((s for s in pg.seqs if not all(es[s]["completed"] for es in pg.by_rank.values()
@@ -451,11 +492,19 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
                 findings.append(f)
                 break  # later sequence ids of a desynchronised group say nothing new
         else:
-            if pg.no_dump and pg.seqs:  # without a recorded collective of this group there is nothing to weigh
+            # Without a recorded collective of this group there is nothing to weigh. A rank whose file was refused
+            # is there: where the others' last call is marked completed, it took part in every call and is unknown,
+            # not named; where that call is only retired (gloo retires a call that failed too), it may be why
+            top = pg.seqs[-1] if pg.seqs else 0
+            confirmed = all(es[top]["state"] == "completed" for es in pg.by_rank.values() if top in es)
+            named = [r for r in pg.no_dump if r not in pg.unreadable or not confirmed]
+            if named and pg.seqs:
                 s = max(pg.last.values()) + 1
-                f = _finding("missing_rank", pg, s, pg.no_dump, f"rank(s) {ranks_short(pg.no_dump)} left no readable "
-                             f"dump ({_lost_text(pg)}); the others completed every collective of this group they "
-                             f"recorded, up to seq {s - 1} (it failed after them, or its dump was lost)",
+                lost = _lost_text(pg, why=True, ranks=named)
+                f = _finding("missing_rank", pg, s, named, f"rank(s) {ranks_short(named)} left no readable dump "
+                             f"({lost}); the others recorded every collective of this group up to seq {s - 1} as "
+                             "completed or retired" + ("" if confirmed else ", and a call that failed is retired too: "
+                                                       "named by elimination, what they did is unknown"),
                              dict(_lost_evidence(pg)), silent=True)
                 f["_t"] = float("inf")
                 findings.append(f)
@@ -463,13 +512,15 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     found = {f["process_group"]: f for f in findings}
     for f in findings:
         blocked: dict | None = {}
-        for r in f["culprits"] if f["error_type"] == "missing_rank" else ():
+        for r in f["_behind"] if f["error_type"] == "missing_rank" else ():
             b = _blocked_elsewhere(r, f["process_group"], dumps, found)
             if b is None:   # one culprit not blocked elsewhere keeps the finding primary: stop looking
                 blocked = None
                 break
             blocked[r] = b
         if f["error_type"] == "missing_rank" and f["culprits"] and blocked:
+            if TIE in f["details"]:   # the ranks behind are blocked elsewhere: that settles the tie
+                f["details"], f["culprits"] = f["details"].replace(TIE, ""), f["_behind"]
             f["details"] += "; but " + shown_items((f"rank {r} is blocked in group {b[0]} seq {b[1]}"
                                                   for r, b in blocked.items()), SHOWN)
             secondary.append(f)
@@ -482,9 +533,9 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     main = primary[0] if primary else (_lag_findings(pgs, straggler_ms * 1e6) or _slow_groups(pgs, slow_factor))
     if main is None:
         main = {"error_type": "none", "culprits": [], "collective_seq_id": None, "process_group": None,
-                "pg_desc": "", "details": "every collective matches on every rank and none is stuck, late or slow",
+                "pg_desc": "", "details": "every collective matches on every rank read and none is stuck, late or slow",
                 "evidence": {}}
-    strip = lambda f: {k: v for k, v in f.items() if k not in ("_t", "_silent")}
+    strip = lambda f: {k: v for k, v in f.items() if k not in ("_t", "_silent", "_behind")}
     # the ranks some group lists but whose dump was not read (unknown, not healthy and not guilty)
     unseen = sorted({r for p in pgs for r in p.no_dump})
     if unseen and primary and all(f["error_type"] == "stuck_collective" for f in primary):
@@ -502,7 +553,8 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     out = strip(main)
     if unseen:   # said once, up front, so a reader knows which ranks the diagnosis could not see
         lost = sorted(r for r in unseen if r in refused)
-        out["details"] += (f"; no dump read from rank(s) {rank_text(unseen)}" + (f" ({rank_text(lost)} refused)" if lost else "")
+        out["details"] += (f"; no dump read from rank(s) {rank_text(unseen)}" + (
+            f" ({rank_text(lost)}: file refused, see 'refused')" if lost else "")
                            + ": what they did is unknown")
     secondary, primary = [strip(f) for f in secondary], [strip(f) for f in primary]
     out.update(secondary=[f for f in secondary if f != out], other_findings=primary[1:],

@@ -42,6 +42,7 @@ import json
 import os
 import pickle
 import re
+import stat
 from dataclasses import dataclass, field
 
 from ..errors import CollsimError
@@ -51,6 +52,14 @@ from ..io.safe_io import GZIP_MAGIC, GzipDamaged, GzipTooLarge, gunzip
 MAX_DUMP_BYTES = 256 << 20  # PyTorch's default 2,000-entry buffer dumps ~1-5 MB; 256 MiB is 50x its largest
 MAX_DIR_BYTES = 1 << 30     # a folder's dumps together: 1,024 ranks of PyTorch's default buffer at ~1 MB each
 MAX_DUMP_NODES = 10_000_000  # values in one dump, shared references counted each time (~20,000 entries with stacks)
+# Entries, not bytes, decide the work: a 1.2 KB gzip'd pickle can repeat one entry 150,000 times (pickle memo
+# references), and every entry read costs time and memory however it was stored (12 such files took 47 s and
+# 1.8 GB). PyTorch's ring buffer (TORCH_NCCL_TRACE_BUFFER_SIZE) keeps 2,000 entries per rank by default: a dump
+# may hold 50 times that, and a folder 1,000,000 entries, 500 ranks of full default buffers or 4,000 ranks of
+# their last 250 (--last); at that limit, 10 JSON dumps of 100,000 entries take 24 s and 1.2 GB on 2 cores.
+# Past it the user says which part to analyze (--last N, or fewer ranks) rather than waiting minutes.
+MAX_DUMP_ENTRIES = 100_000
+MAX_DIR_ENTRIES = 1_000_000
 _PLAIN = (dict, list, tuple, str, int, float, bool, type(None), bytes)
 _OPS = {  # profiling names PyTorch uses (nccl and gloo, old and new) -> one vocabulary
     "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "all_reduce_coalesced": "all_reduce",
@@ -169,23 +178,44 @@ def read_raw(path: str, sized: bool = False) -> dict:
         try:
             data = json.loads(blob)
         except (ValueError, UnicodeDecodeError) as e:
-            raise RefusedDump(f"{path}: not valid JSON ({e})") from None
+            raise RefusedDump(f"{path}: not valid JSON ({e}): a truncated or damaged dump; copy the file again") from None
         except RecursionError:  # json recurses per nesting level; a hostile file can exhaust the stack
             raise RefusedDump(f"{path}: JSON nested too deeply: not a flight-recorder dump") from None
     else:
         try:
             data = PlainUnpickler(io.BytesIO(blob)).load()
-        except RefusedDump:
-            raise
         except Exception as e:  # any malformed pickle: report it, never let it run
-            raise RefusedDump(f"{path}: pickle refused: {e}") from None
+            if _PICKLE_HEADER.match(blob) or "only plain data" in str(e):   # a pickle: what is wrong with it
+                raise RefusedDump(f"{path}: pickle refused: {e}" + (
+                    "" if "only plain data" in str(e) else ": a truncated or damaged dump; copy the file again")) from None
+            # not a pickle at all: the unpickler's words ("invalid load key, '['") would not say so
+            raise RefusedDump(f"{path}: not a flight-recorder dump: {_looks_like(blob)}; a dump is a pickle or a "
+                              f"JSON object: move this file out of the folder") from None
         try:
             _check_plain(data)
         except RefusedDump as e:
             raise RefusedDump(f"{path}: pickle refused: {e}") from None
     if not isinstance(data, dict) or not ({"entries", "pg_status"} & set(data)):
-        raise RefusedDump(f"{path}: not a flight-recorder dump (no 'entries' or 'pg_status')")
+        what = "a mapping with neither" if isinstance(data, dict) else f"a {type(data).__name__}, not a mapping with"
+        raise RefusedDump(f"{path}: not a flight-recorder dump: it holds {what} 'entries' or 'pg_status'; "
+                          "move this file out of the folder")
     return data
+
+
+_PICKLE_HEADER = re.compile(rb"\x80[\x02-\x05]", re.S)   # PROTO: how protocol 2+ pickles start (PyTorch writes 2)
+
+
+def _looks_like(blob: bytes) -> str:
+    """What a file that is neither a JSON object nor a pickle is, for its refusal (no contents printed raw)."""
+    text = blob.strip()
+    if not text:
+        return "it is empty" if not blob else "it holds only white space"
+    if text[:1] == b"[":
+        return "it is JSON or text starting with '[', not a JSON object"
+    line = text[:2000].decode("utf-8", "replace").splitlines()[0]
+    if line.isprintable() and "\ufffd" not in line:   # no control bytes, no invalid UTF-8
+        return f"it is text (it starts {short_repr(line[:60], 64)}; a log?)"
+    return f"it is binary data (it starts with bytes {blob[:8].hex(' ')}), neither JSON nor a pickle"
 
 
 def _int(x, default=None):
@@ -215,6 +245,8 @@ def _shapes(v, what: str) -> list:
     """``input_sizes``/``output_sizes``: a list of tensor shapes (lists of whole dimensions), else ValueError."""
     if v is None:
         return []
+    if type(v) is list and all(type(s) is list and all(type(d) is int and 0 <= d <= MAX_INT64 for d in s) for s in v):
+        return v   # as PyTorch writes it (most entries): nothing to convert
     if not isinstance(v, (list, tuple)) or not all(isinstance(s, (list, tuple)) for s in v):
         raise ValueError(f"{what} is {short_repr(v)}, not a list of tensor shapes like [[1024, 16]]")
     return [[_whole(d, f"{what} dimension") for d in s] for s in v]
@@ -251,8 +283,10 @@ def _ranks(text, cache: dict | None = None) -> list[int]:
     key = text if isinstance(text, str) else tuple(text) if isinstance(text, (list, tuple)) else None
     if cache is not None and key in cache:
         return cache[key]
-    if isinstance(text, (list, tuple)):
-        out = [int(r) for r in text]  # a non-number here makes the dump malformed (load_dir refuses it)
+    if isinstance(text, (list, tuple)):   # a non-number here makes the dump malformed (load_dir refuses it)
+        if not all(isinstance(r, int) and not isinstance(r, bool) for r in text):
+            raise ValueError(f"pg_config ranks {short_repr(text)} is not a list of ranks like [0, 1, 2]")
+        out = list(text)
     else:
         try:
             out = [int(r) for r in (json.loads(text) if text else [])]
@@ -272,9 +306,16 @@ def op_name(profiling_name: str) -> str:
 
 
 def _entry_group(e: dict) -> str:
-    """The global name of an entry's process group (``process_group[0]``; ``pg_id`` where it has none)."""
+    """The global name of an entry's process group (``process_group[0]``; ``pg_id`` where it has none). PyTorch
+    writes ``(name, description)``, two strings (a list in the JSON form); anything else is ValueError: the
+    string of ``[[1], "x"]`` made up a group "[1]" that only this rank was in."""
     pg = e.get("process_group")
-    return str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(e.get("pg_id", "0"))
+    if pg is None:
+        return str(e.get("pg_id", "0"))
+    if (isinstance(pg, (list, tuple)) and 1 <= len(pg) <= 2
+            and all(isinstance(x, str) or (isinstance(x, int) and not isinstance(x, bool)) for x in pg)):
+        return str(pg[0])
+    raise ValueError(f"process_group is {short_repr(pg, 40)}, not [name, description] (two strings) as PyTorch writes it")
 
 
 def _status_by_group(raw: dict, config: dict) -> tuple[dict, list]:
@@ -296,11 +337,12 @@ def _status_by_group(raw: dict, config: dict) -> tuple[dict, list]:
     # -1 is PyTorch's "none yet"
     status = {str(k): {kk: _whole(vv, f"pg_status {str(k)!r} {kk}", low=-1) if str(kk).startswith("last_")
                        else _int(vv, -1) for kk, vv in v.items()}
-              for k, v in (raw.get("pg_status") or {}).items() if isinstance(v, dict)}
+              for k, v in _mapping(raw, "pg_status", "{last_enqueued_collective, ...}").items()}
     uid_name: dict[str, str | None] = {}  # None: entries disagree on the name (then the uid is unusable)
     last_p2p: dict[str, bool] = {}        # uid -> its latest entry (record order) is point-to-point
     identity = True
-    for e in raw.get("entries") or []:
+    entries = raw.get("entries")
+    for e in entries if isinstance(entries, (list, tuple)) else ():
         if not isinstance(e, dict) or e.get("pg_id") is None:
             continue
         uid, name = str(_int(e.get("pg_id"), e.get("pg_id"))), _entry_group(e)
@@ -319,12 +361,13 @@ def _status_by_group(raw: dict, config: dict) -> tuple[dict, list]:
     return out, sorted(unmapped, key=lambda k: (len(k), k))
 
 
-def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
+def normalise(raw: dict, ranks_cache: dict | None = None, values: dict | None = None) -> dict:
     """The canonical shape the analyzer reads (see the module docstring); ``ranks_cache`` shares equal
-    member lists between dumps (see :func:`_ranks`)."""
-    config = {str(k): {"name": str((v or {}).get("name", k)), "desc": str((v or {}).get("desc", "")),
-                       "ranks": _ranks((v or {}).get("ranks"), ranks_cache)}
-              for k, v in (raw.get("pg_config") or {}).items() if isinstance(v, dict)}
+    member lists between dumps (see :func:`_ranks`), ``values`` equal names and shapes (:func:`_shared`). A field of the wrong shape raises ValueError or TypeError
+    naming it (:func:`load_dir` refuses the dump): skipped or read as "none", it would move the rank's calls."""
+    config = {str(k): {"name": str(v.get("name", k)), "desc": str(v.get("desc", "")),
+                       "ranks": _ranks(v.get("ranks"), ranks_cache)}
+              for k, v in _mapping(raw, "pg_config", "{name, desc, ranks}").items()}
     raw_entries = raw.get("entries")
     if raw_entries is None:
         raw_entries = []
@@ -332,41 +375,122 @@ def normalise(raw: dict, ranks_cache: dict | None = None) -> dict:
         raise TypeError(f"'entries' is a {type(raw_entries).__name__}, not a list of entries")
     status, unmapped = _status_by_group(raw, config)
     entries = []
+    values = {} if values is None else values
     for i, e in enumerate(raw_entries):
-        if not isinstance(e, dict):
-            raise TypeError(f"entry #{i} is a {type(e).__name__}, not a mapping")
-        where = f"entry #{i} (record {short_repr(e.get('record_id'))})"
-        pg = e.get("process_group")
-        name = _entry_group(e)
-        desc = str(pg[1]) if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
-        seq = 0 if e.get("collective_seq_id") is None else _whole(e["collective_seq_id"], f"{where}: collective_seq_id")
-        state = str(e.get("state", ""))
-        last_done = status.get(name, {}).get("last_completed_collective", -1)
-        damaged: dict = {}   # field -> the value no recorder writes (not used; load_dir and the trace notes name it)
-        if e.get("timeout_ms") is not None:   # not used here, but a negative watchdog says the record is damaged
-            try:
-                _whole(e["timeout_ms"], "timeout_ms")
-            except ValueError:
-                damaged["timeout_ms"] = short_repr(e["timeout_ms"])
-        entries.append({
-            "pg": name, "pg_desc": desc, "seq": seq, "is_p2p": bool(e.get("is_p2p", False)),
-            "profiling_name": str(e.get("profiling_name", "")), "op": op_name(e.get("profiling_name")),
-            "input_sizes": _shapes(e.get("input_sizes"), f"{where}: input_sizes"),
-            "output_sizes": _shapes(e.get("output_sizes"), f"{where}: output_sizes"),
-            "input_dtypes": e.get("input_dtypes") or [], "output_dtypes": e.get("output_dtypes") or [],
-            "state": state, "retired": bool(e.get("retired", False)),
-            "completed": state == "completed" or bool(e.get("retired")) or (0 < seq <= last_done and not e.get("is_p2p")),
-            "created_ns": _clock(e.get("time_created_ns"), "time_created_ns", damaged),
-            "started_ns": _clock(e.get("time_discovered_started_ns"), "time_discovered_started_ns", damaged),
-            "completed_ns": _clock(e.get("time_discovered_completed_ns"), "time_discovered_completed_ns", damaged),
-            "duration_ms": _duration_ms(e.get("duration_ms"), damaged), "record_id": _int(e.get("record_id")),
-            "damaged": damaged,
-        })
+        try:
+            entries.append(_entry(e, status, values))
+        except (ValueError, TypeError) as x:   # the entry is named only here: most dumps have none to name
+            record = f" (record {short_repr(e.get('record_id'))})" if isinstance(e, dict) else ""
+            raise type(x)(f"entry #{i}{record}: {x}") from None
+    _check_seqs(entries, status)
     backend = next((e["profiling_name"].split(":")[0] for e in entries if ":" in e["profiling_name"]), "")
     version = raw.get("nccl_version")   # PyTorch records NCCL's release beside the dump's own version
     return {"version": str(raw.get("version", "")), "backend": backend, "pg_config": config,
             "pg_status": status, "pg_status_unmapped": unmapped, "entries": entries,
             "nccl_version": version.strip()[:32] if isinstance(version, str) and version.strip() else None}
+
+
+def _mapping(raw: dict, key: str, shape: str) -> dict:
+    """``raw[key]`` ({} where absent), a mapping whose every value is a mapping of the given ``shape``: a value
+    of another kind (``{"0": [1, 2]}``, ``{"0": "x"}``) was skipped, and its group silently lost its members or
+    its counters."""
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{key} is a {type(value).__name__}, not a mapping of process groups to {shape}")
+    for k, v in value.items():
+        if not isinstance(v, dict):
+            raise TypeError(f"{key} {short_repr(k)} is {short_repr(v)}, not a mapping {shape} as PyTorch writes it")
+    return value
+
+
+def _shared(values: dict, v):
+    """``v`` (a string, or a list of shapes or of dtype names), or the equal value already kept: the entries of a
+    folder repeat a few names and shapes, and keeping each file's own copies (pieces of the parsed file the
+    rest of which is freed) made a million entries take 2 GB instead of 1."""
+    if isinstance(v, str):
+        return values.setdefault(v, v)
+    if type(v) is list and all(type(x) in (list, str) for x in v):   # as _shapes returns them, or dtype names
+        key = tuple(tuple(x) if type(x) is list else x for x in v)
+        if all(type(x) is str or all(type(d) is int for d in x) for x in key):
+            return values.setdefault(key, v)
+    return v
+
+
+def _entry(e, status: dict, values: dict) -> dict:
+    """One raw entry in the analyzer's shape (:func:`normalise`); ``values``: see :func:`_shared`."""
+    if not isinstance(e, dict):
+        raise TypeError(f"a {type(e).__name__}, not a mapping")
+    pg = e.get("process_group")
+    name = _shared(values, _entry_group(e))
+    desc = _shared(values, str(pg[1])) if isinstance(pg, (list, tuple)) and len(pg) > 1 else ""
+    seq = 0 if e.get("collective_seq_id") is None else _whole(e["collective_seq_id"], "collective_seq_id")
+    state = _shared(values, str(e.get("state", "")))
+    last_done = status.get(name, {}).get("last_completed_collective", -1)
+    damaged: dict = {}   # field -> the value no recorder writes (not used; load_dir and the trace notes name it)
+    if e.get("timeout_ms") is not None:   # not used here, but a negative watchdog says the record is damaged
+        try:
+            _whole(e["timeout_ms"], "timeout_ms")
+        except ValueError:
+            damaged["timeout_ms"] = short_repr(e["timeout_ms"])
+    return {
+        "pg": name, "pg_desc": desc, "seq": seq, "is_p2p": bool(e.get("is_p2p", False)),
+        "profiling_name": _shared(values, str(e.get("profiling_name", ""))),
+        "op": _shared(values, op_name(e.get("profiling_name"))),
+        "input_sizes": _shared(values, _shapes(e.get("input_sizes"), "input_sizes")),
+        "output_sizes": _shared(values, _shapes(e.get("output_sizes"), "output_sizes")),
+        "input_dtypes": _shared(values, e.get("input_dtypes") or []),
+        "output_dtypes": _shared(values, e.get("output_dtypes") or []),
+        "state": state, "retired": bool(e.get("retired", False)),
+        "completed": state == "completed" or bool(e.get("retired")) or (0 < seq <= last_done and not e.get("is_p2p")),
+        "created_ns": _clock(e.get("time_created_ns"), "time_created_ns", damaged),
+        "started_ns": _clock(e.get("time_discovered_started_ns"), "time_discovered_started_ns", damaged),
+        "completed_ns": _clock(e.get("time_discovered_completed_ns"), "time_discovered_completed_ns", damaged),
+        "duration_ms": _duration_ms(e.get("duration_ms"), damaged), "record_id": _int(e.get("record_id")),
+        "damaged": damaged or _UNDAMAGED,
+    }
+
+
+_UNDAMAGED: dict = {}   # shared by the entries with nothing damaged (read only): one empty dict each took 64 bytes
+
+
+def _check_seqs(entries: list, status: dict) -> None:
+    """A rank's collective sequence ids as PyTorch numbers them, else ValueError: per process group they grow
+    in record order (the ring buffer keeps the newest entries, oldest first), never past the rank's own
+    ``pg_status`` ``last_enqueued_collective`` + 1 (an entry is recorded just before its call is enqueued, so a
+    dump taken in between shows one more), and one id is shared only by a coalesced batch, whose last entry is
+    the ``...coalesced`` one (``nccl:coalesced``; PyTorch's own ``fr_trace`` reads such a run as one call). The
+    analyzer matches ranks by these ids: a shifted rank would drop out of every comparison, and a repeated id
+    would keep one call of several."""
+    runs: dict = {}   # group -> [seq, index of the run's first entry, index of its last]
+
+    def close(name: str, run: list) -> None:
+        if run[1] != run[2] and not entries[run[2]]["profiling_name"].endswith("coalesced"):
+            raise ValueError(f"entries #{run[1]} to #{run[2]} of process group {name!r} share collective_seq_id {run[0]} "
+                             "and do not end in a coalesced entry: PyTorch gives each collective its own id (only a "
+                             "coalesced batch, ending in 'nccl:coalesced', shares one)")
+
+    for i, e in enumerate(entries):
+        if e["is_p2p"] or not e["seq"]:   # point-to-point calls keep the last collective's id; 0: not numbered
+            continue
+        name, seq = e["pg"], e["seq"]
+        run = runs.get(name)
+        if run is not None and seq < run[0]:
+            raise ValueError(f"entry #{i}: collective_seq_id {seq} of process group {name!r} comes after {run[0]} "
+                             f"(entry #{run[2]}): a group's ids only grow in record order")
+        last = status.get(name, {}).get("last_enqueued_collective")
+        if last is not None and last >= 0 and seq > last + 1:
+            raise ValueError(f"entry #{i}: collective_seq_id {seq} of process group {name!r} is past this rank's own "
+                             f"pg_status last_enqueued_collective {last}")
+        if run is not None and seq == run[0]:
+            run[2] = i
+        else:
+            if run is not None:
+                close(name, run)
+            runs[name] = [seq, i, i]
+    for name, run in runs.items():
+        close(name, run)
 
 
 @dataclass(frozen=True)
@@ -376,6 +500,7 @@ class DumpSet:
     dumps: dict
     refused: dict = field(default_factory=dict)
     refused_ranks: tuple = ()
+    refused_why: dict = field(default_factory=dict)  # rank -> why its file was refused (the first, if several)
     skipped: tuple = ()
     other_job: dict = field(default_factory=dict)   # path -> why it belongs to another job (left out)
     damaged: dict = field(default_factory=dict)     # path -> which entries hold values no recorder writes (not used)
@@ -389,7 +514,7 @@ _EXTENSIONS = (".json", ".pkl", ".pickle", ".bin")
 _RANK_NAMES = (re.compile(r"[A-Za-z0-9_-]*?rank[_-]?([0-9]+)(?:[_-][A-Za-z0-9_-]*)?", re.I),
                re.compile(r"[A-Za-z0-9_-]*[_-]([0-9]+)"),
                re.compile(r"([0-9]+)"))
-NAMING = "rank_0, rank0.json, nccl_trace_rank_0, _dump_0, optionally .gz"
+NAMING = "rank_0, rank0.json, rank_0.pkl, nccl_trace_rank_0, _dump_0, each optionally .gz"
 
 
 def rank_of(filename: str) -> int | None:
@@ -418,25 +543,46 @@ def dump_rank(filename: str) -> int | None:
     return rank_of(name[:-3] if name.lower().endswith(".gz") else name)
 
 
-def _dump_names(directory: str) -> tuple[dict, list]:
-    """({rank: file name}, skipped names) of a folder: one dump per rank, every other entry skipped. Two
-    names for one rank are refused, naming both (which to keep is the user's call)."""
+def not_regular(path: str) -> str | None:
+    """What ``path`` is when it is neither a regular file nor a folder (a FIFO, a link to ``/dev/zero``, a link
+    to nothing), else None. Only its status is read: opening a FIFO would wait for a writer forever, and a
+    device would be read without end."""
+    try:
+        mode = os.stat(path).st_mode   # follows links: what reading it would read
+    except OSError:
+        return "a symbolic link to nothing" if os.path.islink(path) else None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+    return f"a symbolic link to {kind}" if os.path.islink(path) else kind
+
+
+def _dump_names(directory: str) -> tuple[dict, list, dict]:
+    """({rank: file name}, skipped names, {name: what it is}) of a folder: one dump per rank; names like a
+    dump's that are not regular files (a FIFO, a link to a device), for :func:`load_dir` to refuse saying what
+    they are; every other entry (folders, hidden files, other names) skipped. Two names for one rank are
+    refused, naming both (which to keep is the user's call)."""
     try:
         names = sorted(os.listdir(directory))
     except OSError as e:
         raise CollsimError(f"cannot list {directory!r} ({e.strerror}): give a readable folder") from None
     by_rank: dict[int, str] = {}
     skipped = []
+    special = {}
     for name in names:
         rank = dump_rank(name)
-        if name.startswith(".") or rank is None or not os.path.isfile(os.path.join(directory, name)):
+        path = os.path.join(directory, name)
+        if not name.startswith(".") and rank is not None and (what := not_regular(path)):
+            special[name] = what
+        elif name.startswith(".") or rank is None or not os.path.isfile(path):
             skipped.append(name)
         elif rank in by_rank:
             raise CollsimError(f"two dumps for rank {rank} in {directory!r}: {by_rank[rank]} and {name}: keep one "
                                "file per rank (move the other out of the folder)")
         else:
             by_rank[rank] = name
-    return by_rank, skipped
+    return by_rank, skipped, special
 
 
 def _check_total_size(directory: str, names) -> set[str]:
@@ -483,36 +629,57 @@ def shown_items(items, shown: int = 8) -> str:
     return ", ".join(items[:shown]) + (f", ... ({len(items) - shown:,} more)" if len(items) > shown else "")
 
 
-def load_dir(directory: str) -> DumpSet:
-    """Every rank's dump in ``directory`` (one file per rank, named as :func:`rank_of` reads)."""
+def load_dir(directory: str, last: int | None = None) -> DumpSet:
+    """Every rank's dump in ``directory`` (one file per rank, named as :func:`rank_of` reads). ``last``: read
+    only each dump's last ``last`` entries (what a ring buffer of that size would have kept; ``pg_status`` is
+    kept whole). At most :data:`MAX_DUMP_ENTRIES` entries a dump (else it is refused) and
+    :data:`MAX_DIR_ENTRIES` a folder (else CollsimError), counted before any is normalised."""
     if not os.path.isdir(directory):
         raise CollsimError(f"{directory!r} is not a directory: give the directory holding rank_0, rank_1, ... dumps")
-    dumps, refused, refused_ranks, ranks_cache, paths = {}, {}, [], {}, {}
-    by_rank, skipped = _dump_names(directory)
+    dumps, refused, refused_why, ranks_cache, paths, values = {}, {}, {}, {}, {}, {}
+    by_rank, skipped, special = _dump_names(directory)
+    for name, what in special.items():
+        path = os.path.join(directory, name)
+        refused[path] = (f"{path}: it is {what}, not a regular file: not read (copy the dump itself into the folder, "
+                         "or move this out of it)")
+        if dump_rank(name) not in by_rank:
+            refused_why.setdefault(dump_rank(name), refused[path])
     bombs = _check_total_size(directory, by_rank.values())
-    for rank, name in sorted(by_rank.items()):
+    total = 0
+    for done, (rank, name) in enumerate(sorted(by_rank.items()), 1):
         path = os.path.join(directory, name)
         try:
             if name in bombs:   # known from the size pass: not expanded a second time
                 raise RefusedDump(f"{path}: it decompresses to more than {MAX_DUMP_BYTES >> 20} MiB, more than any "
                                   "flight-recorder dump; not read")
             raw = read_raw(path, sized=True)   # _check_total_size counted it: expanded once more, not twice
+            total += _count_entries(raw, path, last)
+            if total > MAX_DIR_ENTRIES:
+                cut = MAX_DIR_ENTRIES // len(by_rank)
+                raise CollsimError(
+                    f"the dumps in {directory!r} hold over {MAX_DIR_ENTRIES:,} entries together (the first {done:,} "
+                    f"of {len(by_rank):,} files), more than collsim analyzes per folder (PyTorch's default buffer "
+                    f"keeps 2,000 per rank): " + (f"analyze each rank's last {cut:,} with --last {cut}, or " if cut else "")
+                    + "copy the ranks of interest to a folder of their own")
             try:
-                dumps[rank] = normalise(raw, ranks_cache)
+                dumps[rank] = normalise(raw, ranks_cache, values)
                 paths[rank] = path
             except RefusedDump:
                 raise
-            except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as e:
-                # a field of the wrong type (entries: 5, pg_config: [1], ranks: [0, "a"]): refuse the
-                # file like any other non-dump, so one bad rank does not hide the others' findings
+            except (TypeError, ValueError) as e:
+                # a field of the wrong shape (entries: 5, pg_config: [1], ranks: [0, "a"]), named by our checks:
+                # refuse the file like any other non-dump, so one bad rank does not hide the others' findings
+                raise RefusedDump(f"{path}: malformed dump: {e} (its rank is read as unknown; if the file was "
+                                  "damaged on the way, copy it again)") from None
+            except (AttributeError, KeyError, RecursionError) as e:   # a shape no check names
                 raise RefusedDump(f"{path}: malformed dump ({type(e).__name__}: {e})") from None
         except RefusedDump as e:
             refused[path] = str(e)
-            refused_ranks.append(rank)
+            refused_why[rank] = str(e)
     if not dumps:
         reasons = list(refused.values())   # every file refused: the first few reasons, then how many more
         why = "; ".join(reasons[:3]) + (f"; ... {len(reasons) - 3:,} more refused" if len(reasons) > 3 else "")
-        if not by_rank:
+        if not by_rank and not special:
             why = f"no file named like a rank's dump ({NAMING})"
             inner = _subfolders_with_dumps(directory, skipped)
             if inner:
@@ -523,7 +690,23 @@ def load_dir(directory: str) -> DumpSet:
     dumps, other = split_jobs(dumps, paths)
     check_one_job(dumps, directory)
     damaged = {paths[r]: why for r in sorted(dumps) if (why := damage_note(dumps[r]))}
-    return DumpSet(dumps, refused, tuple(refused_ranks), tuple(skipped), other, damaged)
+    return DumpSet(dumps, refused, tuple(sorted(refused_why)), refused_why, tuple(skipped), other, damaged)
+
+
+def _count_entries(raw: dict, path: str, last: int | None) -> int:
+    """How many entries of ``raw`` will be read (cut to the last ``last`` in place), at most
+    :data:`MAX_DUMP_ENTRIES` (else RefusedDump): counted before any is normalised, since their number, not the
+    file's size, decides the work."""
+    entries = raw.get("entries")
+    if not isinstance(entries, (list, tuple)):
+        return 0   # normalise refuses it, naming the field
+    if last is not None and len(entries) > last:
+        raw["entries"] = entries = entries[len(entries) - last:]
+    if len(entries) > MAX_DUMP_ENTRIES:
+        raise RefusedDump(f"{path}: {len(entries):,} entries, more than {MAX_DUMP_ENTRIES:,} (50 times PyTorch's default "
+                          f"buffer of 2,000) that collsim reads from one dump: analyze the last ones with --last "
+                          f"{MAX_DUMP_ENTRIES}")
+    return len(entries)
 
 
 def damage_note(dump: dict) -> str:

@@ -100,13 +100,16 @@ def _ours(path: str) -> bool:
         return False
 
 
-def check_dump_dir(directory: str, keep_simulated: bool = True, flag: str = "--dump") -> None:
+def check_dump_dir(directory: str, keep_simulated: bool = True, flag: str = "--dump", writes=None,
+                   world: int | None = None) -> None:
     """Refuse ``directory`` for new dumps when it holds dumps collsim did not simulate: the analyzer reads
     every file named like a rank's dump as one job's, so a real incident's ``_dump_3`` beside a simulated
     ``rank_3.json`` makes the folder unreadable, and a user's own ``rank_0.json`` would be replaced. An earlier
-    simulation's ``rank_N.json`` may be replaced (``flight analyze`` names the ranks a smaller rerun left
-    behind as another job's); nothing else is touched. ``keep_simulated=False`` (``flight demo``, whose gloo
+    simulation's ``rank_N.json`` may be replaced by the new run's of the same rank; nothing else is touched. ``keep_simulated=False`` (``flight demo``, whose gloo
     job writes ``rank_N`` pickles that would sit beside a simulation's ``rank_N.json``) refuses every dump.
+    ``writes``: the ranks the new run writes, of ``world``; an earlier simulation's dump of a rank of this job
+    that it does not write (one that crashes) is refused too: it would be read as this job's, the crash unseen.
+    Nothing is deleted: which files to drop is the user's call (ranks past ``world`` are :func:`stale_dumps`).
     Called before any work, so a refused folder costs nothing and loses nothing."""
     if not os.path.exists(directory):
         return
@@ -125,12 +128,33 @@ def check_dump_dir(directory: str, keep_simulated: bool = True, flag: str = "--d
         what = "flight-recorder dumps collsim did not simulate" if keep_simulated else "flight-recorder dumps"
         raise CollsimError(f"{flag} {directory} holds {what} ({names_text}): the new dumps would replace them or "
                            "mix with them (flight analyze reads a folder as one job's dumps); give a new or empty folder")
+    if writes is not None:
+        ranks = set(writes)
+        world = max(ranks, default=-1) + 1 if world is None else world
+        stale = [n for n in present if dump_rank(n) not in ranks and dump_rank(n) < world]
+        if stale:
+            raise CollsimError(f"{flag} {directory} holds an earlier simulation's dumps of ranks that write none in this "
+                               f"run (they crash): {shown_items(stale, 4)}; flight analyze would read them as this "
+                               "job's; delete them or give a new or empty folder")
 
 
-def write_dumps(directory: str, dumps: dict[int, dict]) -> list[str]:
-    """Write ``rank_<r>.json`` for each rank's dump; returns the paths written. A folder holding dumps other
-    than collsim's simulated ones is refused (:func:`check_dump_dir`)."""
-    check_dump_dir(directory)
+def stale_dumps(directory: str, written) -> list[str]:
+    """The dumps in ``directory`` named like a rank's that ``written`` (ranks) does not include: an earlier,
+    larger simulation's, left as they are (:func:`write_dumps` refused the ones of this job's ranks)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    ranks = set(written)
+    return sorted((n for n in names if not n.startswith(".") and dump_rank(n) is not None and dump_rank(n) not in ranks
+                   and os.path.isfile(os.path.join(directory, n))), key=lambda n: (dump_rank(n), n))
+
+
+def write_dumps(directory: str, dumps: dict[int, dict], world: int | None = None) -> list[str]:
+    """Write ``rank_<r>.json`` for each rank's dump (of ``world`` ranks); returns the paths written. A folder
+    holding dumps other than collsim's simulated ones, or a simulated one of a rank of this job that writes
+    none, is refused (:func:`check_dump_dir`)."""
+    check_dump_dir(directory, writes=dumps, world=world)
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as e:

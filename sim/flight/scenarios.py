@@ -29,7 +29,7 @@ from .cost import make_cost
 from .faults import LinkFault, apply_rank_faults, parse_faults
 from .loader import normalise, shown_items
 from .rank_workload import from_dict
-from .records import check_dump_dir, write_dumps
+from .records import check_dump_dir, stale_dumps, write_dumps
 from .replay import DEFAULT_TIMEOUT_MS, no_cyclic_gc, run
 
 _DDP = {"builtin": "ddp_step", "world_size": 4, "buckets": 3, "bucket_nbytes": "4M", "steps": 2}
@@ -108,7 +108,9 @@ def _run_scenario(sc: dict, dump_dir: str | None) -> dict:
         dumps = r.dumps()
         ranks_cache: dict = {}
         if dump_dir:
-            out["dump_files"] = write_dumps(dump_dir, dumps)
+            out["dump_files"] = write_dumps(dump_dir, dumps, world=w.world_size)
+            # an earlier, larger simulation's dumps of ranks past this job's: left as they are, and said
+            out["dumps_left"] = stale_dumps(dump_dir, dumps)
         # With every rank dead the engine's "every live rank finished" is vacuously true: say what happened.
         all_crashed = len(r.crashed) == w.world_size
         outcome = ("crashed: all ranks" if all_crashed else "finished" if r.finished
@@ -202,6 +204,10 @@ def format_text(out: dict, max_rows: int = 40) -> str:
             files = out["dump_files"]
             lines.append(f"dumps: {len(files)} file(s) in {os.path.dirname(files[0]) or '.'}: "
                          f"{shown_items(os.path.basename(f) for f in files)}")
+            if out.get("dumps_left"):
+                lines.append(f"  left there: {shown_items(out['dumps_left'])}, an earlier simulation's dumps of ranks this "
+                             "job does not have: flight analyze leaves them out as another job's; delete them to keep "
+                             "the folder to this run")
         d = out["diagnosis"]
         lines.append(f"diagnosis: {d['error_type']}; culprit rank(s) {ranks_short(d['culprits'])}; "
                      f"pg {d['process_group']} seq {d['collective_seq_id']}")

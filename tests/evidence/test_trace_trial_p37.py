@@ -273,3 +273,19 @@ def test_format_has_a_help_string():
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["trace"]
     (fmt,) = [a for a in sub._actions if a.dest == "format"]
     assert fmt.help and "json" in fmt.help
+
+
+def test_unpredicted_collectives_are_counted_in_words():
+    # two sends and one all_reduce without a size: "the evidence gives 2 no known collective" read as garble; the
+    # note says what is lacking and how many, each count beside its reason
+    from sim.evidence.job import Call, Job
+    from sim.evidence.job_compare import compare_job
+    from sim.presets import load_topology
+    calls = [Call(source="t", rank=0, op="send", nbytes=4096 * k, group_size=2, duration_us=10.0, backend="nccl")
+             for k in (1, 2)]
+    calls.append(Call(source="t", rank=0, op="all_reduce", nbytes=None, group_size=2, duration_us=10.0, backend="nccl"))
+    doc = compare_job(Job(calls=calls, world_size=2), load_topology("ring:n=2"))
+    note = next(n for n in doc["notes"] if "not predicted" in n)
+    assert note.startswith("3 distinct collective(s) are not predicted"), note
+    assert "no known collective (point-to-point calls are not predicted): 2" in note and "gives 2 no" not in note
+    assert "no input shape or element count): 1" in note

@@ -15,11 +15,11 @@ GOOD = {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "
         "pg_status": {"0": {"last_completed_collective": "1"}},
         "entries": [{"process_group": ["0", "default_pg"], "collective_seq_id": 1,
                      "profiling_name": "gloo:all_reduce", "state": "scheduled"}]}
-MALFORMED = {  # each crashed normalise() with the exception named, before the fix
-    "entries-int": ('{"entries": 5}', "TypeError"),
-    "pg_status-int": ('{"pg_status": 5}', "AttributeError"),
-    "pg_config-list": ('{"entries": [], "pg_config": [1]}', "AttributeError"),
-    "ranks-not-int": ('{"entries": [], "pg_config": {"0": {"ranks": [0, "a"]}}}', "ValueError"),
+MALFORMED = {  # each crashed normalise() before the fix; now the refusal names the field and its shape
+    "entries-int": ('{"entries": 5}', "'entries' is a int, not a list"),
+    "pg_status-int": ('{"pg_status": 5}', "pg_status is a int, not a mapping"),
+    "pg_config-list": ('{"entries": [], "pg_config": [1]}', "pg_config is a list, not a mapping"),
+    "ranks-not-int": ('{"entries": [], "pg_config": {"0": {"ranks": [0, "a"]}}}', "not a list of ranks"),
     "deep-json": ('{"entries":' + "[" * 200000 + "]" * 200000 + "}", "nested too deeply"),
 }
 

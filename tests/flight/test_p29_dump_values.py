@@ -49,7 +49,8 @@ def test_entries_that_are_not_a_list_are_refused_not_read_as_an_empty_rank(tmp_p
     assert "'entries' is a str, not a list" in ds.refused[str(d / "rank_0.json")]
     diagnosis = analyze(ds)
     assert diagnosis["ranks"] == [1, 2] and diagnosis["missing_dumps"] == [0]
-    assert "unreadable" in diagnosis["details"]   # said to be unreadable, not to have "never reached" a call
+    # said to be refused (its file is there), not to have "never reached" a call
+    assert "is there but was refused" in diagnosis["details"] and "never reached" not in diagnosis["details"]
 
 
 @pytest.mark.parametrize("field, value, words", [

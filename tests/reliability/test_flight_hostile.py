@@ -41,7 +41,10 @@ def test_a_dump_that_is_not_a_dump_counts_as_unreadable(user, tmp_path):
     d = _dumps(user, tmp_path, "healthy", "d")
     (d / "rank_1.json").write_text('{"entries": 5}')
     rc, out, err = user("flight", "analyze", "d", "--format", "json")
-    assert rc == 0 and json.loads(out)["culprits"] == [1]
+    # a healthy job whose other ranks completed every call: the refused rank took part in them, so it is unknown
+    # (its file is there: no crash explains it), never named (docs/flight.md)
+    d = json.loads(out)
+    assert rc == 0 and d["culprits"] == [] and d["missing_dumps"] == [1], out
 
 
 def test_dumps_of_two_jobs_are_refused(user, tmp_path):
