@@ -1,6 +1,7 @@
 """``collsim simulate``: the nccl-tests table a topology would print, predicted."""
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import replace
 
@@ -145,6 +146,12 @@ def nccl_config_printed(args, printed: str | None, where: str, verb: str = "prin
     the releases collsim models, as ``validate`` scores it), else the one in force."""
     from ..nccl import config as nccl_config
     from ..nccl.versions import parse_version
+    if args.nccl_version is None and printed and (args.nccl_env or args.nccl_env_from_shell):
+        # variables say how NCCL was set, not which NCCL ran: the release printed still decides the rules
+        release = nccl_config.case_config({"id": where, "nccl_version": printed}).version
+        cfg = nccl_config_from_args(argparse.Namespace(**{**vars(args), "nccl_version": release}))
+        return cfg, (f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.version}'s rules and the variables of "
+                     "--nccl-env; --nccl-version to change")
     if args.nccl_version is not None or args.nccl_env or args.nccl_env_from_shell:
         cfg = nccl_config_from_args(args)
         return cfg, f"predicted with NCCL {cfg.version}'s rules (--nccl-version/--nccl-env)"

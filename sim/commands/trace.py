@@ -89,10 +89,11 @@ def _release_note(args, cfg, note: str, printed, where: str, verb: str) -> str:
     command's own, kept where no release was asked for or recorded)."""
     if args.nccl_version is not None:
         return f"predicted with NCCL {cfg.release.version}'s rules{_rules_why(args.nccl_version, cfg.release)} (--nccl-version)"
-    if not printed or args.nccl_env or args.nccl_env_from_shell:
+    if not printed:
         return note
+    env = " and the variables of --nccl-env" if args.nccl_env or args.nccl_env_from_shell else ""
     return (f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.release.version}'s rules"
-            f"{_rules_why(printed, cfg.release)}; --nccl-version to change")
+            f"{_rules_why(printed, cfg.release)}{env}; --nccl-version to change")
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -289,3 +289,21 @@ def test_unpredicted_collectives_are_counted_in_words():
     assert note.startswith("3 distinct collective(s) are not predicted"), note
     assert "no known collective (point-to-point calls are not predicted): 2" in note and "gives 2 no" not in note
     assert "no input shape or element count): 1" in note
+
+
+def test_nccl_env_alone_keeps_the_release_the_log_prints(cli):
+    # NCCL's variables say how NCCL was set, not which NCCL ran: with --nccl-env and no --nccl-version the log's
+    # own release (2.22.3, its banner) still picks the rules, as without the variables; --nccl-version overrides
+    from sim.nccl.versions import LATEST
+    log = str(published("nccl_logs", "aws_p5_h100x16_efa", "nccl-test-output-v2.22.3-1.log"))
+    docs = {}
+    for extra in ((), ("--nccl-env", "NCCL_ALGO=Ring"), ("--nccl-env", "NCCL_ALGO=Ring", "--nccl-version", LATEST.version)):
+        code, out, err = cli("trace", log, *extra, "--format", "json")
+        assert code == 0, err
+        docs[extra[:2] + extra[2:3]] = json.loads(out)
+    plain, env, asked = docs.values()
+    assert env["nccl_rules"] == plain["nccl_rules"] != LATEST.version
+    assert asked["nccl_rules"] == LATEST.version
+    assert any("2.22.3" in n and "--nccl-env" in n for n in env["notes"])
+    ran = {r["model_algorithm"] for r in env["collectives"] if r.get("predicted_us") is not None}
+    assert ran == {"ring"}, ran   # the variables did take effect
