@@ -100,7 +100,7 @@ def _split(ranks: list, unread: list) -> list:
     return parts
 
 
-def _members(dumps: dict, refused: tuple) -> dict[str, tuple]:
+def _members(dumps: dict, refused) -> dict[str, tuple]:
     """pg name -> member ranks. gloo leaves pg_config names empty, so the default group falls back to
     every rank that left a file, and other groups to the ranks whose records mention them."""
     everyone = set(dumps) | set(refused)
@@ -163,15 +163,15 @@ def _fields(e: dict, what: str):
 class _Pg:
     """One process group's records, by rank and sequence id."""
 
-    def __init__(self, name: str, members: tuple, dumps: dict, refused, refused_why: dict | None = None):
+    def __init__(self, name: str, members: tuple, dumps: dict, refused_why: dict):
         self.name, self.members = name, members
         self.by_rank = {r: {e["seq"]: e for e in dumps[r]["entries"] if e["pg"] == name and not e["is_p2p"]}
                         for r in members if r in dumps}
         # a member whose dump is unreadable (truncated, refused) is as silent as one that left none: both are
         # findings, never a reason to say "every collective matches"
         self.no_dump = [r for r in members if r not in dumps]
-        self.unreadable = {r for r in members if r in refused}
-        self.why = {r: (refused_why or {}).get(r, "") for r in self.unreadable}   # why each file was refused
+        self.unreadable = {r for r in members if r in refused_why}
+        self.why = {r: refused_why[r] for r in self.unreadable}   # why each file was refused
         self.lost_evidence: dict | None = None   # made once (_lost_evidence), not at every sequence id
         self.desc = next((e["pg_desc"] for es in self.by_rank.values() for e in es.values()), "")
         self.last, self.status = {}, {}
@@ -212,7 +212,7 @@ def _finding(kind, pg, seq, culprits, details, evidence, tie=False, silent=False
     unknown = "" if silent or not pg.no_dump else f"; unknown for rank(s) {ranks_short(pg.no_dump)} ({_lost_text(pg)})"
     return {"error_type": kind, "culprits": sorted(culprits), "collective_seq_id": seq,
             "process_group": pg.name, "pg_desc": pg.desc, "details": details + (TIE if tie else "") + unknown,
-            "evidence": evidence, "_silent": silent, "_behind": sorted(behind if behind is not None else culprits)}
+            "evidence": evidence, "_silent": silent, "_tie": tie, "_behind": sorted(behind if behind is not None else culprits)}
 
 
 def _calls(pg: _Pg, r: int, start: int, n: int = 8) -> list:
@@ -470,13 +470,12 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
     ``error_type`` is ``"none"`` when nothing is
     wrong. ``straggler_ms``: lateness that counts as straggling; ``slow_factor``: how much slower a
     group must be than its peers to blame a link."""
-    refused_files, refused, refused_why, other_job, damaged, skipped = ({}, (), {}, {}, {}, ())
-    if isinstance(dumps, DumpSet):
-        refused_files, refused, refused_why, other_job, damaged, skipped, dumps = (
-            dumps.refused, dumps.refused_ranks, dumps.refused_why, dumps.other_job, dumps.damaged, dumps.skipped,
-            dumps.dumps)
+    refused_files, refused, other_job, damaged, skipped = ({}, {}, {}, {}, ())
+    if isinstance(dumps, DumpSet):   # refused: rank -> why its file was refused
+        refused_files, refused, other_job, damaged, skipped, dumps = (
+            dumps.refused, dumps.refused_why, dumps.other_job, dumps.damaged, dumps.skipped, dumps.dumps)
     members = _members(dumps, refused)
-    pgs = [_Pg(n, m, dumps, refused, refused_why) for n, m in sorted(members.items(), key=lambda x: (len(x[0]), x[0]))]
+    pgs = [_Pg(n, m, dumps, refused) for n, m in sorted(members.items(), key=lambda x: (len(x[0]), x[0]))]
     findings = []
     for pg in pgs:
         first_open = min((s for s in pg.seqs if not all(es[s]["completed"] for es in pg.by_rank.values()
@@ -519,7 +518,7 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
                 break
             blocked[r] = b
         if f["error_type"] == "missing_rank" and f["culprits"] and blocked:
-            if TIE in f["details"]:   # the ranks behind are blocked elsewhere: that settles the tie
+            if f["_tie"]:   # the ranks behind are blocked elsewhere: that settles the tie
                 f["details"], f["culprits"] = f["details"].replace(TIE, ""), f["_behind"]
             f["details"] += "; but " + shown_items((f"rank {r} is blocked in group {b[0]} seq {b[1]}"
                                                   for r, b in blocked.items()), SHOWN)
@@ -535,7 +534,7 @@ def analyze(dumps, straggler_ms: float = 10.0, slow_factor: float = 1.5) -> dict
         main = {"error_type": "none", "culprits": [], "collective_seq_id": None, "process_group": None,
                 "pg_desc": "", "details": "every collective matches on every rank read and none is stuck, late or slow",
                 "evidence": {}}
-    strip = lambda f: {k: v for k, v in f.items() if k not in ("_t", "_silent", "_behind")}
+    strip = lambda f: {k: v for k, v in f.items() if k not in ("_t", "_silent", "_tie", "_behind")}
     # the ranks some group lists but whose dump was not read (unknown, not healthy and not guilty)
     unseen = sorted({r for p in pgs for r in p.no_dump})
     if unseen and primary and all(f["error_type"] == "stuck_collective" for f in primary):

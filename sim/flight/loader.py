@@ -58,7 +58,8 @@ MAX_DUMP_NODES = 10_000_000  # values in one dump, shared references counted eac
 # may hold 50 times that, and a folder 1,000,000 entries, 500 ranks of full default buffers or 4,000 ranks of
 # their last 250 (--last); at that limit, 10 JSON dumps of 100,000 entries take 24 s and 1.2 GB on 2 cores.
 # Past it the user says which part to analyze (--last N, or fewer ranks) rather than waiting minutes.
-MAX_DUMP_ENTRIES = 100_000
+TRACE_BUFFER_DEFAULT = 2_000   # TORCH_NCCL_TRACE_BUFFER_SIZE's default: the entries a rank's dump keeps
+MAX_DUMP_ENTRIES = 50 * TRACE_BUFFER_DEFAULT
 MAX_DIR_ENTRIES = 1_000_000
 _PLAIN = (dict, list, tuple, str, int, float, bool, type(None), bytes)
 _OPS = {  # profiling names PyTorch uses (nccl and gloo, old and new) -> one vocabulary
@@ -499,11 +500,15 @@ class DumpSet:
     not read: not named like a dump, subfolders, hidden files)."""
     dumps: dict
     refused: dict = field(default_factory=dict)
-    refused_ranks: tuple = ()
     refused_why: dict = field(default_factory=dict)  # rank -> why its file was refused (the first, if several)
     skipped: tuple = ()
     other_job: dict = field(default_factory=dict)   # path -> why it belongs to another job (left out)
     damaged: dict = field(default_factory=dict)     # path -> which entries hold values no recorder writes (not used)
+
+    @property
+    def refused_ranks(self) -> tuple:
+        """The ranks whose dump file was refused, in order."""
+        return tuple(sorted(self.refused_why))
 
 
 _EXTENSIONS = (".json", ".pkl", ".pickle", ".bin")
@@ -659,7 +664,7 @@ def load_dir(directory: str, last: int | None = None) -> DumpSet:
                 raise CollsimError(
                     f"the dumps in {directory!r} hold over {MAX_DIR_ENTRIES:,} entries together (the first {done:,} "
                     f"of {len(by_rank):,} files), more than collsim analyzes per folder (PyTorch's default buffer "
-                    f"keeps 2,000 per rank): " + (f"analyze each rank's last {cut:,} with --last {cut}, or " if cut else "")
+                    f"keeps {TRACE_BUFFER_DEFAULT:,} per rank): " + (f"analyze each rank's last {cut:,} with --last {cut}, or " if cut else "")
                     + "copy the ranks of interest to a folder of their own")
             try:
                 dumps[rank] = normalise(raw, ranks_cache, values)
@@ -690,7 +695,7 @@ def load_dir(directory: str, last: int | None = None) -> DumpSet:
     dumps, other = split_jobs(dumps, paths)
     check_one_job(dumps, directory)
     damaged = {paths[r]: why for r in sorted(dumps) if (why := damage_note(dumps[r]))}
-    return DumpSet(dumps, refused, tuple(sorted(refused_why)), refused_why, tuple(skipped), other, damaged)
+    return DumpSet(dumps, refused, refused_why, tuple(skipped), other, damaged)
 
 
 def _count_entries(raw: dict, path: str, last: int | None) -> int:
@@ -703,9 +708,10 @@ def _count_entries(raw: dict, path: str, last: int | None) -> int:
     if last is not None and len(entries) > last:
         raw["entries"] = entries = entries[len(entries) - last:]
     if len(entries) > MAX_DUMP_ENTRIES:
-        raise RefusedDump(f"{path}: {len(entries):,} entries, more than {MAX_DUMP_ENTRIES:,} (50 times PyTorch's default "
-                          f"buffer of 2,000) that collsim reads from one dump: analyze the last ones with --last "
-                          f"{MAX_DUMP_ENTRIES}")
+        times = MAX_DUMP_ENTRIES // TRACE_BUFFER_DEFAULT
+        raise RefusedDump(f"{path}: {len(entries):,} entries, more than {MAX_DUMP_ENTRIES:,} ({times} times PyTorch's default "
+                          f"buffer of {TRACE_BUFFER_DEFAULT:,}) that collsim reads from one dump: analyze the last ones with "
+                          f"--last {MAX_DUMP_ENTRIES}")
     return len(entries)
 
 

@@ -316,7 +316,7 @@ def test_many_missing_ranks_give_ranges_not_one_line_each(tmp_path, cli):
 def test_lost_ranks_evidence_is_one_key_per_run_split_by_reason():
     # ranks 0, 1 and 9 of a 10-rank group left dumps: 2-8 did not, and rank 5's file was refused (unreadable)
     dumps = {r: loader.normalise(d) for r, d in _simulated_dumps(world=10, skip_rank=1).items() if r in (0, 1, 9)}
-    got = analyze(loader.DumpSet(dumps, refused={"x/rank_5": "bad"}, refused_ranks=(5,)))
+    got = analyze(loader.DumpSet(dumps, refused={"x/rank_5": "bad"}, refused_why={5: "x/rank_5: bad"}))
     assert got["missing_dumps"] == [2, 3, 4, 5, 6, 7, 8]
     # one key per run, split where the reason changes
     assert {k: v for k, v in got["evidence"].items() if k not in ("0", "1", "9")} == {
