@@ -142,25 +142,28 @@ def nccl_config_from_args(args):
 
 def nccl_config_printed(args, printed: str | None, where: str, verb: str = "prints"):
     """(the NCCL configuration, the note that says which) for a command reading measured output (``trace``,
-    ``compare``): --nccl-version/--nccl-env where given, else the release ``printed`` by ``where`` (clamped to
-    the releases collsim models, as ``validate`` scores it), else the one in force."""
+    ``compare``): --nccl-version where given, else the release ``printed`` by ``where`` (clamped to the releases
+    collsim models, as ``validate`` scores it; --nccl-env alone sets the variables under it), else the one in
+    force. The note names the modelled release whose rules ran, and why where it is not the one asked or printed."""
     from ..nccl import config as nccl_config
-    from ..nccl.versions import parse_version
-    if args.nccl_version is None and printed and (args.nccl_env or args.nccl_env_from_shell):
-        # variables say how NCCL was set, not which NCCL ran: the release printed still decides the rules
+    from ..nccl.versions import rules_why
+    env = bool(args.nccl_env or args.nccl_env_from_shell)
+    if args.nccl_version is not None:
+        cfg = nccl_config_from_args(args)
+        return cfg, (f"predicted with NCCL {cfg.release.version}'s rules{rules_why(args.nccl_version, cfg.release)} "
+                     f"(--nccl-version{'/--nccl-env' if env else ''})")
+    if not printed:
+        cfg = nccl_config_from_args(args) if env else nccl_config.current()
+        return cfg, (f"predicted with NCCL {cfg.version}'s rules (no release printed in {where}; --nccl-version to "
+                     "change)" + (", with the variables of --nccl-env" if env else ""))
+    if env:   # variables say how NCCL was set, not which NCCL ran: the release printed still decides the rules
         release = nccl_config.case_config({"id": where, "nccl_version": printed}).version
         cfg = nccl_config_from_args(argparse.Namespace(**{**vars(args), "nccl_version": release}))
-        return cfg, (f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.version}'s rules and the variables of "
-                     "--nccl-env; --nccl-version to change")
-    if args.nccl_version is not None or args.nccl_env or args.nccl_env_from_shell:
-        cfg = nccl_config_from_args(args)
-        return cfg, f"predicted with NCCL {cfg.version}'s rules (--nccl-version/--nccl-env)"
-    if not printed:
-        cfg = nccl_config.current()
-        return cfg, f"predicted with NCCL {cfg.version}'s rules (no release printed in {where}; --nccl-version to change)"
-    cfg = nccl_config.case_config({"id": where, "nccl_version": printed})
-    nearest = " (the nearest release collsim models)" if parse_version(cfg.version) != parse_version(printed) else ""
-    return cfg, f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.version}'s rules{nearest}; --nccl-version to change"
+    else:
+        cfg = nccl_config.case_config({"id": where, "nccl_version": printed})
+    return cfg, (f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.release.version}'s rules"
+                 f"{rules_why(printed, cfg.release)}{' and the variables of --nccl-env' if env else ''}; "
+                 "--nccl-version to change")
 
 
 def _tables_arch(cfg, topo) -> str | None:

@@ -43,57 +43,14 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _unmodelled() -> list[tuple[str, str]]:
-    """(the minor releases between two of collsim's entries that it does not model, the entry that stands for
-    them), from sim.nccl.versions: [("2.10-2.17", "2.18")]."""
-    from ..nccl.versions import RELEASES
-    out = []
-    for r, nxt in zip(RELEASES, RELEASES[1:]):
-        if r.through is not None and (r.through[0], r.through[1] + 1) < nxt.key():
-            major, minor = r.through
-            out.append((f"{major}.{minor + 1}-{nxt.key()[0]}.{nxt.key()[1] - 1}", nxt.version))
-    return out
-
-
 def _release_help() -> str:
     """What ``trace`` does without --nccl-version, as sim.nccl.versions.nearest_documented decides it."""
-    from ..nccl.versions import LATEST, OLDEST
-    gaps = "; ".join(f"{span}: {entry}'s" for span, entry in _unmodelled())
+    from ..nccl.versions import LATEST, OLDEST, unmodelled_spans
+    gaps = "; ".join(f"{span}: {entry}'s" for span, entry in unmodelled_spans())
     return (f"default: the release an NCCL log among PATHs prints, else one a trace or the dumps record, else "
             f"{LATEST.version}; a recorded release collsim does not model gets the nearest modelled one's rules ({gaps}; "
             f"before {OLDEST.version}: {OLDEST.version}'s; after {LATEST.version}: {LATEST.version}'s) and a note says "
             "which, while --nccl-version refuses those")
-
-
-def _rules_why(version: str, rel) -> str:
-    """Why release ``version`` is predicted with ``rel``'s rules ("" when they are its own minor release's)."""
-    from ..nccl.versions import LATEST, OLDEST, parse_version
-    key = parse_version(version)
-    if key == rel.key():
-        return ""
-    if key < OLDEST.key():
-        return f" ({version} is older than the oldest release collsim models)"
-    if key > LATEST.key():
-        return f" ({version} is newer than the newest release collsim models)"
-    if key < rel.key():   # between an entry's last release and the next entry (2.10-2.17): the next one's
-        span = next((s for s, entry in _unmodelled() if entry == rel.version), "")
-        return (f" (collsim does not model {span or version}: NCCL changed its latency tables in between; such a run "
-                f"gets the next modelled release's rules, as collsim validate scores it)")
-    stands = f"{rel.version}-{rel.through[0]}.{rel.through[1]}" if rel.through else "it"
-    return (f" ({version} is not in collsim's table of releases, which lists those where NCCL changed what the model "
-            f"reads: {rel.version}'s entry stands for {stands})")
-
-
-def _release_note(args, cfg, note: str, printed, where: str, verb: str) -> str:
-    """The note on the release predicted with, naming the modelled release whose rules ran (``note``: the
-    command's own, kept where no release was asked for or recorded)."""
-    if args.nccl_version is not None:
-        return f"predicted with NCCL {cfg.release.version}'s rules{_rules_why(args.nccl_version, cfg.release)} (--nccl-version)"
-    if not printed:
-        return note
-    env = " and the variables of --nccl-env" if args.nccl_env or args.nccl_env_from_shell else ""
-    return (f"{where} {verb} NCCL {printed}: predicted with NCCL {cfg.release.version}'s rules"
-            f"{_rules_why(printed, cfg.release)}{env}; --nccl-version to change")
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -189,7 +146,6 @@ def run(args) -> int:
     else:
         release = job.nccl_version, "the evidence (profiler trace or flight dumps)", "records"
     cfg, release_note = nccl_config_printed(args, *release)
-    release_note = _release_note(args, cfg, release_note, *release)
     with nccl_config.use(cfg):
         doc = compare_job(job, topo, args.algorithm, args.protocol)
     # the spec as given or derived, not the topology's name: a name leaves out parameters such as bandwidth_GBps

@@ -251,4 +251,35 @@ def nearest_documented(key: tuple[int, int]) -> Release | None:
     return OLDEST if key < OLDEST.key() else LATEST if key > LATEST.key() else None
 
 
-__all__ = ["LATEST", "OLDEST", "RELEASES", "Release", "nearest_documented", "parse_version", "release"]
+def unmodelled_spans() -> list[tuple[str, str]]:
+    """(the minor releases between an entry's last one and the next entry, the entry whose rules they get), as
+    :func:`nearest_documented` maps them: [("2.10-2.17", "2.18")]."""
+    return [(f"{r.through[0]}.{r.through[1] + 1}-{nxt.key()[0]}.{nxt.key()[1] - 1}", nxt.version)
+            for r, nxt in zip(RELEASES, RELEASES[1:]) if r.through is not None and (r.through[0], r.through[1] + 1) < nxt.key()]
+
+
+def rules_why(version: str, rel: Release) -> str:
+    """Why a run of NCCL ``version`` is predicted with entry ``rel``'s rules ("" for its own minor release's).
+
+    >>> rules_why("2.13.4", release("2.18"))[:48]
+    ' (collsim does not model 2.10-2.17: NCCL changed'
+    """
+    key = parse_version(version)
+    if key == rel.key():
+        return ""
+    if key < OLDEST.key():
+        return f" ({version} is older than the oldest release collsim models)"
+    if key > LATEST.key():
+        return f" ({version} is newer than the newest release collsim models)"
+    gap = _between(key)
+    if gap is not None:   # between an entry's last release and the next entry (2.10-2.17): the next one's
+        span = next(s for s, entry in unmodelled_spans() if entry == gap[1].version)
+        return (f" (collsim does not model {span}: NCCL changed its latency tables in between; such a run gets the "
+                "next modelled release's rules, as collsim validate scores it)")
+    stands = f"{rel.version}-{rel.through[0]}.{rel.through[1]}" if rel.through else "it"
+    return (f" ({version} is not in collsim's table of releases, which lists those where NCCL changed what the model "
+            f"reads: {rel.version}'s entry stands for {stands})")
+
+
+__all__ = ["LATEST", "OLDEST", "RELEASES", "Release", "nearest_documented", "parse_version", "release", "rules_why",
+           "unmodelled_spans"]
