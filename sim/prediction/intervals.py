@@ -278,7 +278,7 @@ def _weighted_range(res: np.ndarray, dist: np.ndarray) -> tuple[float, float, in
     took a rack's mid-size upper end from 3.3x the prediction to 6.5x); here every weight, and the range, moves
     continuously with the node count, and the rows measured at the very point asked count most."""
     k = min(NEIGHBOURS, len(dist))
-    h = float(np.sort(dist)[k - 1]) + BANDWIDTH_MARGIN
+    h = float(np.partition(dist, k - 1)[k - 1]) + BANDWIDTH_MARGIN
     w = np.clip(1.0 - (dist / h) ** 3, 0.0, None) ** 3
     order = np.argsort(res, kind="stable")
     v, w = res[order], w[order]
