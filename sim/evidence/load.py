@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 
 from ..errors import CollsimError
-from ..flight.loader import dump_rank, rank_of, shown_items
+from ..flight.loader import dump_rank, rank_of, shown_items, subfolders_holding
 from ..io.safe_io import GZIP_MAGIC
 from .flight_timing import read_flight_dir
 from .job import Job, NotEvidence
@@ -80,29 +80,11 @@ def _is_flight_dir(path: str, names: list) -> bool:
     return len(dumps) >= 1 and len(dumps) * 2 >= len([n for n in names if not n.endswith(_LOG_EXT)])
 
 
-MAX_SUBFOLDERS = 256   # subfolders looked into, a few names each, to name those that hold evidence
-
-
 def _subfolders_with_evidence(path: str) -> list[str]:
-    """The subfolders of ``path`` holding a file named like a trace, log or dump (the first
-    :data:`MAX_SUBFOLDERS`, a few dozen names looked at in each: bounded work on any tree)."""
-    out = []
-    try:
-        subs = sorted(e.name for e in os.scandir(path) if e.is_dir() and not e.name.startswith("."))
-    except OSError:
-        return []
-    for sub in subs[:MAX_SUBFOLDERS]:
-        try:
-            with os.scandir(os.path.join(path, sub)) as it:
-                for k, e in enumerate(it):
-                    if k >= 64:
-                        break
-                    if e.name.endswith(_TRACE_EXT + _LOG_EXT) or rank_of(e.name) is not None or dump_rank(e.name) is not None:
-                        out.append(os.path.join(path, sub))
-                        break
-        except OSError:
-            continue
-    return out
+    """The subfolders of ``path`` holding a file named like a trace, log or dump (bounded:
+    :func:`sim.flight.loader.subfolders_holding`)."""
+    wanted = lambda n: n.endswith(_TRACE_EXT + _LOG_EXT) or rank_of(n) is not None or dump_rank(n) is not None
+    return [os.path.join(path, sub) for sub in subfolders_holding(path, wanted)]
 
 
 def _check_one_job(part: Job, source: str, seen: dict) -> None:

@@ -613,16 +613,24 @@ def _check_total_size(directory: str, names) -> set[str]:
     return bombs
 
 
-def _subfolders_with_dumps(directory: str, names) -> list[str]:
-    """The subfolders of ``directory`` that hold files named like dumps (a parent of several jobs' folders)."""
+MAX_SUBFOLDERS = 256   # subfolders looked into to name those that hold dumps or traces (a hint, bounded work)
+NAMES_LOOKED = 64      # ... and names looked at in each
+
+
+def subfolders_holding(directory: str, wanted=lambda name: dump_rank(name) is not None) -> list[str]:
+    """The names of the subfolders of ``directory`` holding a file whose name ``wanted`` accepts (default: named
+    like a rank's dump): a parent of several jobs' folders. The first :data:`MAX_SUBFOLDERS` subfolders, the
+    first :data:`NAMES_LOOKED` names of each: bounded work on any tree."""
+    try:
+        subs = sorted(e.name for e in os.scandir(directory) if e.is_dir() and not e.name.startswith("."))
+    except OSError:
+        return []
     out = []
-    for name in names:
-        path = os.path.join(directory, name)
-        if name.startswith(".") or not os.path.isdir(path):
-            continue
+    for sub in subs[:MAX_SUBFOLDERS]:
         try:
-            if any(dump_rank(n) is not None for n in os.listdir(path)):
-                out.append(name)
+            with os.scandir(os.path.join(directory, sub)) as it:
+                if any(wanted(e.name) for _, e in zip(range(NAMES_LOOKED), it)):
+                    out.append(sub)
         except OSError:
             continue
     return out
@@ -686,7 +694,7 @@ def load_dir(directory: str, last: int | None = None) -> DumpSet:
         why = "; ".join(reasons[:3]) + (f"; ... {len(reasons) - 3:,} more refused" if len(reasons) > 3 else "")
         if not by_rank and not special:
             why = f"no file named like a rank's dump ({NAMING})"
-            inner = _subfolders_with_dumps(directory, skipped)
+            inner = subfolders_holding(directory)
             if inner:
                 why += f"; its subfolder(s) {shown_items(inner)} hold dumps: give one of them"
             elif skipped:
